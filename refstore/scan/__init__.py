@@ -1,0 +1,21 @@
+"""Physical layer: one scanner per format, one signature (options at construction, one call
+per source returning columnar chunk rows)."""
+
+from ._parallel import ScanOutcome, scan_many
+from ._sources import expand_sources, local_source_info, normalize_location
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, Scanner, ScanResult, SourceInfo
+from .hdf5 import HDF5Scanner
+
+__all__ = [
+    "CHUNK_BATCH_SCHEMA",
+    "ArrayMeta",
+    "HDF5Scanner",
+    "ScanOutcome",
+    "ScanResult",
+    "Scanner",
+    "SourceInfo",
+    "expand_sources",
+    "local_source_info",
+    "normalize_location",
+    "scan_many",
+]

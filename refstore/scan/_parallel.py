@@ -1,0 +1,54 @@
+"""Scan many sources, in worker processes when asked (spawn: Lance and HDF5 are not fork-safe)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from ..errors import ScanError
+from ._types import Scanner, ScanResult
+
+__all__ = ["ScanOutcome", "scan_many"]
+
+ScanOutcome = ScanResult | ScanError
+
+
+def _scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]:
+    out: list[ScanOutcome] = []
+    for loc in locations:
+        try:
+            out.append(scanner(loc))
+        except ScanError as e:
+            out.append(e)
+    return out
+
+
+def scan_many(
+    scanner: Scanner,
+    locations: Sequence[str],
+    *,
+    workers: int = 1,
+    batch: int = 16,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[str, ScanOutcome]]:
+    """Yield (location, result-or-error) for every location, in the order given.
+
+    ``workers``: processes (1 = scan in this process). ``batch``: sources per task.
+    ``progress`` is called with the number of sources just finished.
+    """
+    if workers <= 1 or len(locations) <= batch:
+        for loc in locations:
+            res = _scan_batch(scanner, [loc])[0]
+            if progress is not None:
+                progress(1)
+            yield loc, res
+        return
+    groups = [list(locations[i : i + batch]) for i in range(0, len(locations), batch)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(_scan_batch, scanner, g) for g in groups]
+        for g, fut in zip(groups, futures, strict=True):
+            results = fut.result()
+            if progress is not None:
+                progress(len(g))
+            yield from zip(g, results, strict=True)

@@ -1,0 +1,137 @@
+"""Values every scanner returns: the physical layer of one source."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from ..schema import MAX_DIMS, SOURCE_KEY_COLUMNS
+
+__all__ = ["CHUNK_BATCH_SCHEMA", "ArrayMeta", "ScanResult", "Scanner", "SourceInfo"]
+
+CHUNK_BATCH_SCHEMA = pa.schema(
+    [
+        pa.field("array", pa.string(), nullable=False),
+        *(pa.field(c, pa.int32(), nullable=False) for c in SOURCE_KEY_COLUMNS),
+        pa.field("offset", pa.int64()),
+        pa.field("length", pa.int64()),
+        pa.field("filter_mask", pa.int32()),
+        pa.field("inline", pa.large_binary()),
+    ]
+)
+"""Chunk references of one source, columnar: key within the source and byte range (or inline)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """A source as found: location verbatim, size in bytes, mtime in ns since epoch, etag."""
+
+    location: str
+    size: int
+    mtime_ns: int
+    etag: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayMeta:
+    """One array as stored in one source.
+
+    ``chunks`` is in elements per dimension; ``codecs`` is the decode pipeline in HDF5 encode
+    order (numcodecs-style configs); ``fill_value`` and ``attrs`` are typed JSON (see _values).
+    """
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: str
+    fill_value: Any
+    codecs: tuple[dict[str, Any], ...] = ()
+    attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    status: str = "ok"
+    reason: str | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def np_dtype(self) -> np.dtype[Any]:
+        return np.dtype(self.dtype)
+
+    def structure(self) -> tuple[Any, ...]:
+        """What must agree between sources for one global array (besides the shape)."""
+        return (self.dtype, self.chunks, json.dumps(self.codecs, sort_keys=True), self.dims)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "name": self.name,
+                "dims": list(self.dims),
+                "shape": list(self.shape),
+                "chunks": list(self.chunks),
+                "dtype": self.dtype,
+                "fill_value": self.fill_value,
+                "codecs": list(self.codecs),
+                "attrs": self.attrs,
+                "status": self.status,
+                "reason": self.reason,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ArrayMeta:
+        d = json.loads(text)
+        return cls(
+            name=d["name"],
+            dims=tuple(d["dims"]),
+            shape=tuple(d["shape"]),
+            chunks=tuple(d["chunks"]),
+            dtype=d["dtype"],
+            fill_value=d["fill_value"],
+            codecs=tuple(d["codecs"]),
+            attrs=d["attrs"],
+            status=d["status"],
+            reason=d["reason"],
+        )
+
+    def with_shape(self, shape: tuple[int, ...]) -> ArrayMeta:
+        return ArrayMeta(
+            self.name, self.dims, shape, self.chunks, self.dtype, self.fill_value,
+            self.codecs, self.attrs, self.status, self.reason,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """Everything one source contributes: its identity, its arrays, and its chunk rows.
+
+    ``sort_value`` is the first coordinate value along the requested concat dimension (CF times
+    as seconds since 1970-01-01), ``None`` when the source has no such coordinate.
+    """
+
+    source: SourceInfo
+    arrays: tuple[ArrayMeta, ...]
+    chunks: pa.Table
+    sort_value: float | None = None
+    sort_units: str | None = None
+    groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chunks.schema != CHUNK_BATCH_SCHEMA:
+            raise TypeError("chunk table does not follow CHUNK_BATCH_SCHEMA")
+        for a in self.arrays:
+            if a.ndim > MAX_DIMS and a.status == "ok":
+                raise ValueError(f"{a.name}: more than {MAX_DIMS} dimensions")
+
+
+class Scanner(Protocol):
+    """One signature for every format: options at construction, one call per source."""
+
+    def __call__(self, location: str) -> ScanResult: ...

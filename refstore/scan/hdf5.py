@@ -1,0 +1,307 @@
+"""netCDF4/HDF5 scanner (h5py): every dataset in every group, as chunk references.
+
+Chunked datasets go through ``chunk_iter`` (one pass over the chunk index); contiguous ones are
+one range holding the full shape; compact ones are inlined (their bytes live in the object
+header); unwritten chunks get no row. An array whose filters nothing here decodes is recorded
+as ``unsupported`` with the reason, and the rest of the file is still scanned.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._values import encode_attr, encode_fill
+from ..errors import ScanError
+from ..schema import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
+from ._cftime import cf_seconds
+from ._hdf5_codecs import filters_to_codecs
+from ._sources import local_source_info
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
+
+__all__ = ["HDF5Scanner"]
+
+_HIDDEN_ATTRS = frozenset(
+    {
+        "CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
+        "_nc3_strict", "_NCProperties", "_SuperblockVersion", "_IsNetcdf4",
+    }
+)  # fmt: skip
+_NC_DIM_ONLY = b"This is a netCDF dimension but not a netCDF variable"
+_INLINE_OVERSIZED_MAX = 1 << 20  # bytes: arrays with chunks larger than their shape are inlined
+
+
+@dataclass(frozen=True, slots=True)
+class HDF5Scanner:
+    """Scan one netCDF4/HDF5 file.
+
+    ``concat_dim``: name of the dimension sources will be concatenated along; the scanner reads
+    the first value of the root coordinate variable of that name to order sources.
+    """
+
+    concat_dim: str | None = None
+
+    def __call__(self, location: str) -> ScanResult:
+        import h5py
+
+        info = local_source_info(location)
+        try:
+            f = h5py.File(location, "r")
+        except OSError as e:
+            raise ScanError(location, _open_reason(e)) from None
+        try:
+            with f:
+                return self._scan(f, info)
+        except ScanError:
+            raise
+        except (OSError, RuntimeError, KeyError, ValueError) as e:
+            raise ScanError(location, f"cannot be read as HDF5: {_first_line(e)}") from None
+
+    # ------------------------------------------------------------------ internals
+    def _scan(self, f: Any, info: Any) -> ScanResult:
+        import h5py
+
+        datasets: list[Any] = []
+        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(f)}
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                datasets.append(obj)
+            elif isinstance(obj, h5py.Group):
+                groups[name] = _attrs(obj)
+
+        f.visititems(visit)
+
+        metas: list[ArrayMeta] = []
+        tables: list[pa.Table] = []
+        for ds in datasets:
+            if _is_dimension_only(ds):
+                continue
+            meta, chunks = _scan_dataset(ds)
+            metas.append(meta)
+            if chunks is not None and chunks.num_rows:
+                tables.append(chunks)
+
+        sort_value, sort_units = (None, None)
+        if self.concat_dim is not None:
+            sort_value, sort_units = _first_coordinate(f, self.concat_dim)
+        table = pa.concat_tables(tables) if tables else CHUNK_BATCH_SCHEMA.empty_table()
+        return ScanResult(
+            source=info,
+            arrays=tuple(metas),
+            chunks=table,
+            sort_value=sort_value,
+            sort_units=sort_units,
+            groups=groups,
+        )
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _open_reason(e: OSError) -> str:
+    msg = str(e)
+    if "file signature not found" in msg:
+        return "not an HDF5/netCDF4 file (no HDF5 signature)"
+    if "truncated file" in msg:
+        return "truncated HDF5 file (" + msg.split("truncated file:")[-1].strip(" )") + ")"
+    if "No such file" in msg or "unable to open file" in msg.lower() and not os.path.exists(msg):
+        return f"cannot open: {_first_line(e)}"
+    return f"cannot open as HDF5: {_first_line(e)}"
+
+
+def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in obj.attrs:
+        if name in _HIDDEN_ATTRS:
+            continue
+        try:
+            value = obj.attrs[name]
+        except (OSError, TypeError, ValueError):
+            continue  # attribute types h5py cannot read (references to regions, ...)
+        enc = encode_attr(value)
+        if enc is not None:
+            out[name] = enc
+    return out
+
+
+def _is_dimension_only(ds: Any) -> bool:
+    name = ds.attrs.get("NAME") if "NAME" in ds.attrs else None
+    if isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY):
+        return True
+    return isinstance(name, str) and name.encode().startswith(_NC_DIM_ONLY)
+
+
+def _dim_names(ds: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    is_scale = ds.attrs.get("CLASS") == b"DIMENSION_SCALE" if "CLASS" in ds.attrs else False
+    for i, size in enumerate(ds.shape):
+        name: str | None = None
+        if is_scale and ds.ndim == 1:
+            name = ds.name.rsplit("/", 1)[-1]
+        else:
+            try:
+                scales = ds.dims[i]
+                if len(scales):
+                    name = scales[0].name.rsplit("/", 1)[-1]
+            except (RuntimeError, OSError, ValueError):
+                name = None
+        if name is None:
+            base = f"phony_dim_{size}"
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            name = base if k == 0 else f"{base}_{k}"
+        names.append(name)
+    return tuple(names)
+
+
+def _supported_dtype(dt: np.dtype[Any]) -> str | None:
+    import h5py
+
+    if dt.names is not None:
+        return "compound dtype is not supported"
+    if h5py.check_vlen_dtype(dt) is not None or dt.kind == "O":
+        return "variable-length dtype has no fixed byte layout"
+    if dt.kind not in "biufcS":
+        return f"dtype {dt} is not supported"
+    return None
+
+
+def _chunk_table(
+    name: str,
+    keys: np.ndarray[Any, Any],
+    offsets: np.ndarray[Any, Any] | None,
+    lengths: np.ndarray[Any, Any] | None,
+    masks: np.ndarray[Any, Any] | None,
+    inline: list[bytes] | None,
+) -> pa.Table:
+    n, ndim = keys.shape
+    cols: dict[str, pa.Array] = {"array": pa.array([name] * n, pa.string())}
+    for i, c in enumerate(SOURCE_KEY_COLUMNS):
+        col = keys[:, i] if i < ndim else np.full(n, NO_DIM)
+        cols[c] = pa.array(col.astype(np.int32), pa.int32())
+    cols["offset"] = pa.array(offsets, pa.int64()) if offsets is not None else pa.nulls(n, pa.int64())
+    cols["length"] = pa.array(lengths, pa.int64()) if lengths is not None else pa.nulls(n, pa.int64())
+    cols["filter_mask"] = pa.array(masks, pa.int32()) if masks is not None else pa.array(np.zeros(n, np.int32))
+    cols["inline"] = pa.array(inline, pa.large_binary()) if inline is not None else pa.nulls(n, pa.large_binary())
+    return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
+
+
+def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
+    import h5py
+
+    name = ds.name.lstrip("/")
+    shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
+    dt = ds.dtype
+    attrs = _attrs(ds)
+    dims = _dim_names(ds)
+    dcpl = ds.id.get_create_plist()
+    layout = dcpl.get_layout()
+
+    def meta(chunks: tuple[int, ...], codecs: tuple[dict[str, Any], ...] = (), reason: str | None = None) -> ArrayMeta:
+        fill = None
+        if reason is None or dt.kind in "biufcS":
+            try:
+                fill = encode_fill(ds.fillvalue, dt)
+            except (TypeError, ValueError):
+                fill = None
+        return ArrayMeta(
+            name=name, dims=dims, shape=shape, chunks=chunks, dtype=dt.str, fill_value=fill,
+            codecs=codecs, attrs=attrs, status="ok" if reason is None else "unsupported", reason=reason,
+        )  # fmt: skip
+
+    full = tuple(max(s, 1) for s in shape)
+    if ds.shape is None:
+        return meta((), reason="null dataspace holds no values"), None
+    reason = _supported_dtype(dt)
+    if reason is None and len(shape) > MAX_DIMS:
+        reason = f"{len(shape)} dimensions (at most {MAX_DIMS} are supported)"
+    if reason is not None:
+        return meta(full, reason=reason), None
+
+    if layout == h5py.h5d.COMPACT:
+        if 0 in shape:
+            return meta(full), None
+        raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
+        keys = np.zeros((1, len(shape)), np.int64)
+        return meta(full), _chunk_table(name, keys, None, None, None, [raw])
+
+    if layout == h5py.h5d.CONTIGUOUS:
+        if dcpl.get_external_count() > 0:
+            return meta(full, reason="data stored in external raw files"), None
+        offset = ds.id.get_offset()
+        if offset is None or 0 in shape:
+            return meta(full), None  # never written: everything reads as the fill value
+        keys = np.zeros((1, len(shape)), np.int64)
+        nbytes = int(ds.id.get_storage_size())
+        return meta(full), _chunk_table(
+            name, keys, np.array([offset], np.int64), np.array([nbytes], np.int64), None, None
+        )
+
+    if layout != h5py.h5d.CHUNKED:
+        return meta(full, reason="HDF5 virtual dataset (VDS) layout"), None
+
+    chunks = tuple(int(c) for c in ds.chunks)
+    codecs, reason = filters_to_codecs(dcpl, dt)
+    if reason is not None:
+        return meta(chunks, reason=reason), None
+    if 0 in shape:
+        return meta(chunks, codecs), None
+
+    oversized = any(c > s for c, s in zip(chunks, shape, strict=True))
+    if oversized and int(np.prod(shape)) * dt.itemsize <= _INLINE_OVERSIZED_MAX:
+        # A chunk larger than the array (netCDF4's unlimited 1-D coordinates: chunk 512, shape
+        # 1) cannot be placed on a regular grid when concatenated; hold its values inline.
+        raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
+        keys = np.zeros((1, len(shape)), np.int64)
+        return meta(full), _chunk_table(name, keys, None, None, None, [raw])
+
+    n = int(ds.id.get_num_chunks())
+    ndim = len(shape)
+    elem = np.empty((n, ndim), np.int64)
+    offsets = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    masks = np.empty(n, np.int32)
+    count = 0
+
+    def take(si: Any) -> None:
+        nonlocal count
+        elem[count] = si.chunk_offset
+        offsets[count] = si.byte_offset
+        lengths[count] = si.size
+        masks[count] = si.filter_mask
+        count += 1  # returning None keeps chunk_iter going
+
+    if n:
+        ds.id.chunk_iter(take)
+    keys = elem[:count] // np.asarray(chunks, np.int64)
+    table = _chunk_table(name, keys, offsets[:count], lengths[:count], masks[:count], None)
+    return meta(chunks, codecs), table
+
+
+def _first_coordinate(f: Any, dim: str) -> tuple[float | None, str | None]:
+    import h5py
+
+    obj = f.get(dim)
+    if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
+        return None, None
+    value = float(obj[0])
+    units = obj.attrs.get("units")
+    calendar = obj.attrs.get("calendar", "standard")
+    if isinstance(units, bytes):
+        units = units.decode("utf-8", "replace")
+    if isinstance(calendar, bytes):
+        calendar = calendar.decode("utf-8", "replace")
+    if isinstance(units, str):
+        seconds = cf_seconds(value, units, str(calendar))
+        if seconds is not None:
+            return seconds, "seconds since 1970-01-01"
+        return value, units
+    return value, None
