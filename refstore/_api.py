@@ -1,0 +1,121 @@
+"""The public Python surface: init, scan, open."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .errors import ScanError
+from .read.array import Array, ReadOptions
+from .read.fetch import Fetcher
+from .scan import HDF5Scanner, ScanResult, expand_sources, local_source_info, scan_many
+from .table.collection import Collection, Snapshot
+from .table.upsert import ScanReport, commit_scan
+
+__all__ = ["Dataset", "init", "open", "scan"]
+
+
+class Dataset:
+    """A collection at one version: ``ds["sst"][0:30, 0, 100:200]`` reads through the table."""
+
+    def __init__(self, snapshot: Snapshot, *, options: ReadOptions | None = None) -> None:
+        self.snapshot = snapshot
+        self._fetcher = Fetcher()
+        self._options = options
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def arrays(self) -> list[str]:
+        return list(self.snapshot.arrays())
+
+    def __getitem__(self, name: str) -> Array:
+        return Array(self.snapshot, self.snapshot.array(name), fetcher=self._fetcher, options=self._options)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.snapshot.arrays()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.arrays)
+
+    def __repr__(self) -> str:
+        return f"<refstore.Dataset {self.snapshot.collection.uri} v{self.version}: {len(self.arrays)} arrays>"
+
+
+def init(uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
+    """Create an empty collection at ``uri``."""
+    return Collection.create(uri, storage_options=storage_options)
+
+
+def open(  # noqa: A001 - mirrors xarray/zarr naming
+    uri: str,
+    as_of: int | str | None = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    options: ReadOptions | None = None,
+) -> Dataset:
+    """Open a collection for reading at version/tag ``as_of`` (latest when None)."""
+    return Dataset(Collection.open(uri, storage_options=storage_options).snapshot(as_of), options=options)
+
+
+def scan(
+    uri: str,
+    sources: Sequence[str],
+    *,
+    concat_dim: str | None = None,
+    workers: int = 1,
+    strict: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> ScanReport:
+    """Scan files/folders into the collection: at most one new version.
+
+    Unchanged sources (same size and mtime) are skipped; changed ones have their rows replaced.
+    Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
+    ``strict``, in which case nothing is committed.
+    """
+    col = Collection.open(uri, storage_options=storage_options)
+    locations = expand_sources(sources)
+    snap = col.snapshot()
+    known = {r["source"]: r for r in snap.sources().to_pylist()}
+    dim = concat_dim if concat_dim is not None else snap.concat_dim
+
+    failed: list[tuple[str, str]] = []
+    to_scan: list[str] = []
+    unchanged = 0
+    for loc in locations:
+        try:
+            info = local_source_info(loc)
+        except ScanError as e:
+            failed.append((loc, e.reason))
+            continue
+        old = known.get(loc)
+        if old is not None and old["size"] == info.size and old["mtime_ns"] == info.mtime_ns:
+            unchanged += 1
+        else:
+            to_scan.append(loc)
+
+    total = len(to_scan)
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    results: list[ScanResult] = []
+    for loc, res in scan_many(HDF5Scanner(concat_dim=dim), to_scan, workers=workers, progress=tick):
+        if isinstance(res, ScanError):
+            failed.append((loc, res.reason))
+        else:
+            results.append(res)
+    if strict and failed:
+        loc, reason = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
+    return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed)
+
+

@@ -1,0 +1,119 @@
+"""Selections: a window over a global array -> chunk keys and the slices that move bytes. Pure.
+
+Bounds are half-open element ranges ``[start, stop)``; chunk index ranges are inclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInputError
+
+__all__ = ["Selection", "chunk_slices", "parse_window", "select"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A box with steps. ``start``/``stop`` in elements (half-open), ``step`` >= 1; ``drop``:
+    axes indexed by an integer (removed from the result shape)."""
+
+    start: tuple[int, ...]
+    stop: tuple[int, ...]
+    step: tuple[int, ...]
+    drop: tuple[int, ...]
+
+    @property
+    def box_shape(self) -> tuple[int, ...]:
+        """Shape of the contiguous box (before steps and dropped axes)."""
+        return tuple(max(b - a, 0) for a, b in zip(self.start, self.stop, strict=True))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the result."""
+        out = []
+        for i, (a, b, s) in enumerate(zip(self.start, self.stop, self.step, strict=True)):
+            if i not in self.drop:
+                out.append(max(0, -(-(b - a) // s)))
+        return tuple(out)
+
+    def chunk_ranges(self, chunks: tuple[int, ...]) -> list[tuple[int, int]] | None:
+        """Inclusive chunk-index range per dimension, or None if the box is empty."""
+        if any(b <= a for a, b in zip(self.start, self.stop, strict=True)):
+            return None
+        return [(a // c, (b - 1) // c) for a, b, c in zip(self.start, self.stop, chunks, strict=True)]
+
+
+def parse_window(spec: str | None) -> tuple[Any, ...]:
+    """numpy-style text (``0:10,:,5``) -> a tuple of slices and ints."""
+    if spec is None or spec.strip() == "":
+        return ()
+    out: list[Any] = []
+    for part in spec.split(","):
+        p = part.strip()
+        try:
+            if p == "...":
+                out.append(Ellipsis)
+            elif ":" in p:
+                bits = [int(b) if b.strip() else None for b in p.split(":")]
+                if len(bits) > 3:
+                    raise ValueError(p)
+                out.append(slice(*bits))
+            else:
+                out.append(int(p))
+        except ValueError:
+            raise BadInputError(f"--window {spec!r}: cannot read {p!r} (use numpy style, e.g. 0:10,:,5)") from None
+    return tuple(out)
+
+
+def select(key: Any, shape: tuple[int, ...]) -> Selection:
+    """Normalise a numpy basic index (ints, slices with step > 0, Ellipsis) against ``shape``."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise BadInputError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        fill = len(shape) - (len(key) - 1)
+        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
+    if len(key) > len(shape):
+        raise BadInputError(f"too many indices: {len(key)} for an array of {len(shape)} dimensions")
+    key = key + (slice(None),) * (len(shape) - len(key))
+    start, stop, step, drop = [], [], [], []
+    for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
+        if isinstance(k, (int, np.integer)):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise BadInputError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
+            start.append(i)
+            stop.append(i + 1)
+            step.append(1)
+            drop.append(axis)
+        elif isinstance(k, slice):
+            a, b, s = k.indices(n)
+            if s <= 0:
+                raise BadInputError(f"axis {axis}: only positive steps are supported")
+            start.append(a)
+            stop.append(max(a, b))
+            step.append(s)
+        else:
+            raise BadInputError(f"axis {axis}: unsupported index {k!r} (use ints and slices)")
+    return Selection(tuple(start), tuple(stop), tuple(step), tuple(drop))
+
+
+def chunk_slices(
+    keys: np.ndarray[Any, Any], chunks: tuple[int, ...], shape: tuple[int, ...], sel: Selection
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """For chunk keys (n x ndim): the part of each chunk inside the selection's box.
+
+    Returns (src_lo, src_hi, dst_lo, dst_hi), each n x ndim: element ranges within the decoded
+    chunk and within the box (before steps), half-open.
+    """
+    c = np.asarray(chunks, np.int64)
+    origin = keys.astype(np.int64) * c
+    end = np.minimum(origin + c, np.asarray(shape, np.int64))
+    lo = np.maximum(origin, np.asarray(sel.start, np.int64))
+    hi = np.minimum(end, np.asarray(sel.stop, np.int64))
+    return lo - origin, hi - origin, lo - np.asarray(sel.start), hi - np.asarray(sel.start)

@@ -1,0 +1,233 @@
+"""The Lance collection: create/open, resolve "as of" references, read one consistent snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import (
+    BadInputError,
+    CollectionNotFoundError,
+    NotACollectionError,
+    NotFoundError,
+    StorageError,
+)
+from ..scan._types import ArrayMeta
+from ..schema import (
+    DATA_STORAGE_VERSION,
+    FORMAT_VERSION,
+    GLOBAL_KEY_COLUMNS,
+    SCHEMA,
+    Kind,
+)
+from ._rows import rows
+
+__all__ = ["Collection", "Snapshot", "sql_str"]
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def _local_path(uri: str) -> str:
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """A collection: one Lance dataset at ``uri`` (local folder or object-store URL)."""
+
+    uri: str
+    storage_options: dict[str, str] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    @classmethod
+    def create(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
+        """Create an empty collection; refuse a non-empty folder that is not one."""
+        if _is_local(uri):
+            path = os.path.abspath(_local_path(uri))
+            if os.path.isdir(os.path.join(path, "_versions")):
+                raise BadInputError(f"{path}: already a refstore collection")
+            if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+                raise NotACollectionError(f"{path}: exists and is not empty; refusing to create a collection there")
+            uri = path
+        else:
+            try:
+                lance.dataset(uri, storage_options=storage_options)
+            except (ValueError, OSError):
+                pass
+            else:
+                raise BadInputError(f"{uri}: already holds a Lance dataset")
+        head = rows(
+            Kind.COLLECTION,
+            1,
+            meta=[json.dumps({"format_version": FORMAT_VERSION, "concat_dim": None, "head": uuid.uuid4().hex})],
+        )
+        try:
+            lance.write_dataset(
+                head,
+                uri,
+                schema=SCHEMA,
+                mode="create",
+                data_storage_version=DATA_STORAGE_VERSION,
+                enable_stable_row_ids=True,
+                storage_options=storage_options,
+                transaction_properties={
+                    "__lance_commit_message": "init",
+                    "refstore.operation": "init",
+                    "refstore.record": "{}",
+                },
+            )
+        except (OSError, ValueError) as e:
+            raise StorageError(f"{uri}: cannot create collection: {e}") from None
+        return cls(uri, storage_options)
+
+    @classmethod
+    def open(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
+        if _is_local(uri):
+            uri = os.path.abspath(_local_path(uri))
+            if not os.path.isdir(os.path.join(uri, "_versions")):
+                if os.path.exists(uri):
+                    raise NotACollectionError(f"{uri}: not a refstore collection (run 'refstore init')")
+                raise CollectionNotFoundError(f"{uri}: no collection here (run 'refstore init')")
+        col = cls(uri, storage_options)
+        ds = col._dataset()
+        meta = ds.schema.metadata or {}
+        if b"refstore.format_version" not in meta:
+            raise NotACollectionError(f"{uri}: a Lance dataset, but not a refstore collection")
+        if int(meta[b"refstore.format_version"]) > FORMAT_VERSION:
+            raise NotACollectionError(
+                f"{uri}: written by a newer refstore (format {int(meta[b'refstore.format_version'])})"
+            )
+        return col
+
+    def _dataset(self, version: int | str | None = None) -> lance.LanceDataset:
+        try:
+            return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
+        except ValueError as e:
+            msg = str(e)
+            if "not found" in msg.lower() or "does not exist" in msg.lower():
+                raise NotFoundError(f"{self.uri}: version or tag {version!r} does not exist") from None
+            raise StorageError(f"{self.uri}: {msg.splitlines()[0]}") from None
+        except OSError as e:
+            raise CollectionNotFoundError(f"{self.uri}: {str(e).splitlines()[0]}") from None
+
+    # ----------------------------------------------------------------- versions
+    def resolve(self, ref: int | str | None) -> int:
+        """A version number for a tag name, a version number (int or digits), or None (latest)."""
+        ds = self._dataset()
+        if ref is None:
+            return int(ds.version)
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+            v = int(ref)
+            if v < 1 or v > ds.latest_version or v not in {x["version"] for x in ds.versions()}:
+                raise NotFoundError(f"{self.uri}: version {v} does not exist")
+            return v
+        try:
+            return int(ds.tags.get_version(ref))
+        except (ValueError, KeyError, OSError):
+            raise NotFoundError(f"{self.uri}: no tag or version named {ref!r}") from None
+
+    def snapshot(self, as_of: int | str | None = None) -> Snapshot:
+        """Everything frozen by one Lance version (latest when ``as_of`` is None)."""
+        version = self.resolve(as_of)
+        return Snapshot(self, self._dataset(version), version)
+
+    @property
+    def latest_version(self) -> int:
+        return int(self._dataset().version)
+
+
+class Snapshot:
+    """A read-only view of the collection at one version."""
+
+    def __init__(self, collection: Collection, ds: lance.LanceDataset, version: int) -> None:
+        self.collection = collection
+        self.ds = ds
+        self.version = version
+        self._arrays: dict[str, ArrayMeta] | None = None
+        self._config: dict[str, Any] | None = None
+
+    def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
+        flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
+        return self.ds.to_table(columns=list(columns), filter=flt)
+
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            t = self.rows(Kind.COLLECTION, ["meta"])
+            self._config = json.loads(t.column("meta")[0].as_py()) if t.num_rows else {}
+        return self._config
+
+    @property
+    def concat_dim(self) -> str | None:
+        value = self.config().get("concat_dim")
+        return str(value) if value is not None else None
+
+    def arrays(self) -> dict[str, ArrayMeta]:
+        if self._arrays is None:
+            t = self.rows(Kind.ARRAY, ["array", "meta"])
+            metas = [ArrayMeta.from_json(m) for m in t.column("meta").to_pylist()]
+            self._arrays = {m.name: m for m in sorted(metas, key=lambda m: m.name)}
+        return self._arrays
+
+    def array(self, name: str) -> ArrayMeta:
+        arrays = self.arrays()
+        if name not in arrays:
+            known = ", ".join(list(arrays)[:10]) or "none"
+            raise NotFoundError(f"no array named {name!r} in {self.collection.uri} (arrays: {known})")
+        return arrays[name]
+
+    def sources(self) -> pa.Table:
+        return self.rows(Kind.SOURCE, ["source", "size", "mtime_ns", "etag", "sort_value", "meta"])
+
+    def vars(self, where: str | None = None) -> pa.Table:
+        from ..schema import DEST_COLUMNS
+
+        return self.rows(Kind.VAR, ["array", "source", "status", "meta", *DEST_COLUMNS], where)
+
+    def count(self, kind: str, where: str | None = None) -> int:
+        flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
+        return int(self.ds.count_rows(filter=flt))
+
+    def chunk_rows(
+        self,
+        array: str,
+        ranges: Sequence[tuple[int, int]] | None = None,
+        columns: Sequence[str] = ("source", "offset", "length", "filter_mask", "inline"),
+        *,
+        with_row_id: bool = False,
+    ) -> pa.Table:
+        """Chunk rows of ``array`` in the view whose global key lies in the inclusive ``ranges``.
+
+        The returned table has the global key columns of the array first (``g0..g{ndim-1}``).
+        """
+        meta = self.array(array)
+        ndim = len(meta.shape)
+        # In the view: g0 is not NULL (unused dimensions hold NO_DIM, so a scalar has g0 = -1).
+        parts = ["kind = 'chunk'", f"array = {sql_str(array)}", "g0 IS NOT NULL"]
+        if ranges is not None:
+            for i, (lo, hi) in enumerate(ranges):
+                parts.append(f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {int(lo)} AND {int(hi)}")
+        cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
+        return self.ds.to_table(columns=cols, filter=" AND ".join(parts), with_row_id=with_row_id)
+
+    def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
+        t = self.chunk_rows(array, columns=())
+        ndim = len(self.array(array).shape)
+        if ndim == 0:
+            return np.zeros((t.num_rows, 0), np.int64)
+        return np.column_stack([pc.cast(t.column(c), pa.int64()).to_numpy() for c in GLOBAL_KEY_COLUMNS[:ndim]])

@@ -1,0 +1,387 @@
+"""Committing a scan: one merge_insert, one Lance version, whatever the number of sources.
+
+The new state of everything a scan touches (sources, their chunk rows, per-source array rows
+with placements, global array rows, the collection row) is computed from the latest version,
+then upserted in one transaction. Rows whose values did not change are not rewritten (a
+conditional update), so a rescan of unchanged files changes nothing and one rewritten file
+changes only its rows. Every commit rewrites the collection row, so two racing writers always
+conflict; the loser recomputes from the winner's version and tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConflictError, PlanError, StorageError
+from ..plan.concat import Plan, SourceSlab, make_plan
+from ..scan._types import ArrayMeta, ScanResult
+from ..schema import (
+    DEST_COLUMNS,
+    FORMAT_VERSION,
+    GLOBAL_KEY_COLUMNS,
+    MAX_DIMS,
+    MERGE_KEY,
+    NO_DIM,
+    SOURCE_KEY_COLUMNS,
+    VALUE_COLUMNS,
+    Kind,
+)
+from ._rows import rows
+from .collection import Collection, Snapshot, sql_str
+
+__all__ = ["ScanReport", "commit_scan", "diff_counts"]
+
+_MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """What one scan call did. ``version``: the version after the call (unchanged if nothing
+    was committed)."""
+
+    version: int
+    committed: bool
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    failed: tuple[tuple[str, str], ...] = ()
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unsupported: tuple[tuple[str, str, str], ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "committed": self.committed,
+            "sources": {
+                "new": self.new,
+                "changed": self.changed,
+                "unchanged": self.unchanged,
+                "failed": len(self.failed),
+            },
+            "refs": {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted},
+            "failed": [{"source": s, "reason": r} for s, r in self.failed],
+            "unsupported": [{"source": s, "array": a, "reason": r} for s, a, r in self.unsupported],
+        }
+
+
+# --------------------------------------------------------------------------- diffs
+def _same(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
+    a_null = pc.is_null(a).to_numpy(zero_copy_only=False)
+    b_null = pc.is_null(b).to_numpy(zero_copy_only=False)
+    eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+    return np.asarray((a_null & b_null) | (~a_null & ~b_null & eq))
+
+
+def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Sequence[str]) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) going from ``old`` to ``new`` rows, matched on ``keys``."""
+    if old.num_rows == 0 or new.num_rows == 0:
+        return new.num_rows, 0, old.num_rows
+    o = old.select(list(keys)).append_column("__o", pa.array(np.arange(old.num_rows)))
+    n = new.select(list(keys)).append_column("__n", pa.array(np.arange(new.num_rows)))
+    j = n.join(o, keys=list(keys), join_type="full outer")
+    io = j.column("__o")
+    inn = j.column("__n")
+    inserted = int(pc.sum(pc.is_null(io)).as_py() or 0)
+    deleted = int(pc.sum(pc.is_null(inn)).as_py() or 0)
+    both = pc.and_(pc.is_valid(io), pc.is_valid(inn))
+    jb = j.filter(both)
+    oi = jb.column("__o")
+    ni = jb.column("__n")
+    same = np.ones(jb.num_rows, bool)
+    for c in values:
+        same &= _same(new.column(c).take(ni), old.column(c).take(oi))
+    return inserted, int((~same).sum()), deleted
+
+
+# --------------------------------------------------------------------------- rows
+def _global_keys(
+    chunks: pa.Table, placements: dict[str, tuple[int, ...] | None], metas: dict[str, ArrayMeta]
+) -> dict[str, pa.Array]:
+    """g0..g7 for chunk rows: ``k + dest // chunk`` where placed, NULL where not in the view."""
+    n = chunks.num_rows
+    names = sorted(placements)
+    index = {name: i for i, name in enumerate(names)}
+    dest = np.zeros((len(names) + 1, MAX_DIMS), np.int64)
+    chunk = np.ones((len(names) + 1, MAX_DIMS), np.int64)
+    ndim = np.zeros(len(names) + 1, np.int64)
+    placed = np.zeros(len(names) + 1, bool)
+    for name, i in index.items():
+        p = placements[name]
+        m = metas[name]
+        ndim[i] = m.ndim
+        if p is not None:
+            placed[i] = True
+            dest[i, : m.ndim] = p
+            chunk[i, : m.ndim] = m.chunks
+    arr_names = chunks.column("array").to_numpy(zero_copy_only=False)
+    idx = np.array([index.get(a, len(names)) for a in arr_names], np.int64) if n else np.zeros(0, np.int64)
+    row_placed = placed[idx]
+    out: dict[str, pa.Array] = {}
+    for d, c in enumerate(GLOBAL_KEY_COLUMNS):
+        k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
+        g = np.where(ndim[idx] > d, k + dest[idx, d] // chunk[idx, d], NO_DIM)
+        out[c] = pa.array(g.astype(np.int32), pa.int32(), mask=~row_placed)
+    return out
+
+
+def _chunk_rows(source: str, chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Table:
+    n = chunks.num_rows
+    cols: dict[str, Any] = {
+        "array": chunks.column("array"),
+        "source": pa.array([source] * n, pa.string()),
+        **{c: chunks.column(c) for c in SOURCE_KEY_COLUMNS},
+        **g,
+        "offset": chunks.column("offset"),
+        "length": chunks.column("length"),
+        "filter_mask": chunks.column("filter_mask"),
+        "inline": chunks.column("inline"),
+    }
+    return rows(Kind.CHUNK, n, **cols)
+
+
+def _source_meta(order: int, sort_units: str | None, groups: dict[str, Any]) -> str:
+    return json.dumps({"order": order, "sort_units": sort_units, "groups": groups}, sort_keys=True)
+
+
+@dataclass
+class _State:
+    """The latest version as the scan commit needs it."""
+
+    snap: Snapshot
+    concat_dim: str | None
+    sources: dict[str, dict[str, Any]]
+    vars: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, ...] | None]]
+
+
+def _load(snap: Snapshot) -> _State:
+    sources: dict[str, dict[str, Any]] = {}
+    for r in snap.sources().to_pylist():
+        meta = json.loads(r["meta"] or "{}")
+        sources[r["source"]] = {**r, "order": meta.get("order", 0), "sort_units": meta.get("sort_units")}
+    vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, ...] | None]] = {}
+    for r in snap.vars().to_pylist():
+        m = ArrayMeta.from_json(r["meta"])
+        d = None if r["d0"] is None else tuple(int(r[c]) for c in DEST_COLUMNS[: m.ndim])
+        vars_[(r["source"], r["array"])] = (m, d)
+    return _State(snap, snap.concat_dim, sources, vars_)
+
+
+def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
+    arrays, sources, status, meta = [], [], [], []
+    dest: list[list[int | None]] = [[] for _ in DEST_COLUMNS]
+    for s in slabs:
+        for name, m in s.arrays.items():
+            p = plan.placements.get((s.location, name))
+            arrays.append(name)
+            sources.append(s.location)
+            status.append(m.status)
+            meta.append(m.to_json())
+            for i in range(MAX_DIMS):
+                dest[i].append(None if p is None else (p[i] if i < len(p) else 0))
+    n = len(arrays)
+    return rows(
+        Kind.VAR, n, array=arrays, source=sources, status=status, meta=meta,
+        **{c: pa.array(dest[i], pa.int64()) for i, c in enumerate(DEST_COLUMNS)},
+    )  # fmt: skip
+
+
+def _array_rows(plan: Plan) -> pa.Table:
+    names = sorted(plan.arrays)
+    return rows(
+        Kind.ARRAY,
+        len(names),
+        array=names,
+        status=[plan.arrays[n].status for n in names],
+        meta=[plan.arrays[n].to_json() for n in names],
+    )
+
+
+# --------------------------------------------------------------------------- commit
+def _any_differs(columns: Sequence[str]) -> str:
+    """``target.c IS DISTINCT FROM source.c`` OR-ed as a balanced tree (Lance's SQL parser has
+    a recursion limit that a flat chain of ~25 ORs exceeds)."""
+    if len(columns) == 1:
+        return f"(target.{columns[0]} IS DISTINCT FROM source.{columns[0]})"
+    mid = len(columns) // 2
+    return f"({_any_differs(columns[:mid])} OR {_any_differs(columns[mid:])})"
+
+
+def _attempt(
+    col: Collection,
+    results: Sequence[ScanResult],
+    concat_dim: str | None,
+    counts: dict[str, Any],
+) -> ScanReport:
+    snap = col.snapshot()
+    state = _load(snap)
+    if state.sources and concat_dim is not None and concat_dim != state.concat_dim:
+        was = f"--concat-dim {state.concat_dim}" if state.concat_dim else "no --concat-dim"
+        raise PlanError(f"{col.uri}: collection was built with {was}; cannot scan with --concat-dim {concat_dim}")
+    dim = state.concat_dim if state.sources else concat_dim
+
+    by_loc = {r.source.location: r for r in results}
+    changed = [loc for loc in by_loc if loc in state.sources]
+    next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
+
+    slabs: list[SourceSlab] = []
+    for loc, s in state.sources.items():
+        if loc in by_loc:
+            continue
+        arrays = {a: m for (src, a), (m, _) in state.vars.items() if src == loc}
+        slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"]))
+    orders: dict[str, int] = {}
+    for i, r in enumerate(results):
+        loc = r.source.location
+        orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
+        slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units))
+    plan = make_plan(slabs, dim)
+
+    # chunk rows: scanned sources, plus existing sources whose placement moved
+    new_chunks: list[pa.Table] = []
+    for r in results:
+        loc = r.source.location
+        metas = {a.name: a for a in r.arrays}
+        placements = {a: plan.placements.get((loc, a)) for a in metas}
+        new_chunks.append(_chunk_rows(loc, r.chunks, _global_keys(r.chunks, placements, metas)))
+    moved: list[tuple[str, str]] = []
+    for (loc, name), (m, old_dest) in state.vars.items():
+        if loc in by_loc or m.status != "ok":
+            continue
+        if plan.placements.get((loc, name)) != old_dest:
+            moved.append((loc, name))
+    old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "offset", "length", "filter_mask",
+                "inline"]  # fmt: skip
+    for loc, name in moved:
+        old = snap.rows(Kind.CHUNK, old_cols, f"source = {sql_str(loc)} AND array = {sql_str(name)}")
+        m = state.vars[(loc, name)][0]
+        g = _global_keys(old, {name: plan.placements.get((loc, name))}, {name: m})
+        new_chunks.append(_chunk_rows(loc, old, g))
+
+    # what the chunk rows were before, for the report
+    touched = sorted({*changed, *(loc for loc, _ in moved)})
+    old_chunk = (
+        snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(s) for s in touched) + ")")
+        if touched
+        else rows(Kind.CHUNK, 0).select(old_cols)
+    )
+    new_chunk = pa.concat_tables(new_chunks) if new_chunks else rows(Kind.CHUNK, 0)
+    moved_keys = {(loc, name) for loc, name in moved}
+    if moved_keys:
+        keep = [
+            (s in by_loc) or ((s, a) in moved_keys)
+            for s, a in zip(old_chunk.column("source").to_pylist(), old_chunk.column("array").to_pylist(), strict=True)
+        ]
+        old_chunk = old_chunk.filter(pa.array(keep, pa.bool_()))
+    key = ["array", "source", *SOURCE_KEY_COLUMNS]
+    ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
+
+    all_slabs = sorted(slabs, key=lambda s: s.order)
+    source_rows = rows(
+        Kind.SOURCE,
+        len(results),
+        source=[r.source.location for r in results],
+        size=[r.source.size for r in results],
+        mtime_ns=[r.source.mtime_ns for r in results],
+        etag=[r.source.etag for r in results],
+        sort_value=[r.sort_value for r in results],
+        meta=[_source_meta(orders[r.source.location], r.sort_units, r.groups) for r in results],
+    )
+    head = rows(
+        Kind.COLLECTION,
+        1,
+        meta=[json.dumps({"format_version": FORMAT_VERSION, "concat_dim": dim, "head": uuid.uuid4().hex})],
+    )
+    upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
+
+    unsupported = tuple(
+        (r.source.location, a.name, a.reason or "") for r in results for a in r.arrays if a.status != "ok"
+    )
+    record = {
+        "sources": {
+            "new": len(results) - len(changed),
+            "changed": len(changed),
+            "unchanged": counts["unchanged"],
+            "failed": len(counts["failed"]),
+        },
+        "refs": {"inserted": ins, "updated": upd, "deleted": dele},
+        "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
+    }
+    scope = ["kind IN ('var', 'array')"]
+    if changed:
+        scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
+    condition = _any_differs(VALUE_COLUMNS)
+    builder = (
+        snap.ds.merge_insert(MERGE_KEY)
+        .when_matched_update_all(condition)
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete(" OR ".join(scope))
+        .conflict_retries(0)
+    )
+    txn, _stats = builder.execute_uncommitted(upsert)
+    message = (
+        f"scan: {record['sources']['new']} new, {record['sources']['changed']} changed, "
+        f"{record['sources']['unchanged']} unchanged, {record['sources']['failed']} failed sources; "
+        f"refs +{ins} ~{upd} -{dele}"
+    )
+    txn.transaction_properties = {
+        "__lance_commit_message": message,
+        "refstore.operation": "scan",
+        "refstore.record": json.dumps(record, sort_keys=True),
+    }
+    ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
+    return ScanReport(
+        version=int(ds.version),
+        committed=True,
+        new=len(results) - len(changed),
+        changed=len(changed),
+        unchanged=counts["unchanged"],
+        failed=tuple(counts["failed"]),
+        inserted=ins,
+        updated=upd,
+        deleted=dele,
+        unsupported=unsupported,
+    )
+
+
+def commit_scan(
+    col: Collection,
+    results: Sequence[ScanResult],
+    *,
+    concat_dim: str | None,
+    unchanged: int,
+    failed: Sequence[tuple[str, str]],
+) -> ScanReport:
+    """Commit scanned sources as one new version (none if nothing changed)."""
+    counts = {"unchanged": unchanged, "failed": list(failed)}
+    if not results:
+        snap = col.snapshot()
+        if snap.count(Kind.SOURCE) and concat_dim is not None and concat_dim != snap.concat_dim:
+            raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
+                            f"with --concat-dim {concat_dim}")  # fmt: skip
+        return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed))
+    from lance.commit import CommitConflictError
+
+    for attempt in range(_MAX_ATTEMPTS):
+        try:
+            return _attempt(col, results, concat_dim, counts)
+        except CommitConflictError:
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        except OSError as e:
+            if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                continue
+            raise StorageError(f"{col.uri}: commit failed: {str(e).splitlines()[0]}") from None
+    raise ConflictError(f"{col.uri}: gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing")
