@@ -1,0 +1,241 @@
+"""The refstore command line: a thin typer layer over the library (see shared cli-contract)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import refstore
+from refstore.errors import BadInputError, RefstoreError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="refstore",
+    help="Publish archival arrays (netCDF4/HDF5) as virtual datasets from one versioned table of byte references.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+CollectionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "-C",
+        "--collection",
+        help="Collection path or URL (default: $REFSTORE_COLLECTION, else the current folder).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON report for scripts and CI.")]
+AsOfOpt = Annotated[str | None, typer.Option("--as-of", help="Tag name or version number (default: latest).")]
+
+
+class _State:
+    collection: str | None = None
+
+
+_state = _State()
+
+
+@app.callback()
+def _root(collection: CollectionOpt = None) -> None:
+    _state.collection = collection
+
+
+def _collection(required_existing: bool = True) -> str:
+    if _state.collection:
+        return _state.collection
+    env = os.environ.get("REFSTORE_COLLECTION")
+    if env:
+        return env
+    cwd = os.getcwd()
+    if not required_existing or os.path.isdir(os.path.join(cwd, "_versions")):
+        return cwd
+    raise BadInputError(f"{cwd}: not a collection; give -C PATH or set $REFSTORE_COLLECTION")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def _dump(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# ------------------------------------------------------------------------ commands
+@app.command()
+def init() -> None:
+    """Create an empty collection (refuses a non-empty folder that is not one)."""
+    col = refstore.init(_collection(required_existing=False))
+    out.print(f"created collection {col.uri} (version {col.latest_version})")
+
+
+@app.command()
+def scan(
+    sources: Annotated[list[str], typer.Argument(help="Files or folders (searched recursively by extension).")],
+    concat_dim: Annotated[
+        str | None, typer.Option("--concat-dim", help="Concatenate sources along this dimension, ordered by its coordinate.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes for scanning.")] = 1,
+    strict: Annotated[bool, typer.Option("--strict", help="Commit nothing if any source fails.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Scan sources and record chunk references: one new version per call."""
+    uri = _collection()
+    with _progress() as p:
+        task = p.add_task("scanning", total=None)
+
+        def tick(done: int, total: int) -> None:
+            p.update(task, completed=done, total=total)
+
+        report = refstore.scan(uri, sources, concat_dim=concat_dim, workers=workers, strict=strict, progress=tick)
+    if as_json:
+        _dump(report.to_json())
+    else:
+        j = report.to_json()
+        s, r = j["sources"], j["refs"]
+        what = f"version {report.version}" if report.committed else f"no change (still version {report.version})"
+        out.print(
+            f"{what}: sources {s['new']} new, {s['changed']} changed, {s['unchanged']} unchanged, "
+            f"{s['failed']} failed; refs +{r['inserted']} ~{r['updated']} -{r['deleted']}"
+        )
+        for f in j["failed"]:
+            err.print(f"[red]failed[/red] {f['source']}: {f['reason']}")
+        for u in j["unsupported"]:
+            err.print(f"[yellow]unsupported[/yellow] {u['source']} {u['array']}: {u['reason']}")
+
+
+@app.command()
+def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
+    """Arrays (dims, shape, chunks, dtype, fill, codecs, attributes) and counts."""
+    from refstore._report import info_report
+
+    rep = info_report(refstore.Collection.open(_collection()).snapshot(as_of))
+    if as_json:
+        _dump(rep)
+        return
+    out.print(f"[bold]{_collection()}[/bold] version {rep['version']}: {rep['sources']} sources, "
+              f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
+    if rep.get("concat_dim"):
+        out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
+    t = Table("array", "dims", "shape", "chunks", "dtype", "fill", "codecs", "status")
+    for name, a in rep["arrays"].items():
+        t.add_row(
+            name, ",".join(a["dims"]), "x".join(map(str, a["shape"])) or "()", "x".join(map(str, a["chunks"])) or "()",
+            a["dtype"], str(a["fill_value"]), ",".join(c["id"] for c in a["codecs"]) or "-",
+            a["status"] if a["status"] == "ok" else f"{a['status']}: {a['reason']}",
+        )  # fmt: skip
+    out.print(t)
+
+
+@app.command()
+def read(
+    array: Annotated[str, typer.Argument(help="Array name, e.g. sst or grp/T.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the .npy file.")],
+    window: Annotated[str | None, typer.Option("--window", help="numpy-style window, e.g. 0:30,0,100:200.")] = None,
+    as_of: AsOfOpt = None,
+    max_gap: Annotated[int, typer.Option("--max-gap", min=0, help="Bytes allowed between merged ranges.")] = 0,
+    max_bytes: Annotated[int, typer.Option("--max-bytes", min=1, help="Largest merged read, bytes.")] = 8 << 20,
+) -> None:
+    """Read a window of a global array through the table into a .npy file (stored values)."""
+    import numpy as np
+
+    from refstore.plan import parse_window
+
+    ds = refstore.open(_collection(), as_of, options=refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes))
+    data = ds[array][parse_window(window)]
+    try:
+        np.save(out_file, data, allow_pickle=False)
+    except OSError as e:
+        raise BadInputError(f"{out_file}: cannot write: {e.strerror or e}") from None
+    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {ds.version})")
+
+
+@app.command()
+def verify(
+    as_of: AsOfOpt = None,
+    array: Annotated[list[str] | None, typer.Option("--array", help="Only these arrays (repeatable).")] = None,
+    sample: Annotated[int | None, typer.Option("--sample", min=1, help="Check this many chunks, chosen at random.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read chunks through the table and compare with h5py's read of the sources; exit 1 on mismatch."""
+    snap = refstore.Collection.open(_collection()).snapshot(as_of)
+    with _progress() as p:
+        task = p.add_task("verifying", total=None)
+        rep = refstore.verify(
+            snap, arrays=array, sample=sample, seed=seed,
+            progress=lambda d, t: p.update(task, completed=d, total=t),
+        )  # fmt: skip
+    if as_json:
+        _dump(rep.to_json())
+    else:
+        for m in rep.mismatches[:20]:
+            err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
+        out.print(f"checked {rep.checked} chunks at version {snap.version}: {rep.mismatched} mismatched")
+    if rep.mismatched:
+        raise typer.Exit(1)
+
+
+@app.command()
+def log(as_json: JsonOpt = False) -> None:
+    """Versions, newest first: number, time, what the operation did, tags."""
+    entries = refstore.log_entries(refstore.Collection.open(_collection()))
+    if as_json:
+        _dump([e.to_json() for e in entries])
+        return
+    t = Table("version", "timestamp", "operation", "what", "tags")
+    for e in entries:
+        t.add_row(str(e.version), e.timestamp, e.operation, e.message, ",".join(e.tags))
+    out.print(t)
+
+
+@app.command()
+def demo(
+    folder: Annotated[Path, typer.Option("--dir", help="Where to build the demo (default: ./demo-output).")] = Path(
+        "demo-output"
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a small OISST-like daily series, scan it, read and verify through the table."""
+    from refstore.demo import run_demo
+
+    result = run_demo(folder, say=None if as_json else out.print)
+    if as_json:
+        _dump(result)
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    try:
+        app()
+    except RefstoreError as e:
+        err.print(f"refstore: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("refstore: interrupted (nothing was committed)", markup=False)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
