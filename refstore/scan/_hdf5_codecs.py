@@ -19,7 +19,7 @@ def filters_to_codecs(dcpl: Any, dtype: np.dtype[Any]) -> tuple[tuple[dict[str, 
     for i in range(dcpl.get_nfilters()):
         code, _flags, cd, name = dcpl.get_filter(i)
         cd = tuple(int(x) for x in cd)
-        label = name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)
+        label = (name.decode("ascii", "replace") if isinstance(name, bytes) else str(name)).split(";")[0].strip()
         if code == DEFLATE:
             codecs.append({"id": "zlib", "level": cd[0] if cd else 6})
         elif code == SHUFFLE:

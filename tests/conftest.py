@@ -1,0 +1,53 @@
+"""Shared test fixtures: real files from ../shared/data (skipped where absent) and generated series."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("REFSTORE_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def hdf5_files_in_shared() -> list[Path]:
+    if not SHARED_DATA.is_dir():
+        return []
+    out = []
+    for p in sorted(SHARED_DATA.rglob("*")):
+        if p.is_file() and p.suffix.lower() in (".nc", ".h5", ".hdf5", ".he5", ".nc4", ".cdf"):
+            with open(p, "rb") as fh:
+                if fh.read(8) == b"\x89HDF\r\n\x1a\n":
+                    out.append(p)
+    return out
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def new_collection(tmp_path: Path) -> Callable[[str], str]:
+    import refstore
+
+    def make(name: str = "col") -> str:
+        path = str(tmp_path / name)
+        refstore.init(path)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def series(tmp_path: Path) -> Callable[..., list[Path]]:
+    from refstore.fixtures.oisst import write_series
+
+    def make(days: int = 4, folder: str = "data", **kw: object) -> list[Path]:
+        return write_series(tmp_path / folder, days, **kw)  # type: ignore[arg-type]
+
+    return make

@@ -1,0 +1,191 @@
+"""A daily series concatenated along time: values, placement, rescans, refusals."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date
+from pathlib import Path
+
+import h5py
+import lance
+import numpy as np
+import pytest
+
+import refstore
+from refstore.fixtures.oisst import write_day
+
+
+def _h5(paths: list[Path], name: str) -> list[np.ndarray]:
+    out = []
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            out.append(f[name][()])
+    return out
+
+
+def test_concat_equals_numpy_concatenation_of_h5py(series, new_collection) -> None:
+    files = series(4)
+    col = new_collection()
+    rep = refstore.scan(col, [str(files[0].parent)], concat_dim="time")
+    assert (rep.new, rep.failed, rep.committed) == (4, (), True)
+    ds = refstore.open(col)
+    for name in ("sst", "anom", "err", "ice", "time"):
+        expected = np.concatenate(_h5(files, name), axis=0)
+        got = ds[name][...]
+        with h5py.File(files[0]) as f:
+            assert got.dtype == f[name].dtype, name  # byte order kept (err is big-endian)
+        assert got.tobytes() == expected.astype(got.dtype).tobytes(), name
+    for name in ("lat", "lon", "mask", "meta/quality"):  # no time dimension: taken once
+        assert ds[name][...].tobytes() == _h5(files[:1], name)[0].tobytes()
+    # absent (unwritten) chunks read as the fill value, windows crop partial edge chunks
+    assert (ds["sst"][:, 0, 40:, :] == -999).all()
+    box = ds["sst"][1:3, 0, 7:33, 25:70]
+    assert box.tobytes() == np.concatenate(_h5(files, "sst"))[1:3, 0, 7:33, 25:70].tobytes()
+    assert refstore.verify(ds.snapshot).mismatched == 0
+
+
+def test_sources_are_ordered_by_coordinate_not_by_name(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    days = [date(2024, 3, 5), date(2024, 3, 3), date(2024, 3, 4)]
+    files = [write_day(d / f"{name}.nc", day) for name, day in zip("abc", days)]
+    col = new_collection()
+    refstore.scan(col, [str(d)], concat_dim="time")
+    t = refstore.open(col)["time"][...]
+    assert t.tolist() == sorted(t.tolist())
+    ordered = [files[1], files[2], files[0]]
+    assert refstore.open(col)["anom"][...].tobytes() == np.concatenate(_h5(ordered, "anom")).tobytes()
+
+
+def test_rescan_of_unchanged_files_touches_nothing(series, new_collection) -> None:
+    files = series(3)
+    col = new_collection()
+    first = refstore.scan(col, [str(files[0].parent)], concat_dim="time")
+    again = refstore.scan(col, [str(files[0].parent)])
+    assert (again.committed, again.unchanged, again.new, again.version) == (False, 3, 0, first.version)
+    assert lance.dataset(col).version == first.version
+
+
+def test_next_day_scans_only_the_new_file_in_one_version(series, new_collection) -> None:
+    files = series(3)
+    col = new_collection()
+    first = refstore.scan(col, [str(files[0].parent)], concat_dim="time")
+    new = write_day(files[0].parent / "oisst-avhrr-v02r01.20240104.nc", date(2024, 1, 4))
+    more = [*files, new]
+    rep = refstore.scan(col, [str(files[0].parent)])
+    assert rep.version == first.version + 1
+    assert (rep.new, rep.unchanged, rep.changed, rep.updated, rep.deleted) == (1, 3, 0, 0, 0)
+    ds = refstore.open(col)
+    assert ds["sst"].shape[0] == 4
+    assert ds["sst"][...].tobytes() == np.concatenate(_h5(more, "sst")).tobytes()
+    # the old version still reads the old extent
+    assert refstore.open(col, first.version)["sst"].shape[0] == 3
+
+
+def test_one_rewritten_file_changes_only_its_rows(series, new_collection, tmp_path: Path) -> None:
+    files = series(3)
+    col = new_collection()
+    v1 = refstore.scan(col, [str(files[0].parent)], concat_dim="time").version
+    # rewrite the middle day with other values (same structure)
+    write_day(files[1], date(2024, 1, 2), seed=42)
+    rep = refstore.scan(col, [str(files[0].parent)])
+    assert (rep.changed, rep.unchanged, rep.new) == (1, 2, 0)
+    assert rep.updated > 0 and rep.deleted == 0
+    ds = lance.dataset(col)
+    updated = ds.to_table(columns=["source"], filter=f"kind = 'chunk' AND _row_last_updated_at_version > {v1}")
+    assert set(updated.column("source").to_pylist()) == {str(files[1])}
+    assert refstore.open(col)["anom"][...].tobytes() == np.concatenate(_h5(files, "anom")).tobytes()
+
+
+def test_inserting_a_day_in_the_middle_replaces_later_sources(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    a = write_day(d / "d1.nc", date(2024, 1, 1))
+    c = write_day(d / "d3.nc", date(2024, 1, 3))
+    col = new_collection()
+    v = refstore.scan(col, [str(d)], concat_dim="time").version
+    b = write_day(d / "d2.nc", date(2024, 1, 2))
+    rep = refstore.scan(col, [str(d)])
+    assert rep.version == v + 1 and rep.new == 1
+    assert rep.updated > 0  # d3's chunk rows moved to new global keys
+    ds = refstore.open(col)
+    assert ds["sst"][...].tobytes() == np.concatenate(_h5([a, b, c], "sst")).tobytes()
+    assert refstore.verify(ds.snapshot).mismatched == 0
+
+
+def test_misaligned_series_is_refused_and_nothing_committed(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    for i, n in enumerate((3, 2)):
+        with h5py.File(d / f"f{i}.h5", "w") as f:
+            t = f.create_dataset("time", data=np.arange(n, dtype="f8") + 10 * i)
+            t.make_scale("time")
+            x = f.create_dataset("x", data=np.ones((n, 4), "f4"), chunks=(2, 4))
+            x.dims[0].attach_scale(t)
+    col = new_collection()
+    before = lance.dataset(col).version
+    with pytest.raises(refstore.PlanError, match="f0.h5"):
+        refstore.scan(col, [str(d)], concat_dim="time")
+    assert lance.dataset(col).version == before
+
+
+def test_disagreeing_codecs_are_refused_naming_both_sources(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    for i, comp in enumerate(("gzip", None)):
+        with h5py.File(d / f"f{i}.h5", "w") as f:
+            t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 10 * i)
+            t.make_scale("time")
+            x = f.create_dataset("x", data=np.ones((2, 4), "f4"), chunks=(2, 4), compression=comp)
+            x.dims[0].attach_scale(t)
+    col = new_collection()
+    with pytest.raises(refstore.PlanError) as e:
+        refstore.scan(col, [str(d)], concat_dim="time")
+    assert "f0.h5" in str(e.value) and "f1.h5" in str(e.value)
+
+
+def test_folder_with_a_corrupt_file_scans_the_rest(series, new_collection) -> None:
+    files = series(3)
+    bad = files[0].parent / "oisst-avhrr-v02r01.20231231.nc"
+    data = files[0].read_bytes()
+    bad.write_bytes(data[: len(data) // 3])  # truncated copy
+    (files[0].parent / "notes.nc").write_text("not netCDF at all")
+    col = new_collection()
+    rep = refstore.scan(col, [str(files[0].parent)], concat_dim="time")
+    assert rep.new == 3 and len(rep.failed) == 2
+    reasons = dict(rep.failed)
+    assert "truncated" in reasons[str(bad)] or "cannot" in reasons[str(bad)]
+    assert "not an HDF5" in reasons[str(files[0].parent / "notes.nc")]
+    assert refstore.open(col)["sst"].shape[0] == 3
+    # --strict: nothing committed
+    col2 = new_collection("strict")
+    before = lance.dataset(col2).version
+    with pytest.raises(refstore.ScanError):
+        refstore.scan(col2, [str(files[0].parent)], concat_dim="time", strict=True)
+    assert lance.dataset(col2).version == before
+
+
+def test_parallel_scan_gives_the_same_table(series, new_collection) -> None:
+    files = series(40)
+    a, b = new_collection("a"), new_collection("b")
+    refstore.scan(a, [str(files[0].parent)], concat_dim="time", workers=1)
+    refstore.scan(b, [str(files[0].parent)], concat_dim="time", workers=2)
+    cols = ["kind", "array", "source", "k0", "k1", "k2", "k3", "g0", "offset", "length"]
+    ta = lance.dataset(a).to_table(columns=cols).sort_by([(c, "ascending") for c in cols])
+    tb = lance.dataset(b).to_table(columns=cols).sort_by([(c, "ascending") for c in cols])
+    assert ta.equals(tb)
+
+
+def test_changed_file_with_fewer_chunks_deletes_rows(tmp_path: Path, new_collection) -> None:
+    p = tmp_path / "one.h5"
+    with h5py.File(p, "w") as f:
+        f.create_dataset("x", data=np.arange(100, dtype="i4").reshape(10, 10), chunks=(5, 5))
+    col = new_collection()
+    refstore.scan(col, [str(p)])
+    shutil.copy(p, tmp_path / "backup.h5")
+    with h5py.File(p, "w") as f:
+        x = f.create_dataset("x", shape=(10, 10), dtype="i4", chunks=(5, 5), fillvalue=-1)
+        x[0:5, 0:5] = 1
+    rep = refstore.scan(col, [str(p)])
+    assert (rep.changed, rep.deleted) == (1, 3)
+    assert (refstore.open(col)["x"][5:, 5:] == -1).all()
