@@ -93,7 +93,8 @@ def init() -> None:
 def scan(
     sources: Annotated[list[str], typer.Argument(help="Files or folders (searched recursively by extension).")],
     concat_dim: Annotated[
-        str | None, typer.Option("--concat-dim", help="Concatenate sources along this dimension, ordered by its coordinate.")
+        str | None,
+        typer.Option("--concat-dim", help="Concatenate sources along this dimension, ordered by its coordinate."),
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes for scanning.")] = 1,
     strict: Annotated[bool, typer.Option("--strict", help="Commit nothing if any source fails.")] = False,
@@ -174,7 +175,9 @@ def read(
 def verify(
     as_of: AsOfOpt = None,
     array: Annotated[list[str] | None, typer.Option("--array", help="Only these arrays (repeatable).")] = None,
-    sample: Annotated[int | None, typer.Option("--sample", min=1, help="Check this many chunks, chosen at random.")] = None,
+    sample: Annotated[
+        int | None, typer.Option("--sample", min=1, help="Check this many chunks, chosen at random.")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .errors import ScanError
 from .read.array import Array, ReadOptions
@@ -11,6 +10,9 @@ from .read.fetch import Fetcher
 from .scan import HDF5Scanner, ScanResult, expand_sources, local_source_info, scan_many
 from .table.collection import Collection, Snapshot
 from .table.upsert import ScanReport, commit_scan
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["Dataset", "init", "open", "scan"]
 
@@ -49,7 +51,7 @@ def init(uri: str, *, storage_options: dict[str, str] | None = None) -> Collecti
     return Collection.create(uri, storage_options=storage_options)
 
 
-def open(  # noqa: A001 - mirrors xarray/zarr naming
+def open(
     uri: str,
     as_of: int | str | None = None,
     *,
@@ -117,5 +119,3 @@ def scan(
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
     return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed)
-
-

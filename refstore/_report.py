@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._values import plain_attr
 from .schema import Kind
-from .table.collection import Snapshot
+
+if TYPE_CHECKING:
+    from .table.collection import Snapshot
 
 __all__ = ["info_report"]
 
@@ -30,7 +32,7 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
             "attr_types": {k: v["type"] for k, v in m.attrs.items()},
             "status": m.status,
             "reason": m.reason,
-            "refs": snap.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND g0 IS NOT NULL"),
+            "refs": snap.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND g0 >= -1"),
         }
     held_chunks = snap.count(Kind.CHUNK, "held IS NOT NULL")
     return {
@@ -40,7 +42,5 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
         "sources": snap.count(Kind.SOURCE),
         "refs": snap.count(Kind.CHUNK),
         "held": {"chunks": held_chunks, "bytes": _held_bytes(snap) if held_chunks else 0},
-        "unsupported": [
-            {"array": n, "reason": a["reason"]} for n, a in arrays.items() if a["status"] != "ok"
-        ],
+        "unsupported": [{"array": n, "reason": a["reason"]} for n, a in arrays.items() if a["status"] != "ok"],
     }

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["run_demo"]
 
@@ -70,7 +72,8 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
         f"({rep2.new} new, {rep2.unchanged} unchanged sources, +{rep2.inserted} refs)"
     )
     ds2 = open(str(coll))
-    tell(f"   sst is now {list(ds2['sst'].shape)}; version {rep.version} still reads {list(open(str(coll), rep.version)['sst'].shape)}")
+    old_shape = list(open(str(coll), rep.version)["sst"].shape)
+    tell(f"   sst is now {list(ds2['sst'].shape)}; version {rep.version} still reads {old_shape}")
     entries = log_entries(Collection.open(str(coll)))
     tell("6. log: " + "; ".join(f"v{e.version} {e.operation}" for e in entries))
     ok = bool(read_ok and v.mismatched == 0 and rep2.new == 1 and rep2.unchanged == days)

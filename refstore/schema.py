@@ -26,13 +26,16 @@ from lance.blob import blob_field
 __all__ = [
     "CHUNK_VALUE_COLUMNS",
     "DATA_STORAGE_VERSION",
+    "DEFAULTS",
     "DEST_COLUMNS",
     "FORMAT_VERSION",
     "GLOBAL_KEY_COLUMNS",
     "KEY_COLUMNS",
     "MAX_DIMS",
     "MERGE_KEY",
+    "NOT_PLACED",
     "NO_DIM",
+    "NO_OFFSET",
     "SCHEMA",
     "SOURCE_KEY_COLUMNS",
     "VALUE_COLUMNS",
@@ -53,6 +56,16 @@ NO_DIM: Final = -1
 """Sentinel in key columns for dimensions an array does not have (keys must be non-null:
 Lance's merge_insert never matches NULL keys)."""
 
+NOT_PLACED: Final = -2
+"""``g0`` of a chunk row (and ``d0`` of a var row) that is not in the global view."""
+
+NO_OFFSET: Final = -1
+"""``offset`` of a chunk whose bytes are inline in the row (and of rows that are not chunks)."""
+
+# No column ever holds NULL (except ``held``): Lance 2.2 stores a definition level per row
+# (~2 bytes) for any column mixing NULLs and values, which would triple bytes per reference.
+# Every column has a sentinel default instead (see ``DEFAULTS``).
+
 SOURCE_KEY_COLUMNS: Final = tuple(f"k{i}" for i in range(MAX_DIMS))
 GLOBAL_KEY_COLUMNS: Final = tuple(f"g{i}" for i in range(MAX_DIMS))
 DEST_COLUMNS: Final = tuple(f"d{i}" for i in range(MAX_DIMS))
@@ -70,25 +83,50 @@ class Kind:
 KEY_COLUMNS: Final = ("kind", "array", "source", *SOURCE_KEY_COLUMNS)
 MERGE_KEY: Final = list(KEY_COLUMNS)
 
+_ZSTD = {"lance-encoding:compression": "zstd"}  # sorted integer runs: ~0.3 B/row instead of ~2
+
+
+def _f(name: str, typ: pa.DataType, *, zstd: bool = False) -> pa.Field:
+    return pa.field(name, typ, nullable=False, metadata=_ZSTD if zstd else None)
+
+
 _fields: list[pa.Field] = [
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("array", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    *(pa.field(c, pa.int32(), nullable=False) for c in SOURCE_KEY_COLUMNS),
-    *(pa.field(c, pa.int32()) for c in GLOBAL_KEY_COLUMNS),
-    pa.field("offset", pa.int64()),  # bytes from the start of the source
-    pa.field("length", pa.int64()),  # bytes
-    pa.field("filter_mask", pa.int32()),  # HDF5: bit k set = filter k skipped for this chunk
-    pa.field("inline", pa.large_binary()),  # chunk bytes stored in the row (compact datasets)
-    *(pa.field(c, pa.int64()) for c in DEST_COLUMNS),  # var rows: placement, in elements
-    pa.field("size", pa.int64()),  # source rows: bytes
-    pa.field("mtime_ns", pa.int64()),  # source rows: modification time, ns since epoch
-    pa.field("etag", pa.string()),
-    pa.field("sort_value", pa.float64()),  # source rows: first coordinate along the concat dim
-    pa.field("status", pa.string()),  # var/array rows: "ok" | "unsupported"
-    pa.field("meta", pa.string()),  # JSON: array metadata, source details, settings
+    _f("kind", pa.string()),
+    _f("array", pa.string()),
+    _f("source", pa.string()),  # location exactly as scanned (local paths made absolute)
+    *(_f(c, pa.int32(), zstd=True) for c in SOURCE_KEY_COLUMNS),  # chunk index within the source
+    *(_f(c, pa.int32(), zstd=True) for c in GLOBAL_KEY_COLUMNS),  # chunk index in the global array
+    _f("offset", pa.int64(), zstd=True),  # bytes from the start of the source; NO_OFFSET if inline
+    _f("length", pa.int64(), zstd=True),  # bytes (of the range, or of the inline value)
+    _f("filter_mask", pa.int32()),  # HDF5: bit k set = filter k skipped for this chunk
+    _f("inline", pa.large_binary()),  # chunk bytes stored in the row (compact datasets); b"" if not
+    *(_f(c, pa.int64()) for c in DEST_COLUMNS),  # var rows: placement in elements; d0=NOT_PLACED
+    _f("size", pa.int64()),  # source rows: bytes
+    _f("mtime_ns", pa.int64()),  # source rows: modification time, ns since epoch
+    _f("etag", pa.string()),
+    _f("sort_value", pa.float64()),  # source rows: first coordinate along the concat dim (NaN: none)
+    _f("status", pa.string()),  # var/array rows: "ok" | "unsupported"
+    _f("meta", pa.string()),  # JSON: array metadata, source details, settings
     blob_field("held"),  # chunk rows: bytes held in the collection (a cache); NULL = not held
 ]
+
+DEFAULTS: Final[dict[str, object]] = {
+    "array": "",
+    "source": "",
+    **{c: NO_DIM for c in SOURCE_KEY_COLUMNS},
+    **{c: NO_DIM for c in GLOBAL_KEY_COLUMNS},
+    "offset": NO_OFFSET,
+    "length": 0,
+    "filter_mask": 0,
+    "inline": b"",
+    **{c: 0 for c in DEST_COLUMNS},
+    "size": -1,
+    "mtime_ns": -1,
+    "etag": "",
+    "sort_value": float("nan"),
+    "status": "",
+    "meta": "",
+}
 
 SCHEMA: Final = pa.schema(_fields, metadata={"refstore.format_version": str(FORMAT_VERSION)})
 

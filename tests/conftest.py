@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("REFSTORE_SHARED_DATA", REPO.parent / "shared" / "data"))

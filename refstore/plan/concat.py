@@ -7,11 +7,15 @@ array along that dimension, or the plan is refused: a wrong store is never writt
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import PlanError
-from ..scan._types import ArrayMeta
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ..scan._types import ArrayMeta
 
 __all__ = ["Plan", "SourceSlab", "make_plan"]
 

@@ -19,7 +19,7 @@ from .._values import decode_attr, decode_fill
 from ..errors import SourceReadError, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.select import Selection, chunk_slices, select
-from ..schema import GLOBAL_KEY_COLUMNS
+from ..schema import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .decode import make_decoder
 from .fetch import Fetcher
 
@@ -136,7 +136,7 @@ class Array:
             out[dst] = chunk[src]
 
         inline = rows.column("inline")
-        is_inline = pc.is_valid(inline).to_numpy(zero_copy_only=False)
+        is_inline = rows.column("offset").to_numpy() == NO_OFFSET
         for i in np.flatnonzero(is_inline).tolist():
             raw = inline[i].as_py()
             place(i, self._decode(decoder, raw, 0, i, rows, inline=True))
@@ -166,7 +166,6 @@ class Array:
             return decoder(raw, mask)  # type: ignore[no-any-return]
         except Exception as e:
             where = rows.column("source")[row].as_py()
-            raise SourceReadError(
-                f"{where}: chunk of {self.name!r} at bytes {rows.column('offset')[row].as_py()}"
-                f"+{rows.column('length')[row].as_py()} does not decode ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-            ) from None
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            at = f"{rows.column('offset')[row].as_py()}+{rows.column('length')[row].as_py()}"
+            raise SourceReadError(f"{where}: chunk of {self.name!r} at bytes {at} does not decode ({why})") from None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SourceReadError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["Fetcher"]
 
@@ -63,7 +65,7 @@ class Fetcher:
                 raise SourceReadError(f"{location}: source not found") from None
             raise SourceReadError(f"{location}: cannot read bytes: {msg}") from None
         out = [memoryview(g) for g in got]
-        for s, e, b in zip(starts, ends, out, strict=True):
-            if len(b) != e - s:
-                raise SourceReadError(f"{location}: short read at bytes {s}-{e} (file truncated or changed?)")
+        for lo, hi, b in zip(starts, ends, out, strict=True):
+            if len(b) != hi - lo:
+                raise SourceReadError(f"{location}: short read at bytes {lo}-{hi} (file truncated or changed?)")
         return out

@@ -3,16 +3,17 @@ raw values (no scale/offset/mask), bit for bit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schema import DEST_COLUMNS
+from ..schema import DEST_COLUMNS, NOT_PLACED
 from .array import Array
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from ..table.collection import Snapshot
 
 __all__ = ["VerifyReport", "verify"]
@@ -61,7 +62,7 @@ def verify(
     items = _plan(snap, arrays, sample, seed)
     dests: dict[tuple[str, str], tuple[int, ...]] = {}
     for r in snap.vars().to_pylist():
-        if r["d0"] is not None:
+        if r["d0"] != NOT_PLACED:
             dests[(r["source"], r["array"])] = tuple(int(r[c]) for c in DEST_COLUMNS)
     readers: dict[str, Array] = {}
     mismatches: list[dict[str, Any]] = []

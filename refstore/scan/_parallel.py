@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING
 
 from ..errors import ScanError
 from ._types import Scanner, ScanResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["ScanOutcome", "scan_many"]
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, ScanError
 from ._types import SourceInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["HDF5_EXTENSIONS", "expand_sources", "local_source_info", "normalize_location"]
 

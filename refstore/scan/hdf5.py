@@ -8,6 +8,7 @@ as ``unsupported`` with the reason, and the rest of the file is still scanned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -77,19 +78,23 @@ class HDF5Scanner:
         f.visititems(visit)
 
         metas: list[ArrayMeta] = []
-        tables: list[pa.Table] = []
+        parts: list[_Chunks] = []
         for ds in datasets:
-            if _is_dimension_only(ds):
+            hidden: dict[str, Any] = {}
+            attrs = _attrs(ds, hidden)
+            if _is_dimension_only(hidden):
                 continue
-            meta, chunks = _scan_dataset(ds)
+            meta, chunks = _scan_dataset(ds, attrs, hidden.get("CLASS") == b"DIMENSION_SCALE")
+            if self.concat_dim is not None and chunks is not None and chunks.whole:
+                meta, chunks = _split_along(meta, chunks, self.concat_dim)
             metas.append(meta)
-            if chunks is not None and chunks.num_rows:
-                tables.append(chunks)
+            if chunks is not None and len(chunks.keys):
+                parts.append(chunks)
 
         sort_value, sort_units = (None, None)
         if self.concat_dim is not None:
             sort_value, sort_units = _first_coordinate(f, self.concat_dim)
-        table = pa.concat_tables(tables) if tables else CHUNK_BATCH_SCHEMA.empty_table()
+        table = _chunk_table(parts)
         return ScanResult(
             source=info,
             arrays=tuple(metas),
@@ -111,18 +116,23 @@ def _open_reason(e: OSError) -> str:
         return "not an HDF5/netCDF4 file (no HDF5 signature)"
     if "truncated file" in msg:
         return "truncated HDF5 file (" + msg.split("truncated file:")[-1].strip(" )") + ")"
-    if "No such file" in msg or "unable to open file" in msg.lower() and not os.path.exists(msg):
+    if "No such file" in msg or ("unable to open file" in msg.lower() and not os.path.exists(msg)):
         return f"cannot open: {_first_line(e)}"
     return f"cannot open as HDF5: {_first_line(e)}"
 
 
-def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
+def _attrs(obj: Any, hidden: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Visible attributes, typed; the hidden netCDF/HDF5 bookkeeping ones go to ``hidden``."""
     out: dict[str, dict[str, Any]] = {}
-    for name in obj.attrs:
+    attrs = obj.attrs
+    for name in attrs:
         if name in _HIDDEN_ATTRS:
+            if hidden is not None and name in ("CLASS", "NAME"):
+                with contextlib.suppress(OSError, TypeError, ValueError):
+                    hidden[name] = attrs[name]
             continue
         try:
-            value = obj.attrs[name]
+            value = attrs[name]
         except (OSError, TypeError, ValueError):
             continue  # attribute types h5py cannot read (references to regions, ...)
         enc = encode_attr(value)
@@ -131,27 +141,28 @@ def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _is_dimension_only(ds: Any) -> bool:
-    name = ds.attrs.get("NAME") if "NAME" in ds.attrs else None
-    if isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY):
-        return True
-    return isinstance(name, str) and name.encode().startswith(_NC_DIM_ONLY)
+def _is_dimension_only(hidden: dict[str, Any]) -> bool:
+    name = hidden.get("NAME")
+    if isinstance(name, str):
+        name = name.encode()
+    return isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY)
 
 
-def _dim_names(ds: Any) -> tuple[str, ...]:
+def _dim_names(ds: Any, is_scale: bool) -> tuple[str, ...]:
+    import h5py
+
     names: list[str] = []
     seen: dict[str, int] = {}
-    is_scale = ds.attrs.get("CLASS") == b"DIMENSION_SCALE" if "CLASS" in ds.attrs else False
     for i, size in enumerate(ds.shape):
         name: str | None = None
-        if is_scale and ds.ndim == 1:
+        if is_scale and len(ds.shape) == 1:
             name = ds.name.rsplit("/", 1)[-1]
         else:
             try:
-                scales = ds.dims[i]
-                if len(scales):
-                    name = scales[0].name.rsplit("/", 1)[-1]
-            except (RuntimeError, OSError, ValueError):
+                if h5py.h5ds.get_num_scales(ds.id, i):
+                    found = h5py.h5ds.iterate(ds.id, i, h5py.h5i.get_name, 0)
+                    name = found.decode("utf-8", "replace").rsplit("/", 1)[-1] if found else None
+            except (RuntimeError, OSError, ValueError, KeyError):
                 name = None
         if name is None:
             base = f"phony_dim_{size}"
@@ -174,34 +185,66 @@ def _supported_dtype(dt: np.dtype[Any]) -> str | None:
     return None
 
 
-def _chunk_table(
-    name: str,
-    keys: np.ndarray[Any, Any],
-    offsets: np.ndarray[Any, Any] | None,
-    lengths: np.ndarray[Any, Any] | None,
-    masks: np.ndarray[Any, Any] | None,
-    inline: list[bytes] | None,
-) -> pa.Table:
-    n, ndim = keys.shape
-    cols: dict[str, pa.Array] = {"array": pa.array([name] * n, pa.string())}
-    for i, c in enumerate(SOURCE_KEY_COLUMNS):
-        col = keys[:, i] if i < ndim else np.full(n, NO_DIM)
-        cols[c] = pa.array(col.astype(np.int32), pa.int32())
-    cols["offset"] = pa.array(offsets, pa.int64()) if offsets is not None else pa.nulls(n, pa.int64())
-    cols["length"] = pa.array(lengths, pa.int64()) if lengths is not None else pa.nulls(n, pa.int64())
-    cols["filter_mask"] = pa.array(masks, pa.int32()) if masks is not None else pa.array(np.zeros(n, np.int32))
-    cols["inline"] = pa.array(inline, pa.large_binary()) if inline is not None else pa.nulls(n, pa.large_binary())
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """Chunk references of one dataset, as numpy columns (one Arrow table per source at the end).
+
+    ``whole``: one uncompressed chunk covering the array by layout (contiguous, compact or
+    inlined), which may be split into slabs along the concat dimension."""
+
+    name: str
+    keys: np.ndarray[Any, Any]  # n x ndim, chunk index within the source
+    offsets: np.ndarray[Any, Any] | None = None  # bytes
+    lengths: np.ndarray[Any, Any] | None = None  # bytes
+    masks: np.ndarray[Any, Any] | None = None
+    inline: list[bytes] | None = None
+    whole: bool = False
+
+
+def _chunk_table(parts: list[_Chunks]) -> pa.Table:
+    if not parts:
+        return CHUNK_BATCH_SCHEMA.empty_table()
+    counts = np.array([len(p.keys) for p in parts], np.int64)
+    n = int(counts.sum())
+    names = pa.array([p.name for p in parts], pa.string())
+    cols: dict[str, Any] = {"array": names.take(pa.array(np.repeat(np.arange(len(parts)), counts)))}
+    keys = np.full((n, MAX_DIMS), NO_DIM, np.int32)
+    offsets = np.zeros(n, np.int64)
+    lengths = np.zeros(n, np.int64)
+    masks = np.zeros(n, np.int32)
+    ref_valid = np.zeros(n, bool)
+    inline: list[bytes | None] = [None] * n
+    any_inline = False
+    at = 0
+    for p, c in zip(parts, counts.tolist(), strict=True):
+        keys[at : at + c, : p.keys.shape[1]] = p.keys
+        if p.inline is not None:
+            inline[at : at + c] = p.inline
+            any_inline = True
+        else:
+            assert p.offsets is not None and p.lengths is not None
+            offsets[at : at + c] = p.offsets
+            lengths[at : at + c] = p.lengths
+            ref_valid[at : at + c] = True
+            if p.masks is not None:
+                masks[at : at + c] = p.masks
+        at += c
+    for i, col in enumerate(SOURCE_KEY_COLUMNS):
+        cols[col] = pa.array(keys[:, i])
+    cols["offset"] = pa.array(offsets, pa.int64(), mask=~ref_valid)
+    cols["length"] = pa.array(lengths, pa.int64(), mask=~ref_valid)
+    cols["filter_mask"] = pa.array(masks, pa.int32())
+    cols["inline"] = pa.array(inline, pa.large_binary()) if any_inline else pa.nulls(n, pa.large_binary())
     return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
 
 
-def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
+def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> tuple[ArrayMeta, _Chunks | None]:
     import h5py
 
     name = ds.name.lstrip("/")
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
     dt = ds.dtype
-    attrs = _attrs(ds)
-    dims = _dim_names(ds)
+    dims = _dim_names(ds, is_scale) if ds.shape is not None else ()
     dcpl = ds.id.get_create_plist()
     layout = dcpl.get_layout()
 
@@ -231,7 +274,7 @@ def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
             return meta(full), None
         raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
-        return meta(full), _chunk_table(name, keys, None, None, None, [raw])
+        return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
 
     if layout == h5py.h5d.CONTIGUOUS:
         if dcpl.get_external_count() > 0:
@@ -241,9 +284,7 @@ def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
             return meta(full), None  # never written: everything reads as the fill value
         keys = np.zeros((1, len(shape)), np.int64)
         nbytes = int(ds.id.get_storage_size())
-        return meta(full), _chunk_table(
-            name, keys, np.array([offset], np.int64), np.array([nbytes], np.int64), None, None
-        )
+        return meta(full), _Chunks(name, keys, np.array([offset], np.int64), np.array([nbytes], np.int64), whole=True)
 
     if layout != h5py.h5d.CHUNKED:
         return meta(full, reason="HDF5 virtual dataset (VDS) layout"), None
@@ -261,7 +302,7 @@ def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
         # 1) cannot be placed on a regular grid when concatenated; hold its values inline.
         raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
-        return meta(full), _chunk_table(name, keys, None, None, None, [raw])
+        return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
 
     n = int(ds.id.get_num_chunks())
     ndim = len(shape)
@@ -282,8 +323,30 @@ def _scan_dataset(ds: Any) -> tuple[ArrayMeta, pa.Table | None]:
     if n:
         ds.id.chunk_iter(take)
     keys = elem[:count] // np.asarray(chunks, np.int64)
-    table = _chunk_table(name, keys, offsets[:count], lengths[:count], masks[:count], None)
-    return meta(chunks, codecs), table
+    return meta(chunks, codecs), _Chunks(name, keys, offsets[:count], lengths[:count], masks[:count])
+
+
+def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta, _Chunks]:
+    """An uncompressed single-chunk array (contiguous or inline) along the concat dimension is
+    split into slabs of 1 along it, so sources of any extent place on one chunk grid."""
+    if dim not in meta.dims or meta.codecs or len(chunks.keys) != 1 or meta.chunks != meta.shape:
+        return meta, chunks
+    axis = meta.dims.index(dim)
+    n = meta.shape[axis]
+    if n <= 1 or int(np.prod(meta.shape[:axis], dtype=np.int64)) != 1:
+        return meta, chunks  # one slab already, or slabs would not be contiguous bytes
+    row_bytes = int(np.prod(meta.shape, dtype=np.int64)) // n * meta.np_dtype.itemsize
+    keys = np.zeros((n, meta.ndim), np.int64)
+    keys[:, axis] = np.arange(n)
+    new_chunks = tuple(1 if i == axis else c for i, c in enumerate(meta.chunks))
+    meta = ArrayMeta(meta.name, meta.dims, meta.shape, new_chunks, meta.dtype, meta.fill_value, meta.codecs,
+                     meta.attrs, meta.status, meta.reason)  # fmt: skip
+    if chunks.inline is not None:
+        raw = chunks.inline[0]
+        return meta, _Chunks(meta.name, keys, inline=[raw[i * row_bytes : (i + 1) * row_bytes] for i in range(n)])
+    assert chunks.offsets is not None
+    offsets = int(chunks.offsets[0]) + np.arange(n, dtype=np.int64) * row_bytes
+    return meta, _Chunks(meta.name, keys, offsets, np.full(n, row_bytes, np.int64))
 
 
 def _first_coordinate(f: Any, dim: str) -> tuple[float | None, str | None]:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..schema import NO_DIM, SCHEMA, SOURCE_KEY_COLUMNS
+from ..schema import DEFAULTS, SCHEMA
 
 __all__ = ["rows"]
 
 
 def rows(kind: str, n: int, **columns: Any) -> pa.Table:
-    """``n`` rows of ``kind``; columns not given are defaults (``""`` for names, ``NO_DIM`` for
-    key columns, NULL elsewhere)."""
+    """``n`` rows of ``kind``; columns not given take their sentinel default (``DEFAULTS``)."""
     out: list[pa.Array | pa.ChunkedArray] = []
     for f in SCHEMA:
         if f.name == "kind":
@@ -21,14 +22,12 @@ def rows(kind: str, n: int, **columns: Any) -> pa.Table:
             continue
         value = columns.pop(f.name, None)
         if value is None:
-            if f.name in ("array", "source"):
-                out.append(pa.array([""] * n, pa.string()))
-            elif f.name in SOURCE_KEY_COLUMNS:
-                out.append(pa.array([NO_DIM] * n, pa.int32()))
-            elif isinstance(f.type, pa.ExtensionType):
+            if isinstance(f.type, pa.ExtensionType):
                 out.append(pa.ExtensionArray.from_storage(f.type, pa.nulls(n, f.type.storage_type)))
+            elif pa.types.is_integer(f.type) or pa.types.is_floating(f.type):
+                out.append(pa.array(np.full(n, DEFAULTS[f.name], dtype=f.type.to_pandas_dtype()), f.type))
             else:
-                out.append(pa.nulls(n, f.type))
+                out.append(pa.repeat(pa.scalar(DEFAULTS[f.name], f.type), n) if n else pa.array([], f.type))
             continue
         if isinstance(value, (pa.Array, pa.ChunkedArray)):
             arr = value if value.type == f.type else value.cast(f.type)
@@ -36,6 +35,8 @@ def rows(kind: str, n: int, **columns: Any) -> pa.Table:
             arr = pa.array(value, f.type)
         if len(arr) != n:
             raise ValueError(f"column {f.name}: {len(arr)} values for {n} rows")
+        if arr.null_count and not isinstance(f.type, pa.ExtensionType):
+            arr = pc.fill_null(arr, pa.scalar(DEFAULTS[f.name], f.type))
         out.append(arr)
     if columns:
         raise ValueError(f"unknown columns: {sorted(columns)}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lance
 import numpy as np
@@ -30,6 +29,9 @@ from ..schema import (
     Kind,
 )
 from ._rows import rows
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["Collection", "Snapshot", "sql_str"]
 
@@ -217,8 +219,8 @@ class Snapshot:
         """
         meta = self.array(array)
         ndim = len(meta.shape)
-        # In the view: g0 is not NULL (unused dimensions hold NO_DIM, so a scalar has g0 = -1).
-        parts = ["kind = 'chunk'", f"array = {sql_str(array)}", "g0 IS NOT NULL"]
+        # In the view: g0 >= -1 (NOT_PLACED = -2 is outside; unused dimensions hold NO_DIM = -1).
+        parts = ["kind = 'chunk'", f"array = {sql_str(array)}", "g0 >= -1"]
         if ranges is not None:
             for i, (lo, hi) in enumerate(ranges):
                 parts.append(f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {int(lo)} AND {int(hi)}")

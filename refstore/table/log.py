@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .collection import Collection
+if TYPE_CHECKING:
+    from .collection import Collection
 
 __all__ = ["LogEntry", "log_entries"]
 

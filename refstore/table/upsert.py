@@ -11,12 +11,12 @@ conflict; the loser recomputes from the winner's version and tries again.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lance
 import numpy as np
@@ -33,12 +33,17 @@ from ..schema import (
     MAX_DIMS,
     MERGE_KEY,
     NO_DIM,
+    NO_OFFSET,
+    NOT_PLACED,
     SOURCE_KEY_COLUMNS,
     VALUE_COLUMNS,
     Kind,
 )
 from ._rows import rows
 from .collection import Collection, Snapshot, sql_str
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["ScanReport", "commit_scan", "diff_counts"]
 
@@ -110,7 +115,7 @@ def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Seque
 def _global_keys(
     chunks: pa.Table, placements: dict[str, tuple[int, ...] | None], metas: dict[str, ArrayMeta]
 ) -> dict[str, pa.Array]:
-    """g0..g7 for chunk rows: ``k + dest // chunk`` where placed, NULL where not in the view."""
+    """g0..g7 for chunk rows: ``k + dest // chunk`` where placed, NOT_PLACED where not in the view."""
     n = chunks.num_rows
     names = sorted(placements)
     index = {name: i for i, name in enumerate(names)}
@@ -133,7 +138,7 @@ def _global_keys(
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
         k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
         g = np.where(ndim[idx] > d, k + dest[idx, d] // chunk[idx, d], NO_DIM)
-        out[c] = pa.array(g.astype(np.int32), pa.int32(), mask=~row_placed)
+        out[c] = pa.array(np.where(row_placed, g, NOT_PLACED).astype(np.int32), pa.int32())
     return out
 
 
@@ -144,10 +149,14 @@ def _chunk_rows(source: str, chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Tab
         "source": pa.array([source] * n, pa.string()),
         **{c: chunks.column(c) for c in SOURCE_KEY_COLUMNS},
         **g,
-        "offset": chunks.column("offset"),
-        "length": chunks.column("length"),
-        "filter_mask": chunks.column("filter_mask"),
-        "inline": chunks.column("inline"),
+        "offset": pc.fill_null(chunks.column("offset"), NO_OFFSET),
+        "length": pc.if_else(
+            pc.is_null(chunks.column("length")),
+            pc.cast(pc.binary_length(pc.fill_null(chunks.column("inline"), b"")), pa.int64()),
+            chunks.column("length"),
+        ),
+        "filter_mask": pc.fill_null(chunks.column("filter_mask"), 0),
+        "inline": pc.fill_null(chunks.column("inline"), pa.scalar(b"", pa.large_binary())),
     }
     return rows(Kind.CHUNK, n, **cols)
 
@@ -170,18 +179,24 @@ def _load(snap: Snapshot) -> _State:
     sources: dict[str, dict[str, Any]] = {}
     for r in snap.sources().to_pylist():
         meta = json.loads(r["meta"] or "{}")
-        sources[r["source"]] = {**r, "order": meta.get("order", 0), "sort_units": meta.get("sort_units")}
+        sv = r["sort_value"]
+        sources[r["source"]] = {
+            **r,
+            "sort_value": None if sv is None or math.isnan(sv) else sv,
+            "order": meta.get("order", 0),
+            "sort_units": meta.get("sort_units"),
+        }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, ...] | None]] = {}
     for r in snap.vars().to_pylist():
         m = ArrayMeta.from_json(r["meta"])
-        d = None if r["d0"] is None else tuple(int(r[c]) for c in DEST_COLUMNS[: m.ndim])
+        d = None if r["d0"] == NOT_PLACED else tuple(int(r[c]) for c in DEST_COLUMNS[: m.ndim])
         vars_[(r["source"], r["array"])] = (m, d)
     return _State(snap, snap.concat_dim, sources, vars_)
 
 
 def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
     arrays, sources, status, meta = [], [], [], []
-    dest: list[list[int | None]] = [[] for _ in DEST_COLUMNS]
+    dest: list[list[int]] = [[] for _ in DEST_COLUMNS]
     for s in slabs:
         for name, m in s.arrays.items():
             p = plan.placements.get((s.location, name))
@@ -190,7 +205,7 @@ def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
             status.append(m.status)
             meta.append(m.to_json())
             for i in range(MAX_DIMS):
-                dest[i].append(None if p is None else (p[i] if i < len(p) else 0))
+                dest[i].append(NOT_PLACED if p is None else (p[i] if i < len(p) else 0))
     n = len(arrays)
     return rows(
         Kind.VAR, n, array=arrays, source=sources, status=status, meta=meta,
@@ -295,8 +310,8 @@ def _attempt(
         source=[r.source.location for r in results],
         size=[r.source.size for r in results],
         mtime_ns=[r.source.mtime_ns for r in results],
-        etag=[r.source.etag for r in results],
-        sort_value=[r.sort_value for r in results],
+        etag=[r.source.etag or "" for r in results],
+        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
         meta=[_source_meta(orders[r.source.location], r.sort_units, r.groups) for r in results],
     )
     head = rows(
@@ -309,7 +324,7 @@ def _attempt(
     unsupported = tuple(
         (r.source.location, a.name, a.reason or "") for r in results for a in r.arrays if a.status != "ok"
     )
-    record = {
+    record: dict[str, Any] = {
         "sources": {
             "new": len(results) - len(changed),
             "changed": len(changed),

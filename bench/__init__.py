@@ -1,0 +1,1 @@
+"""refstore benchmarks: run with ``./dev bench`` (or ``python -m bench``)."""

@@ -1,0 +1,228 @@
+"""Benchmark: scan speed against h5py / VirtualiZarr / kerchunk, bytes per reference at >= 1M
+references, and read speed against h5py. Ratios are measured in the same run.
+
+    python -m bench [--files 1000] [--peer-files 200] [--refs 1000000] [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def make_small_files(folder: Path, n: int) -> list[Path]:
+    """netCDF4-like files: 4 variables of 4 chunks each, plus 3 coordinates."""
+    import h5py
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        p = folder / f"f{i:05d}.nc"
+        with h5py.File(p, "w") as f:
+            t = f.create_dataset("time", data=np.array([float(i)]), maxshape=(None,), chunks=(512,))
+            t.attrs["units"] = "days since 2000-01-01"
+            t.make_scale("time")
+            lat = f.create_dataset("lat", data=np.linspace(-90, 90, 40, dtype="f4"))
+            lat.make_scale("lat")
+            lon = f.create_dataset("lon", data=np.linspace(0, 360, 80, dtype="f4"))
+            lon.make_scale("lon")
+            for name in ("sst", "t2m", "u10", "v10"):
+                d = f.create_dataset(name, data=rng.normal(size=(1, 40, 80)).astype("f4"), chunks=(1, 20, 40),
+                                     compression="gzip", shuffle=True)  # fmt: skip
+                d.attrs["units"] = "K"
+                d.attrs["scale_factor"] = np.float32(1.0)
+                for k, sc in enumerate((t, lat, lon)):
+                    d.dims[k].attach_scale(sc)
+        out.append(p)
+    return out
+
+
+def h5py_loop(files: list[Path]) -> int:
+    """The limit: visititems + filters + chunk_iter, nothing else."""
+    import h5py
+
+    refs = 0
+    for p in files:
+        with h5py.File(p, "r") as f:
+            dsets: list[Any] = []
+
+            def keep(_name: str, obj: Any, found: list[Any] = dsets) -> None:
+                if isinstance(obj, h5py.Dataset):
+                    found.append(obj)
+
+            f.visititems(keep)
+            for d in dsets:
+                dcpl = d.id.get_create_plist()
+                [dcpl.get_filter(i) for i in range(dcpl.get_nfilters())]
+                if d.chunks is not None:
+                    got: list[Any] = []
+                    d.id.chunk_iter(got.append)
+                    refs += len(got)
+                else:
+                    d.id.get_offset()
+                    refs += 1
+    return refs
+
+
+def virtualizarr_parse(files: list[Path]) -> None:
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr.parsers import HDFParser
+
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    parser = HDFParser()
+    for p in files:
+        parser(url=f"file://{p.absolute()}", registry=registry)
+
+
+def kerchunk_translate(files: list[Path]) -> None:
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    for p in files:
+        SingleHdf5ToZarr(str(p)).translate()
+
+
+def timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def bench_scan(work: Path, n_files: int, n_peer: int) -> dict[str, Any]:
+    import refstore
+
+    files = make_small_files(work / "small", n_files)
+    res: dict[str, Any] = {"files": n_files}
+    h5 = timed(h5py_loop, files)
+    res["h5py_loop_files_per_s"] = n_files / h5
+    col = str(work / "scan.col")
+    refstore.init(col)
+    t = timed(lambda: refstore.scan(col, [str(work / "small")], concat_dim="time", workers=2))
+    res["refstore_files_per_s"] = n_files / t
+    res["refstore_vs_h5py_loop"] = res["refstore_files_per_s"] / res["h5py_loop_files_per_s"]
+    peers = files[:n_peer]
+    for name, fn in (("virtualizarr", virtualizarr_parse), ("kerchunk", kerchunk_translate)):
+        try:
+            res[f"{name}_files_per_s"] = len(peers) / timed(fn, peers)
+            res[f"refstore_vs_{name}"] = res["refstore_files_per_s"] / res[f"{name}_files_per_s"]
+        except ImportError as e:
+            res[f"{name}_files_per_s"] = None
+            res[f"{name}_skipped"] = f"not installed ({e.name}); ./dev bench installs it"
+    return res
+
+
+def make_many_chunk_files(folder: Path, n_refs: int, per_file: int = 100_000) -> list[Path]:
+    import h5py
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    n_files = max(1, -(-n_refs // per_file))
+    for i in range(n_files):
+        p = folder / f"many{i:03d}.h5"
+        with h5py.File(p, "w") as f:
+            t = f.create_dataset("time", data=np.arange(per_file, dtype="f8") + i * per_file, chunks=(per_file,))
+            t.make_scale("time")
+            x = f.create_dataset("x", shape=(per_file, 16), dtype="f4", chunks=(1, 16))
+            x[...] = np.arange(per_file * 16, dtype="f4").reshape(per_file, 16)
+            x.dims[0].attach_scale(t)
+        out.append(p)
+    return out
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def bench_size_and_read(work: Path, n_refs: int) -> dict[str, Any]:
+    import h5py
+
+    import refstore
+
+    make_many_chunk_files(work / "many", n_refs)
+    col = work / "size.col"
+    refstore.init(str(col))
+    t = timed(lambda: refstore.scan(str(col), [str(work / "many")], concat_dim="time", workers=2))
+    ds = refstore.open(str(col))
+    refs = ds.snapshot.count("chunk")
+    res: dict[str, Any] = {"refs": refs, "scan_s": t, "collection_bytes": dir_bytes(col)}
+    res["bytes_per_ref"] = res["collection_bytes"] / refs
+
+    # read: a window of ~1,000 small chunks, through the table vs h5py on the same window
+    x = ds["x"]
+    start = 1234
+    window = (slice(start, start + 1000), slice(None))
+    tt = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        got = x[window]
+        tt.append(time.perf_counter() - t0)
+    t_ref = min(tt)
+    with h5py.File(work / "many" / "many000.h5") as f:
+        th = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            exp = f["x"][window]
+            th.append(time.perf_counter() - t0)
+    assert np.array_equal(got, exp)
+    res["read_chunks"] = 1000
+    res["refstore_read_chunks_per_s"] = 1000 / t_ref
+    res["h5py_read_chunks_per_s"] = 1000 / min(th)
+    res["refstore_vs_h5py_read"] = res["refstore_read_chunks_per_s"] / res["h5py_read_chunks_per_s"]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--peer-files", type=int, default=200, help="files given to VirtualiZarr and kerchunk")
+    ap.add_argument("--refs", type=int, default=1_000_000)
+    ap.add_argument("--quick", action="store_true", help="100 files, 100k refs")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", help="work folder to keep (default: a temporary one)")
+    a = ap.parse_args()
+    if a.quick:
+        a.files, a.peer_files, a.refs = 100, 50, 100_000
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="refstore-bench-"))
+    if work.exists() and a.keep:
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        res = {"scan": bench_scan(work, a.files, a.peer_files), "store": bench_size_and_read(work, a.refs)}
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        json.dump(res, sys.stdout, indent=2)
+        print()
+        return
+    s, st = res["scan"], res["store"]
+    fmt = lambda v: "n/a" if v is None else f"{v:,.1f}"
+    print(f"scan of {s['files']} small netCDF4 files (4 variables each, 2 workers):")
+    print(f"  refstore        {fmt(s['refstore_files_per_s'])} files/s")
+    ratio = s["refstore_vs_h5py_loop"]
+    print(f"  h5py loop       {fmt(s['h5py_loop_files_per_s'])} files/s   ratio {ratio:.2f} (target >= 0.8)")
+    for peer in ("virtualizarr", "kerchunk"):
+        v = s.get(f"{peer}_files_per_s")
+        r = s.get(f"refstore_vs_{peer}")
+        extra = f"   ratio {r:.1f}" if r else f"   ({s.get(peer + '_skipped')})"
+        print(f"  {peer:<15} {fmt(v)} files/s{extra}" + ("  (target >= 5)" if peer == "virtualizarr" and r else ""))
+    print(f"store: {st['refs']:,} references in {st['collection_bytes']:,} bytes = {st['bytes_per_ref']:.2f} B/ref "
+          "(target <= 8)")  # fmt: skip
+    print(
+        f"read of {st['read_chunks']} small chunks: refstore {fmt(st['refstore_read_chunks_per_s'])} chunks/s, "
+        f"h5py {fmt(st['h5py_read_chunks_per_s'])} chunks/s, ratio {st['refstore_vs_h5py_read']:.2f}"
+    )
+    print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
