@@ -1,6 +1,9 @@
 """refstore: archival arrays (netCDF4/HDF5) published as virtual datasets from one versioned
 Lance table of byte references."""
 
+from typing import TYPE_CHECKING, Any
+
+from . import scan as _scan_subpackage  # noqa: F401  (bound first; the function ``scan`` takes the name)
 from ._api import Dataset, init, open, scan
 from .errors import (
     BadInputError,
@@ -16,7 +19,23 @@ from .errors import (
     UnsupportedArrayError,
 )
 from .read import Array, ReadOptions, VerifyReport, verify
-from .table import Collection, ScanReport, Snapshot, log_entries
+
+if TYPE_CHECKING:
+    from .table import Collection, ScanReport, Snapshot, log_entries
+
+# Lazy: ``import refstore`` (and scan worker processes) must not pay for importing Lance.
+_LAZY = {"Collection": ".table", "ScanReport": ".table", "Snapshot": ".table", "log_entries": ".table"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'refstore' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -8,8 +8,10 @@ from .errors import ScanError
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher
 from .scan import HDF5Scanner, ScanResult, expand_sources, local_source_info, scan_many
-from .table.collection import Collection, Snapshot
-from .table.upsert import ScanReport, commit_scan
+
+if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
+    from .table.collection import Collection, Snapshot
+    from .table.upsert import ScanReport
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +50,8 @@ class Dataset:
 
 def init(uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
     """Create an empty collection at ``uri``."""
+    from .table.collection import Collection
+
     return Collection.create(uri, storage_options=storage_options)
 
 
@@ -59,6 +63,8 @@ def open(
     options: ReadOptions | None = None,
 ) -> Dataset:
     """Open a collection for reading at version/tag ``as_of`` (latest when None)."""
+    from .table.collection import Collection
+
     return Dataset(Collection.open(uri, storage_options=storage_options).snapshot(as_of), options=options)
 
 
@@ -78,6 +84,9 @@ def scan(
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
     """
+    from .table.collection import Collection
+    from .table.upsert import commit_scan
+
     col = Collection.open(uri, storage_options=storage_options)
     locations = expand_sources(sources)
     snap = col.snapshot()

@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Final
 
 import pyarrow as pa
-from lance.blob import blob_field
+
+from ._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM, NO_OFFSET, NOT_PLACED, SOURCE_KEY_COLUMNS
 
 __all__ = [
     "CHUNK_VALUE_COLUMNS",
@@ -49,26 +50,10 @@ FORMAT_VERSION: Final = 1
 DATA_STORAGE_VERSION: Final = "2.2"
 """Lance file format: 2.2 compresses reference columns ~15x better than 2.0."""
 
-MAX_DIMS: Final = 8
-"""Arrays with more dimensions are recorded as unsupported."""
-
-NO_DIM: Final = -1
-"""Sentinel in key columns for dimensions an array does not have (keys must be non-null:
-Lance's merge_insert never matches NULL keys)."""
-
-NOT_PLACED: Final = -2
-"""``g0`` of a chunk row (and ``d0`` of a var row) that is not in the global view."""
-
-NO_OFFSET: Final = -1
-"""``offset`` of a chunk whose bytes are inline in the row (and of rows that are not chunks)."""
 
 # No column ever holds NULL (except ``held``): Lance 2.2 stores a definition level per row
 # (~2 bytes) for any column mixing NULLs and values, which would triple bytes per reference.
 # Every column has a sentinel default instead (see ``DEFAULTS``).
-
-SOURCE_KEY_COLUMNS: Final = tuple(f"k{i}" for i in range(MAX_DIMS))
-GLOBAL_KEY_COLUMNS: Final = tuple(f"g{i}" for i in range(MAX_DIMS))
-DEST_COLUMNS: Final = tuple(f"d{i}" for i in range(MAX_DIMS))
 
 
 class Kind:
@@ -90,6 +75,12 @@ def _f(name: str, typ: pa.DataType, *, zstd: bool = False) -> pa.Field:
     return pa.field(name, typ, nullable=False, metadata=_ZSTD if zstd else None)
 
 
+def _blob_field(name: str) -> pa.Field:
+    from lance.blob import blob_field
+
+    return blob_field(name)
+
+
 _fields: list[pa.Field] = [
     _f("kind", pa.string()),
     _f("array", pa.string()),
@@ -107,7 +98,7 @@ _fields: list[pa.Field] = [
     _f("sort_value", pa.float64()),  # source rows: first coordinate along the concat dim (NaN: none)
     _f("status", pa.string()),  # var/array rows: "ok" | "unsupported"
     _f("meta", pa.string()),  # JSON: array metadata, source details, settings
-    blob_field("held"),  # chunk rows: bytes held in the collection (a cache); NULL = not held
+    _blob_field("held"),  # chunk rows: bytes held in the collection (a cache); NULL = not held
 ]
 
 DEFAULTS: Final[dict[str, object]] = {

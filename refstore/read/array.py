@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_attr, decode_fill
 from ..errors import SourceReadError, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.select import Selection, chunk_slices, select
-from ..schema import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .decode import make_decoder
 from .fetch import Fetcher
 

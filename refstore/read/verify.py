@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schema import DEST_COLUMNS, NOT_PLACED
+from .._keys import DEST_COLUMNS, NOT_PLACED
 from .array import Array
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from ..schema import MAX_DIMS, SOURCE_KEY_COLUMNS
+from .._keys import MAX_DIMS, SOURCE_KEY_COLUMNS
 
 __all__ = ["CHUNK_BATCH_SCHEMA", "ArrayMeta", "ScanResult", "Scanner", "SourceInfo"]
 

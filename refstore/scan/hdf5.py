@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from .._values import encode_attr, encode_fill
 from ..errors import ScanError
-from ..schema import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from ._cftime import cf_seconds
 from ._hdf5_codecs import filters_to_codecs
 from ._sources import local_source_info
