@@ -220,12 +220,19 @@ class Snapshot:
         meta = self.array(array)
         ndim = len(meta.shape)
         # In the view: g0 >= -1 (NOT_PLACED = -2 is outside; unused dimensions hold NO_DIM = -1).
-        parts = ["kind = 'chunk'", f"array = {sql_str(array)}", "g0 >= -1"]
-        if ranges is not None:
-            for i, (lo, hi) in enumerate(ranges):
-                parts.append(f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {int(lo)} AND {int(hi)}")
+        # Rows of other kinds always hold g0 = NO_DIM, so a range with lo >= 0 on g0 selects chunk
+        # rows only and the (costly) string test on ``kind`` can be left out.
+        parts = [f"array = {sql_str(array)}"]
+        if ranges is not None and ndim:
+            parts += [
+                f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {max(int(lo), 0)} AND {int(hi)}" for i, (lo, hi) in enumerate(ranges)
+            ]
+        else:
+            parts = ["kind = 'chunk'", *parts, "g0 >= -1"]
         cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
-        return self.ds.to_table(columns=cols, filter=" AND ".join(parts), with_row_id=with_row_id)
+        return self.ds.to_table(
+            columns=cols, filter=" AND ".join(parts), with_row_id=with_row_id, late_materialization=True
+        )
 
     def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
         t = self.chunk_rows(array, columns=())
