@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConflictError, PlanError, StorageError
 from ..plan.concat import Plan, SourceSlab, make_plan
-from ..scan._types import ArrayMeta, ScanResult
+from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
     DEST_COLUMNS,
     FORMAT_VERSION,
@@ -43,7 +43,7 @@ from ._rows import rows
 from .collection import Collection, Snapshot, sql_str
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["ScanReport", "commit_scan", "diff_counts"]
 
@@ -113,26 +113,37 @@ def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Seque
 
 # --------------------------------------------------------------------------- rows
 def _global_keys(
-    chunks: pa.Table, placements: dict[str, tuple[int, ...] | None], metas: dict[str, ArrayMeta]
+    chunks: pa.Table,
+    placements: Mapping[tuple[str, str], tuple[int, ...]],
+    metas: Mapping[tuple[str, str], ArrayMeta],
 ) -> dict[str, pa.Array]:
-    """g0..g7 for chunk rows: ``k + dest // chunk`` where placed, NOT_PLACED where not in the view."""
+    """g0..g7 for chunk rows (columns ``source``, ``array``, ``k0..k7``): ``k + dest // chunk``
+    where the (source, array) is placed, NOT_PLACED where it is not in the view. Vectorised:
+    Python only loops over (source, array) pairs, never over chunks."""
     n = chunks.num_rows
-    names = sorted(placements)
-    index = {name: i for i, name in enumerate(names)}
-    dest = np.zeros((len(names) + 1, MAX_DIMS), np.int64)
-    chunk = np.ones((len(names) + 1, MAX_DIMS), np.int64)
-    ndim = np.zeros(len(names) + 1, np.int64)
-    placed = np.zeros(len(names) + 1, bool)
-    for name, i in index.items():
-        p = placements[name]
-        m = metas[name]
+    if n == 0:
+        return {c: pa.array([], pa.int32()) for c in GLOBAL_KEY_COLUMNS}
+    src = pc.dictionary_encode(chunks.column("source")).combine_chunks()
+    arr = pc.dictionary_encode(chunks.column("array")).combine_chunks()
+    s_pos = {v: i for i, v in enumerate(src.dictionary.to_pylist())}
+    a_pos = {v: i for i, v in enumerate(arr.dictionary.to_pylist())}
+    na = len(a_pos)
+    size = len(s_pos) * na
+    dest = np.zeros((size, MAX_DIMS), np.int64)
+    chunk = np.ones((size, MAX_DIMS), np.int64)
+    ndim = np.zeros(size, np.int64)
+    placed = np.zeros(size, bool)
+    for (loc, name), m in metas.items():
+        if loc not in s_pos or name not in a_pos:
+            continue
+        i = s_pos[loc] * na + a_pos[name]
         ndim[i] = m.ndim
+        p = placements.get((loc, name))
         if p is not None:
             placed[i] = True
             dest[i, : m.ndim] = p
             chunk[i, : m.ndim] = m.chunks
-    arr_names = chunks.column("array").to_numpy(zero_copy_only=False)
-    idx = np.array([index.get(a, len(names)) for a in arr_names], np.int64) if n else np.zeros(0, np.int64)
+    idx = src.indices.to_numpy().astype(np.int64) * na + arr.indices.to_numpy().astype(np.int64)
     row_placed = placed[idx]
     out: dict[str, pa.Array] = {}
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
@@ -142,21 +153,32 @@ def _global_keys(
     return out
 
 
-def _chunk_rows(source: str, chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Table:
+def _with_source(results: Sequence[ScanResult]) -> pa.Table:
+    """The chunk tables of scanned sources as one table with a ``source`` column."""
+    if not results:
+        return CHUNK_BATCH_SCHEMA.empty_table().append_column("source", pa.array([], pa.string()))
+    big = pa.concat_tables([r.chunks for r in results])
+    counts = np.array([r.chunks.num_rows for r in results], np.int64)
+    locs = pa.array([r.source.location for r in results], pa.string())
+    return big.append_column("source", locs.take(pa.array(np.repeat(np.arange(len(results)), counts))))
+
+
+def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Table:
     n = chunks.num_rows
+    inline = chunks.column("inline")
     cols: dict[str, Any] = {
         "array": chunks.column("array"),
-        "source": pa.array([source] * n, pa.string()),
+        "source": chunks.column("source"),
         **{c: chunks.column(c) for c in SOURCE_KEY_COLUMNS},
         **g,
         "offset": pc.fill_null(chunks.column("offset"), NO_OFFSET),
         "length": pc.if_else(
             pc.is_null(chunks.column("length")),
-            pc.cast(pc.binary_length(pc.fill_null(chunks.column("inline"), b"")), pa.int64()),
+            pc.cast(pc.binary_length(pc.fill_null(inline, pa.scalar(b"", inline.type))), pa.int64()),
             chunks.column("length"),
         ),
         "filter_mask": pc.fill_null(chunks.column("filter_mask"), 0),
-        "inline": pc.fill_null(chunks.column("inline"), pa.scalar(b"", pa.large_binary())),
+        "inline": pc.fill_null(inline, pa.scalar(b"", pa.large_binary())),
     }
     return rows(Kind.CHUNK, n, **cols)
 
@@ -265,12 +287,9 @@ def _attempt(
     plan = make_plan(slabs, dim)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
-    new_chunks: list[pa.Table] = []
-    for r in results:
-        loc = r.source.location
-        metas = {a.name: a for a in r.arrays}
-        placements = {a: plan.placements.get((loc, a)) for a in metas}
-        new_chunks.append(_chunk_rows(loc, r.chunks, _global_keys(r.chunks, placements, metas)))
+    metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
+    scanned = _with_source(results)
+    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.placements, metas))]
     moved: list[tuple[str, str]] = []
     for (loc, name), (m, old_dest) in state.vars.items():
         if loc in by_loc or m.status != "ok":
@@ -279,11 +298,15 @@ def _attempt(
             moved.append((loc, name))
     old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "offset", "length", "filter_mask",
                 "inline"]  # fmt: skip
-    for loc, name in moved:
-        old = snap.rows(Kind.CHUNK, old_cols, f"source = {sql_str(loc)} AND array = {sql_str(name)}")
-        m = state.vars[(loc, name)][0]
-        g = _global_keys(old, {name: plan.placements.get((loc, name))}, {name: m})
-        new_chunks.append(_chunk_rows(loc, old, g))
+    if moved:
+        moved_sources = sorted({loc for loc, _ in moved})
+        old = snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(x) for x in moved_sources) + ")")
+        pairs = pa.array([f"{loc}\x00{name}" for loc, name in moved])
+        old = old.filter(
+            pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
+        )
+        moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.placements, moved_metas)))
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *(loc for loc, _ in moved)})
