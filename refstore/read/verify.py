@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from .._keys import DEST_COLUMNS, NOT_PLACED
 from .array import Array
@@ -30,21 +31,33 @@ class VerifyReport:
 
 
 def _plan(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int) -> list[tuple[str, Any, str]]:
-    """(array, global chunk key, source) for every chunk to check."""
+    """(array, global chunk key, source) for every chunk to check (or ``sample`` of them)."""
     names = list(arrays) if arrays else [n for n, m in snap.arrays().items() if m.status == "ok"]
-    items: list[tuple[str, Any, str]] = []
+    tables: list[tuple[str, Any, Any]] = []
     for name in names:
         meta = snap.array(name)
         if meta.status != "ok":
             continue
         t = snap.chunk_rows(name, columns=("source",))
-        keys = snap.chunk_keys(name) if t.num_rows else np.zeros((0, meta.ndim), np.int64)
-        srcs = t.column("source").to_pylist()
-        items.extend((name, keys[i], srcs[i]) for i in range(t.num_rows))
-    if sample is not None and sample < len(items):
-        rng = np.random.default_rng(seed)
-        pick = np.sort(rng.choice(len(items), size=sample, replace=False))
-        items = [items[i] for i in pick.tolist()]
+        keys = (
+            np.column_stack([t.column(f"g{i}").to_numpy() for i in range(meta.ndim)])
+            if meta.ndim and t.num_rows
+            else np.zeros((t.num_rows, meta.ndim), np.int64)
+        )
+        tables.append((name, keys, t.column("source")))
+    sizes = np.array([len(k) for _, k, _ in tables], np.int64)
+    total = int(sizes.sum())
+    if sample is not None and sample < total:
+        pick = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+    else:
+        pick = np.arange(total)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    items: list[tuple[str, Any, str]] = []
+    for (name, keys, sources), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
+        local = pick[(pick >= lo) & (pick < hi)] - lo
+        if len(local):
+            srcs = sources.take(pa.array(local)).to_pylist()
+            items.extend((name, keys[i], src) for i, src in zip(local.tolist(), srcs, strict=True))
     return items
 
 

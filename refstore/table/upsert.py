@@ -316,13 +316,13 @@ def _attempt(
         else rows(Kind.CHUNK, 0).select(old_cols)
     )
     new_chunk = pa.concat_tables(new_chunks) if new_chunks else rows(Kind.CHUNK, 0)
-    moved_keys = {(loc, name) for loc, name in moved}
-    if moved_keys:
-        keep = [
-            (s in by_loc) or ((s, a) in moved_keys)
-            for s, a in zip(old_chunk.column("source").to_pylist(), old_chunk.column("array").to_pylist(), strict=True)
-        ]
-        old_chunk = old_chunk.filter(pa.array(keep, pa.bool_()))
+    if moved:  # of a moved source only its moved arrays count; changed sources count whole
+        pair = pc.binary_join_element_wise(old_chunk.column("source"), old_chunk.column("array"), "\x00")
+        keep = pc.or_(
+            pc.is_in(old_chunk.column("source"), pa.array(changed, pa.string())),
+            pc.is_in(pair, pa.array([f"{loc}\x00{name}" for loc, name in moved], pa.string())),
+        )
+        old_chunk = old_chunk.filter(keep)
     key = ["array", "source", *SOURCE_KEY_COLUMNS]
     ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
 
