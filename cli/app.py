@@ -96,7 +96,9 @@ def scan(
         str | None,
         typer.Option("--concat-dim", help="Concatenate sources along this dimension, ordered by its coordinate."),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes for scanning.")] = 1,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Commit nothing if any source fails.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from .errors import ScanError
@@ -73,7 +74,7 @@ def scan(
     sources: Sequence[str],
     *,
     concat_dim: str | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
     storage_options: dict[str, str] | None = None,
@@ -81,6 +82,7 @@ def scan(
     """Scan files/folders into the collection: at most one new version.
 
     Unchanged sources (same size and mtime) are skipped; changed ones have their rows replaced.
+    ``workers``: scanning processes; None picks one per core for 64 files or more.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
     """
@@ -117,6 +119,8 @@ def scan(
         if progress is not None:
             progress(done, total)
 
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
     for loc, res in scan_many(HDF5Scanner(concat_dim=dim), to_scan, workers=workers, progress=tick):
         if isinstance(res, ScanError):
