@@ -39,6 +39,10 @@ CollectionOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON report for scripts and CI.")]
 AsOfOpt = Annotated[str | None, typer.Option("--as-of", help="Tag name or version number (default: latest).")]
+OnStaleOpt = Annotated[
+    str,
+    typer.Option("--on-stale", help="A source changed since scan: error (exit 2), warn, or ignore."),
+]
 
 
 class _State:
@@ -158,13 +162,15 @@ def read(
     as_of: AsOfOpt = None,
     max_gap: Annotated[int, typer.Option("--max-gap", min=0, help="Bytes allowed between merged ranges.")] = 0,
     max_bytes: Annotated[int, typer.Option("--max-bytes", min=1, help="Largest merged read, bytes.")] = 8 << 20,
+    on_stale: OnStaleOpt = "error",
 ) -> None:
     """Read a window of a global array through the table into a .npy file (stored values)."""
     import numpy as np
 
     from refstore.plan import parse_window
 
-    ds = refstore.open(_collection(), as_of, options=refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes))
+    opts = refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes, on_stale=on_stale)
+    ds = refstore.open(_collection(), as_of, options=opts)
     data = ds[array][parse_window(window)]
     try:
         np.save(out_file, data, allow_pickle=False)
@@ -181,6 +187,7 @@ def verify(
         int | None, typer.Option("--sample", min=1, help="Check this many chunks, chosen at random.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for --sample.")] = 0,
+    on_stale: OnStaleOpt = "error",
     as_json: JsonOpt = False,
 ) -> None:
     """Read chunks through the table and compare with h5py's read of the sources; exit 1 on mismatch."""
@@ -188,7 +195,7 @@ def verify(
     with _progress() as p:
         task = p.add_task("verifying", total=None)
         rep = refstore.verify(
-            snap, arrays=array, sample=sample, seed=seed,
+            snap, arrays=array, sample=sample, seed=seed, options=refstore.ReadOptions(on_stale=on_stale),
             progress=lambda d, t: p.update(task, completed=d, total=t),
         )  # fmt: skip
     if as_json:
@@ -215,6 +222,106 @@ def log(as_json: JsonOpt = False) -> None:
 
 
 @app.command()
+def tag(
+    name: Annotated[str | None, typer.Argument(help="Tag name, e.g. release-2026-10.")] = None,
+    as_of: AsOfOpt = None,
+    delete: Annotated[str | None, typer.Option("--delete", help="Delete this tag.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Name a version (default latest); tags are immutable snapshots. --delete NAME removes one."""
+    from refstore.table import create_tag, delete_tag
+
+    col = refstore.Collection.open(_collection())
+    if delete is not None:
+        if name is not None:
+            raise BadInputError("give either NAME or --delete NAME, not both")
+        v = delete_tag(col, delete)
+        result = {"deleted": delete, "version": v}
+        _dump(result) if as_json else out.print(f"deleted tag {delete} (was version {v})")
+        return
+    if name is None:
+        raise BadInputError("give a tag NAME (or --delete NAME)")
+    v = create_tag(col, name, as_of)
+    _dump({"name": name, "version": v}) if as_json else out.print(f"tagged version {v} as {name}")
+
+
+@app.command()
+def tags(as_json: JsonOpt = False) -> None:
+    """Tags and the versions they name."""
+    from refstore.table import list_tags
+
+    found = list_tags(refstore.Collection.open(_collection()))
+    if as_json:
+        _dump(found)
+        return
+    t = Table("tag", "version")
+    for x in found:
+        t.add_row(x["name"], str(x["version"]))
+    out.print(t)
+
+
+@app.command()
+def diff(
+    a: Annotated[str, typer.Argument(help="From: tag or version.")],
+    b: Annotated[str | None, typer.Argument(help="To: tag or version (default: latest).")] = None,
+    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 if anything differs, else 0.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """What changed from A to B: references per array, metadata, sources, remap rules."""
+    from refstore.table import diff as diff_versions
+
+    rep = diff_versions(refstore.Collection.open(_collection()), a, b)
+    if as_json:
+        _dump(rep.to_json())
+    else:
+        out.print(f"version {rep.a} -> {rep.b}: {'differs' if rep.differs else 'no difference'}")
+        t = Table("array", "added", "removed", "changed", "metadata")
+        for name, d in rep.arrays.items():
+            if d["added"] or d["removed"] or d["changed"] or d["metadata_changed"]:
+                t.add_row(name, str(d["added"]), str(d["removed"]), str(d["changed"]),
+                          "changed" if d["metadata_changed"] else "")  # fmt: skip
+        if t.row_count:
+            out.print(t)
+        for label, items in (("added", rep.sources_added), ("removed", rep.sources_removed),
+                             ("changed", rep.sources_changed)):  # fmt: skip
+            for src in items:
+                out.print(f"source {label}: {src}")
+        if rep.remap_changed:
+            out.print("remap rules changed")
+    if exit_code and rep.differs:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compact(as_json: JsonOpt = False) -> None:
+    """Merge small fragments and materialise deletions (keeps reads fast after many rescans)."""
+    from refstore.table import compact as do_compact
+
+    rep = do_compact(refstore.Collection.open(_collection()))
+    if as_json:
+        _dump(rep)
+    else:
+        out.print(
+            f"compacted: version {rep['version']}, fragments -{rep['fragments_removed']} +{rep['fragments_added']}"
+        )
+
+
+@app.command()
+def gc(
+    keep_last: Annotated[int, typer.Option("--keep-last", min=1, help="Untagged versions to keep.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove old untagged versions (tagged versions are always kept and stay readable)."""
+    from refstore.table import gc as do_gc
+
+    rep = do_gc(refstore.Collection.open(_collection()), keep_last=keep_last)
+    if as_json:
+        _dump(rep)
+    else:
+        out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}")
+
+
+@app.command()
 def demo(
     folder: Annotated[Path, typer.Option("--dir", help="Where to build the demo (default: ./demo-output).")] = Path(
         "demo-output"
@@ -232,6 +339,15 @@ def demo(
 
 
 def main() -> None:
+    import warnings
+
+    from refstore.errors import StaleSourceWarning
+
+    def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        err.print(f"refstore: warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always", StaleSourceWarning)
     try:
         app()
     except RefstoreError as e:

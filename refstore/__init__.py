@@ -15,6 +15,8 @@ from .errors import (
     RefstoreError,
     ScanError,
     SourceReadError,
+    StaleSourceError,
+    StaleSourceWarning,
     StorageError,
     UnsupportedArrayError,
 )
@@ -55,6 +57,8 @@ __all__ = [
     "ScanReport",
     "Snapshot",
     "SourceReadError",
+    "StaleSourceError",
+    "StaleSourceWarning",
     "StorageError",
     "UnsupportedArrayError",
     "VerifyReport",

@@ -17,6 +17,8 @@ __all__ = [
     "RefstoreError",
     "ScanError",
     "SourceReadError",
+    "StaleSourceError",
+    "StaleSourceWarning",
     "StorageError",
     "UnsupportedArrayError",
 ]
@@ -68,6 +70,15 @@ class ConflictError(RefstoreError, RuntimeError):
 
 class SourceReadError(RefstoreError, OSError):
     """Bytes could not be fetched from a source (missing, truncated, changed)."""
+
+
+class StaleSourceError(SourceReadError):
+    """A source changed (size, mtime or etag) since it was scanned: its references may point at
+    bytes that are no longer there."""
+
+
+class StaleSourceWarning(UserWarning):
+    """Issued instead of StaleSourceError when reading with ``on_stale="warn"``."""
 
 
 class StorageError(RefstoreError, OSError):

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "refstore.cli.app", *args],
-        capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=300,
-    )  # fmt: skip
+from ._cli import run
 
 
 def test_user_workflow(tmp_path: Path, series) -> None:

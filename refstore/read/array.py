@@ -7,6 +7,7 @@ the fill value.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_attr, decode_fill
-from ..errors import SourceReadError, UnsupportedArrayError
+from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSourceWarning, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.select import Selection, chunk_slices, select
 from .decode import make_decoder
@@ -30,13 +31,25 @@ if TYPE_CHECKING:
 __all__ = ["Array", "ReadOptions"]
 
 
+STALE_POLICIES = ("error", "warn", "ignore")
+
+
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     """``max_gap``: bytes allowed between two ranges merged into one read (0: only adjacent).
-    ``max_bytes``: largest merged read, in bytes (a single larger chunk is still read whole)."""
+    ``max_bytes``: largest merged read, in bytes (a single larger chunk is still read whole).
+    ``on_stale``: what to do when a source changed since it was scanned: ``error`` (raise
+    StaleSourceError), ``warn`` (StaleSourceWarning, then read), ``ignore``."""
 
     max_gap: int = DEFAULT_MAX_GAP
     max_bytes: int = DEFAULT_MAX_BYTES
+    on_stale: str = "error"
+
+    def __post_init__(self) -> None:
+        if self.on_stale not in STALE_POLICIES:
+            raise BadInputError(f"on_stale must be one of {', '.join(STALE_POLICIES)}, not {self.on_stale!r}")
+        if self.max_gap < 0 or self.max_bytes < 1:
+            raise BadInputError("max_gap must be >= 0 and max_bytes >= 1")
 
 
 class Array:
@@ -148,6 +161,7 @@ class Array:
         offsets = rows.column("offset").take(pa.array(referenced)).to_numpy()
         lengths = rows.column("length").take(pa.array(referenced)).to_numpy()
         for src in np.unique(sources).tolist():
+            self._check_fresh(src)
             idx = np.flatnonzero(sources == src)
             runs = coalesce(offsets[idx], lengths[idx], max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
             data = self._fetcher.get_ranges(src, runs.start.tolist(), runs.end.tolist())
@@ -156,6 +170,29 @@ class Array:
                 raw = data[r][lo : lo + int(lengths[j])]
                 row = int(referenced[j])
                 place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
+
+    def _check_fresh(self, location: str) -> None:
+        """One metadata request per source per read: refuse bytes of a source that changed."""
+        if self.options.on_stale == "ignore":
+            return
+        known = self._snap.source_identity().get(location)
+        if known is None:
+            return
+        size, mtime, etag = self._fetcher.head(location)
+        k_size, k_mtime, k_etag = known
+        why = None
+        if size != k_size:
+            why = f"size {k_size} -> {size} bytes"
+        elif k_etag and etag and k_etag != etag:
+            why = f"etag {k_etag} -> {etag}"
+        elif not (k_etag and etag) and mtime is not None and k_mtime >= 0 and mtime != k_mtime:
+            why = "modification time differs"
+        if why is None:
+            return
+        msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"
+        if self.options.on_stale == "error":
+            raise StaleSourceError(msg)
+        warnings.warn(msg, StaleSourceWarning, stacklevel=4)
 
     def _decode(
         self, decoder: Any, raw: Any, mask: int, row: int, rows: pa.Table, *, inline: bool = False

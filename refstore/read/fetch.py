@@ -51,6 +51,31 @@ class Fetcher:
                 self._stores[key] = store
         return store, name
 
+    def head(self, location: str) -> tuple[int, int | None, str | None]:
+        """(size in bytes, mtime in ns or None, etag or None): one metadata request."""
+        if "://" not in location or location.startswith("file://"):
+            path = location[len("file://") :] if location.startswith("file://") else location
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                raise SourceReadError(f"{location}: source not found") from None
+            except OSError as e:
+                raise SourceReadError(f"{location}: cannot stat: {e.strerror or e}") from None
+            return int(st.st_size), int(st.st_mtime_ns), None
+        import obstore
+
+        store, path = self._store(location)
+        try:
+            meta = obstore.head(store, path)
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if "not found" in msg.lower() or "NotFound" in type(e).__name__:
+                raise SourceReadError(f"{location}: source not found") from None
+            raise SourceReadError(f"{location}: cannot read metadata: {msg}") from None
+        lm = meta.get("last_modified")
+        mtime = int(lm.timestamp() * 1_000_000_000) if lm is not None else None
+        return int(meta["size"]), mtime, meta.get("e_tag")
+
     def get_ranges(self, location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:
         import obstore
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._keys import DEST_COLUMNS, NOT_PLACED
-from .array import Array
+from .array import Array, ReadOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -68,6 +68,7 @@ def verify(
     sample: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    options: ReadOptions | None = None,
 ) -> VerifyReport:
     """Compare chunks (all, or ``sample`` of them chosen with ``seed``) with h5py reads."""
     import h5py
@@ -96,7 +97,7 @@ def verify(
             continue
         with f:
             for name, key in group:
-                arr = readers.get(name) or readers.setdefault(name, Array(snap, snap.array(name)))
+                arr = readers.get(name) or readers.setdefault(name, Array(snap, snap.array(name), options=options))
                 lo = [int(k) * c for k, c in zip(key, arr.chunks, strict=True)]
                 hi = [min(a + c, n) for a, c, n in zip(lo, arr.chunks, arr.shape, strict=True)]
                 dest = dests.get((src, name), (0,) * 8)

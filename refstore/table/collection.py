@@ -163,6 +163,7 @@ class Snapshot:
         self.version = version
         self._arrays: dict[str, ArrayMeta] | None = None
         self._config: dict[str, Any] | None = None
+        self._identity: dict[str, tuple[int, int, str]] | None = None
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
@@ -195,6 +196,15 @@ class Snapshot:
 
     def sources(self) -> pa.Table:
         return self.rows(Kind.SOURCE, ["source", "size", "mtime_ns", "etag", "sort_value", "meta"])
+
+    def source_identity(self) -> dict[str, tuple[int, int, str]]:
+        """location -> (size, mtime_ns, etag) as recorded at scan time (cached per snapshot)."""
+        if self._identity is None:
+            t = self.rows(Kind.SOURCE, ["source", "size", "mtime_ns", "etag"])
+            self._identity = {
+                r["source"]: (int(r["size"]), int(r["mtime_ns"]), str(r["etag"] or "")) for r in t.to_pylist()
+            }
+        return self._identity
 
     def vars(self, where: str | None = None) -> pa.Table:
         from ..schema import DEST_COLUMNS

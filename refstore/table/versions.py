@@ -1,0 +1,202 @@
+"""Versions: tags (Lance tags), diffs between two versions, compaction and garbage collection."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._keys import GLOBAL_KEY_COLUMNS
+from ..errors import BadInputError, NotFoundError, StorageError
+from ..schema import Kind
+
+if TYPE_CHECKING:
+    from .collection import Collection, Snapshot
+
+__all__ = ["DiffReport", "compact", "create_tag", "delete_tag", "diff", "gc", "list_tags"]
+
+
+# --------------------------------------------------------------------------- tags
+def list_tags(col: Collection) -> list[dict[str, Any]]:
+    """Tags, oldest version first: ``[{"name", "version"}]``."""
+    tags = col._dataset().tags.list()
+    out = [{"name": name, "version": int(t["version"])} for name, t in tags.items()]
+    return sorted(out, key=lambda t: (t["version"], t["name"]))
+
+
+def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> int:
+    """Name a version (default latest). Tags are immutable: an existing name is refused."""
+    if not name or name.isdigit() or any(c in name for c in "/\\ \t\n"):
+        raise BadInputError(f"tag {name!r}: use a name that is not a number and has no spaces or slashes")
+    ds = col._dataset()
+    if name in ds.tags.list():
+        raise BadInputError(f"tag {name!r} already exists (version {ds.tags.get_version(name)}); tags are immutable")
+    version = col.resolve(as_of)
+    try:
+        ds.tags.create(name, version)
+    except (ValueError, OSError) as e:
+        if "already exists" in str(e):
+            raise BadInputError(f"tag {name!r} already exists; tags are immutable") from None
+        raise StorageError(f"{col.uri}: cannot create tag {name!r}: {str(e).splitlines()[0]}") from None
+    return version
+
+
+def delete_tag(col: Collection, name: str) -> int:
+    ds = col._dataset()
+    tags = ds.tags.list()
+    if name not in tags:
+        raise NotFoundError(f"no tag named {name!r} in {col.uri}")
+    version = int(tags[name]["version"])
+    ds.tags.delete(name)
+    return version
+
+
+# --------------------------------------------------------------------------- diff
+@dataclass(frozen=True, slots=True)
+class DiffReport:
+    """What changed from version ``a`` to ``b``. Per array, references (global keys of the view)
+    added, removed and changed; sources by location; whether remap rules changed."""
+
+    a: int
+    b: int
+    arrays: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources_added: list[str] = field(default_factory=list)
+    sources_removed: list[str] = field(default_factory=list)
+    sources_changed: list[str] = field(default_factory=list)
+    remap_changed: bool = False
+
+    @property
+    def differs(self) -> bool:
+        return bool(
+            self.sources_added
+            or self.sources_removed
+            or self.sources_changed
+            or self.remap_changed
+            or any(a["added"] or a["removed"] or a["changed"] or a["metadata_changed"] for a in self.arrays.values())
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": {"version": self.a},
+            "to": {"version": self.b},
+            "arrays": self.arrays,
+            "sources": {"added": self.sources_added, "removed": self.sources_removed, "changed": self.sources_changed},
+            "remap_changed": self.remap_changed,
+            "differs": self.differs,
+        }
+
+
+_VIEW_COLS = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length", "filter_mask", "inline"]
+
+
+def _view(snap: Snapshot) -> pa.Table:
+    return snap.ds.to_table(columns=_VIEW_COLS, filter="kind = 'chunk' AND g0 >= -1")
+
+
+def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray[Any, Any]:
+    return np.asarray(pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False), bool)
+
+
+def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffReport:
+    """Chunk-level diff between two versions (``b`` defaults to latest)."""
+    sa, sb = col.snapshot(a), col.snapshot(b)
+    # sources
+    src_a = {r["source"]: r for r in sa.sources().to_pylist()}
+    src_b = {r["source"]: r for r in sb.sources().to_pylist()}
+    added = sorted(set(src_b) - set(src_a))
+    removed = sorted(set(src_a) - set(src_b))
+    changed = sorted(
+        s
+        for s in set(src_a) & set(src_b)
+        if (src_a[s]["size"], src_a[s]["mtime_ns"], src_a[s]["etag"])
+        != (src_b[s]["size"], src_b[s]["mtime_ns"], src_b[s]["etag"])
+    )
+
+    # references, joined on the global key
+    va, vb = _view(sa), _view(sb)
+    key = ["array", *GLOBAL_KEY_COLUMNS]
+    ja = va.append_column("__a", pa.array(np.arange(va.num_rows)))
+    jb = vb.append_column("__b", pa.array(np.arange(vb.num_rows)))
+    j = ja.select([*key, "__a"]).join(jb.select([*key, "__b"]), keys=key, join_type="full outer")
+    ia, ib = j.column("__a"), j.column("__b")
+    only_b = pc.is_null(ia).to_numpy(zero_copy_only=False)
+    only_a = pc.is_null(ib).to_numpy(zero_copy_only=False)
+    both = ~only_a & ~only_b
+    names = j.column("array").to_numpy(zero_copy_only=False)
+    jb_both = j.filter(pa.array(both))
+    pa_idx, pb_idx = jb_both.column("__a"), jb_both.column("__b")
+    same = np.ones(jb_both.num_rows, bool)
+    for c in ("source", "offset", "length", "filter_mask", "inline"):
+        same &= _same(va.column(c).take(pa_idx), vb.column(c).take(pb_idx))
+    if changed:  # the bytes behind every reference of a changed source are new
+        same &= ~pc.is_in(vb.column("source").take(pb_idx), pa.array(changed, pa.string())).to_numpy(
+            zero_copy_only=False
+        )
+    changed_names = jb_both.column("array").to_numpy(zero_copy_only=False)[~same]
+
+    arrays_a, arrays_b = sa.arrays(), sb.arrays()
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(arrays_a) | set(arrays_b)):
+        ma, mb = arrays_a.get(name), arrays_b.get(name)
+        out[name] = {
+            "added": int(np.count_nonzero(names[only_b] == name)),
+            "removed": int(np.count_nonzero(names[only_a] == name)),
+            "changed": int(np.count_nonzero(changed_names == name)),
+            "metadata_changed": (ma is None) != (mb is None)
+            or (ma is not None and mb is not None and ma.to_json() != mb.to_json()),
+        }
+    remap_a = sa.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
+    remap_b = sb.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
+    key_fn = lambda r: json.dumps(r, sort_keys=True)
+    return DiffReport(
+        a=sa.version,
+        b=sb.version,
+        arrays=out,
+        sources_added=added,
+        sources_removed=removed,
+        sources_changed=changed,
+        remap_changed=sorted(map(key_fn, remap_a)) != sorted(map(key_fn, remap_b)),
+    )
+
+
+# --------------------------------------------------------------------------- hygiene
+def compact(col: Collection) -> dict[str, Any]:
+    """Merge small fragments and materialise deletions (Lance ``take`` is much slower until then)."""
+    ds = col._dataset()
+    before = int(ds.version)
+    try:
+        m = ds.optimize.compact_files(materialize_deletions_threshold=0.0)
+    except (OSError, ValueError) as e:
+        raise StorageError(f"{col.uri}: compaction failed: {str(e).splitlines()[0]}") from None
+    after = int(col._dataset().version)
+    return {
+        "version": after,
+        "versions_added": after - before,
+        "fragments_removed": int(m.fragments_removed),
+        "fragments_added": int(m.fragments_added),
+    }
+
+
+def gc(col: Collection, *, keep_last: int = 1) -> dict[str, Any]:
+    """Remove old untagged versions, keeping the newest ``keep_last``; tagged versions stay."""
+    if keep_last < 1:
+        raise BadInputError("--keep-last must be at least 1")
+    ds = col._dataset()
+    before = sorted(int(v["version"]) for v in ds.versions())
+    try:
+        stats = ds.cleanup_old_versions(
+            older_than=timedelta(0), retain_versions=keep_last, error_if_tagged_old_versions=False
+        )
+    except (OSError, ValueError) as e:
+        raise StorageError(f"{col.uri}: cleanup failed: {str(e).splitlines()[0]}") from None
+    after = sorted(int(v["version"]) for v in col._dataset().versions())
+    return {
+        "versions_removed": sorted(set(before) - set(after)),
+        "versions_kept": after,
+        "bytes_removed": int(getattr(stats, "bytes_removed", 0) or 0),
+    }
