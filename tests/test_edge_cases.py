@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import h5py
 import numpy as np
 import pytest
-from refstore.fixtures.edge import write_edge_file, write_plugin_file
 
 import refstore
+from refstore.fixtures.edge import write_edge_file, write_plugin_file
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,9 +10,9 @@ import h5py
 import lance
 import numpy as np
 import pytest
-from refstore.fixtures.oisst import write_day
 
 import refstore
+from refstore.fixtures.oisst import write_day
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,9 +12,9 @@ import h5py
 import lance
 import numpy as np
 import pytest
-from refstore.fixtures.oisst import write_day
 
 import refstore
+from refstore.fixtures.oisst import write_day
 from refstore.table import compact, create_tag, diff, gc, list_tags
 
 from ._cli import run
