@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -156,6 +157,20 @@ def bench_size_and_read(work: Path, n_refs: int) -> dict[str, Any]:
     res: dict[str, Any] = {"refs": refs, "scan_s": t, "collection_bytes": dir_bytes(col)}
     res["bytes_per_ref"] = res["collection_bytes"] / refs
 
+    # diff of two versions of ~1M references: touch one file (its references count as changed)
+    from refstore.table import diff
+
+    v1 = ds.version
+    first = work / "many" / "many000.h5"
+    st_ = first.stat()
+    os.utime(first, ns=(st_.st_atime_ns, st_.st_mtime_ns + 1_000_000_000))
+    refstore.scan(str(col), [str(work / "many")], workers=1)
+    t0 = time.perf_counter()
+    d = diff(refstore.Collection.open(str(col)), v1)
+    res["diff_s"] = time.perf_counter() - t0
+    res["diff_changed_refs"] = sum(a["changed"] for a in d.arrays.values())
+    ds = refstore.open(str(col))
+
     # read: a window of ~1,000 small chunks, through the table vs h5py on the same window
     x = ds["x"]
     start = 1234
@@ -221,6 +236,8 @@ def main() -> None:
         f"read of {st['read_chunks']} small chunks: refstore {fmt(st['refstore_read_chunks_per_s'])} chunks/s, "
         f"h5py {fmt(st['h5py_read_chunks_per_s'])} chunks/s, ratio {st['refstore_vs_h5py_read']:.2f}"
     )
+    print(f"diff of two versions of {st['refs']:,} refs: {st['diff_s']:.2f} s "
+          f"({st['diff_changed_refs']:,} changed refs; target < 1 s)")  # fmt: skip
     print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
 
 

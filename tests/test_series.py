@@ -192,6 +192,11 @@ def test_changed_file_with_fewer_chunks_deletes_rows(tmp_path: Path, new_collect
     rep = refstore.scan(col, [str(p)])
     assert (rep.changed, rep.deleted) == (1, 3)
     assert (refstore.open(col)["x"][5:, 5:] == -1).all()
+    from refstore.table import diff
+
+    d = diff(refstore.Collection.open(col), rep.version - 1)
+    assert d.arrays["x"] == {"added": 0, "removed": 3, "changed": 1, "metadata_changed": False}
+    assert d.to_json() == diff(refstore.Collection.open(col), rep.version - 1, exhaustive=True).to_json()
 
 
 def test_sources_of_different_extents_concatenate(tmp_path: Path, new_collection) -> None:

@@ -70,6 +70,7 @@ def test_reprocessed_day(series, new_collection, tmp_path: Path) -> None:
     assert (rep.changed, rep.unchanged) == (1, 3)
 
     d = diff(refstore.Collection.open(col), "r1")
+    assert d.to_json() == diff(refstore.Collection.open(col), "r1", exhaustive=True).to_json()
     assert d.sources_changed == [str(files[2])] and not d.sources_added and not d.sources_removed
     assert d.arrays["sst"]["changed"] == 6 and d.arrays["sst"]["added"] == d.arrays["sst"]["removed"] == 0
     assert d.arrays["lat"] == {"added": 0, "removed": 0, "changed": 0, "metadata_changed": False}

@@ -108,7 +108,11 @@ class Versions(RuleBasedStateMachine):
     def diff_against_tag(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(sorted(self.tags)))
         _, state = self.tags[name]
-        d = diff(refstore.Collection.open(self.col), name)
+        col = refstore.Collection.open(self.col)
+        d = diff(col, name)
+        assert d.to_json() == diff(col, name, exhaustive=True).to_json()  # row-version fast path is exact
+        back = diff(col, col.latest_version, name)
+        assert back.sources_added == d.sources_removed and back.sources_removed == d.sources_added
         names = {str(self._path(day)): day for day in range(4)}
         assert {names[s] for s in d.sources_added} == set(self.committed) - set(state)
         assert {names[s] for s in d.sources_changed} == {

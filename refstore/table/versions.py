@@ -91,20 +91,55 @@ class DiffReport:
         }
 
 
-_VIEW_COLS = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length", "filter_mask", "inline"]
-
-
-def _view(snap: Snapshot) -> pa.Table:
-    return snap.ds.to_table(columns=_VIEW_COLS, filter="kind = 'chunk' AND g0 >= -1")
+_VIEW = "kind = 'chunk' AND g0 >= -1"
+_VALUE_COLS = ["source", "offset", "length", "filter_mask", "inline"]
 
 
 def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray[Any, Any]:
     return np.asarray(pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False), bool)
 
 
-def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffReport:
-    """Chunk-level diff between two versions (``b`` defaults to latest)."""
+def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The view rows that can differ between ``sa`` (older) and ``sb``: rows of ``sb`` written
+    after ``sa`` (Lance's per-row version tracking, exact with stable row ids) or belonging to a
+    changed source, and the rows of ``sa`` they replaced or that left the view."""
+    cols = [*key, *_VALUE_COLS]
+    flt = f"{_VIEW} AND (_row_last_updated_at_version > {sa.version}"
+    if changed:
+        flt += " OR source IN (" + ", ".join("'" + c.replace("'", "''") + "'" for c in changed) + ")"
+    tb = sb.ds.to_table(columns=[*cols, "_rowid"], filter=flt + ")")
+    ids_a = sa.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
+    ids_b = sb.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
+    gone = pc.filter(ids_a, pc.invert(pc.is_in(ids_a, value_set=ids_b)))
+    replaced = pc.filter(tb.column("_rowid"), pc.is_in(tb.column("_rowid"), value_set=ids_a))
+    old_ids = (
+        pa.concat_arrays([gone.combine_chunks(), replaced.combine_chunks()]) if len(gone) or len(replaced) else None
+    )
+    ta = sa.ds._take_rows(old_ids, columns=cols) if old_ids is not None else tb.select(cols).slice(0, 0)
+    return ta, tb.select(cols)
+
+
+def _full(sa: Snapshot, sb: Snapshot, key: list[str]) -> tuple[pa.Table, pa.Table]:
+    cols = [*key, *_VALUE_COLS]
+    return sa.ds.to_table(columns=cols, filter=_VIEW), sb.ds.to_table(columns=cols, filter=_VIEW)
+
+
+def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustive: bool = False) -> DiffReport:
+    """Chunk-level diff between two versions (``b`` defaults to latest).
+
+    Only rows Lance records as written after the older version (plus rows of changed sources)
+    are compared; ``exhaustive=True`` joins every reference of both versions instead (the
+    check the fast path is tested against).
+    """
     sa, sb = col.snapshot(a), col.snapshot(b)
+    if sa.version > sb.version:
+        back = diff(col, sb.version, sa.version, exhaustive=exhaustive)
+        flipped = {n: {**d, "added": d["removed"], "removed": d["added"]} for n, d in back.arrays.items()}
+        return DiffReport(
+            a=sa.version, b=sb.version, arrays=flipped, sources_added=back.sources_removed,
+            sources_removed=back.sources_added, sources_changed=back.sources_changed,
+            remap_changed=back.remap_changed,
+        )  # fmt: skip
     # sources
     src_a = {r["source"]: r for r in sa.sources().to_pylist()}
     src_b = {r["source"]: r for r in sb.sources().to_pylist()}
@@ -116,13 +151,22 @@ def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffRepor
         if (src_a[s]["size"], src_a[s]["mtime_ns"], src_a[s]["etag"])
         != (src_b[s]["size"], src_b[s]["mtime_ns"], src_b[s]["etag"])
     )
+    arrays_a, arrays_b = sa.arrays(), sb.arrays()
+    ndim = max([len(m.shape) for m in (*arrays_a.values(), *arrays_b.values())] or [1])
+    key = ["array", *GLOBAL_KEY_COLUMNS[: max(ndim, 1)]]
 
-    # references, joined on the global key
-    va, vb = _view(sa), _view(sb)
-    key = ["array", *GLOBAL_KEY_COLUMNS]
-    ja = va.append_column("__a", pa.array(np.arange(va.num_rows)))
-    jb = vb.append_column("__b", pa.array(np.arange(vb.num_rows)))
-    j = ja.select([*key, "__a"]).join(jb.select([*key, "__b"]), keys=key, join_type="full outer")
+    if exhaustive or sa.version == sb.version:
+        va, vb = _full(sa, sb, key)
+    else:
+        try:
+            va, vb = _touched(sa, sb, changed, key)
+        except (AttributeError, TypeError, ValueError, OSError):  # no row-version tracking here
+            va, vb = _full(sa, sb, key)
+
+    # join the candidate rows on the global key
+    ja = va.select(key).append_column("__a", pa.array(np.arange(va.num_rows)))
+    jb = vb.select(key).append_column("__b", pa.array(np.arange(vb.num_rows)))
+    j = ja.join(jb, keys=key, join_type="full outer")
     ia, ib = j.column("__a"), j.column("__b")
     only_b = pc.is_null(ia).to_numpy(zero_copy_only=False)
     only_a = pc.is_null(ib).to_numpy(zero_copy_only=False)
@@ -131,15 +175,13 @@ def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffRepor
     jb_both = j.filter(pa.array(both))
     pa_idx, pb_idx = jb_both.column("__a"), jb_both.column("__b")
     same = np.ones(jb_both.num_rows, bool)
-    for c in ("source", "offset", "length", "filter_mask", "inline"):
+    for c in _VALUE_COLS:
         same &= _same(va.column(c).take(pa_idx), vb.column(c).take(pb_idx))
     if changed:  # the bytes behind every reference of a changed source are new
-        same &= ~pc.is_in(vb.column("source").take(pb_idx), pa.array(changed, pa.string())).to_numpy(
-            zero_copy_only=False
-        )
+        in_changed = pc.is_in(vb.column("source").take(pb_idx), pa.array(changed, pa.string()))
+        same &= ~in_changed.to_numpy(zero_copy_only=False)
     changed_names = jb_both.column("array").to_numpy(zero_copy_only=False)[~same]
 
-    arrays_a, arrays_b = sa.arrays(), sb.arrays()
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(set(arrays_a) | set(arrays_b)):
         ma, mb = arrays_a.get(name), arrays_b.get(name)
@@ -152,7 +194,6 @@ def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffRepor
         }
     remap_a = sa.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
     remap_b = sb.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
-    key_fn = lambda r: json.dumps(r, sort_keys=True)
     return DiffReport(
         a=sa.version,
         b=sb.version,
@@ -160,7 +201,8 @@ def diff(col: Collection, a: int | str, b: int | str | None = None) -> DiffRepor
         sources_added=added,
         sources_removed=removed,
         sources_changed=changed,
-        remap_changed=sorted(map(key_fn, remap_a)) != sorted(map(key_fn, remap_b)),
+        remap_changed=sorted(json.dumps(r, sort_keys=True) for r in remap_a)
+        != sorted(json.dumps(r, sort_keys=True) for r in remap_b),
     )
 
 
