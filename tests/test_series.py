@@ -195,7 +195,7 @@ def test_changed_file_with_fewer_chunks_deletes_rows(tmp_path: Path, new_collect
     from refstore.table import diff
 
     d = diff(refstore.Collection.open(col), rep.version - 1)
-    assert d.arrays["x"] == {"added": 0, "removed": 3, "changed": 1, "metadata_changed": False}
+    assert d.arrays["x"] == {"added": 0, "removed": 3, "changed": 1, "metadata_changed": True}  # fill value
     assert d.to_json() == diff(refstore.Collection.open(col), rep.version - 1, exhaustive=True).to_json()
 
 
