@@ -49,6 +49,10 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
     init(str(coll))
     rep = scan(str(coll), [str(data)], concat_dim="time")
     tell(f"2. scanned them into {coll}: version {rep.version}, {rep.inserted} chunk references")
+    from .table import create_tag, diff
+
+    create_tag(Collection.open(str(coll)), "first-release")
+    tell(f"   tagged version {rep.version} as first-release")
 
     ds = open(str(coll))
     sst = ds["sst"]
@@ -74,9 +78,22 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
     ds2 = open(str(coll))
     old_shape = list(open(str(coll), rep.version)["sst"].shape)
     tell(f"   sst is now {list(ds2['sst'].shape)}; version {rep.version} still reads {old_shape}")
+    d = diff(Collection.open(str(coll)), "first-release")
+    tell(
+        f"   diff first-release -> latest: sources added {len(d.sources_added)}, "
+        f"sst references added {d.arrays['sst']['added']}, removed {d.arrays['sst']['removed']}"
+    )
+    tagged = list(open(str(coll), "first-release")["sst"].shape)
     entries = log_entries(Collection.open(str(coll)))
     tell("6. log: " + "; ".join(f"v{e.version} {e.operation}" for e in entries))
-    ok = bool(read_ok and v.mismatched == 0 and rep2.new == 1 and rep2.unchanged == days)
+    ok = bool(
+        read_ok
+        and v.mismatched == 0
+        and rep2.new == 1
+        and rep2.unchanged == days
+        and d.sources_added == [str(data / f"oisst-avhrr-v02r01.{start + timedelta(days=days):%Y%m%d}.nc")]
+        and tagged[0] == days
+    )
     tell(f"demo {'succeeded' if ok else 'FAILED'}; try: refstore -C {coll} info")
     return {
         "ok": ok,
@@ -87,4 +104,5 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
         "verify": v.to_json(),
         "rescan": rep2.to_json(),
         "versions": [e.version for e in entries],
+        "diff": d.to_json(),
     }
