@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .errors import ScanError
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher
-from .scan import HDF5Scanner, ScanResult, expand_sources, local_source_info, scan_many
+from .scan import AutoScanner, ScanResult, expand_sources, local_source_info, scan_many
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
     from .table.collection import Collection, Snapshot
@@ -122,7 +122,7 @@ def scan(
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(HDF5Scanner(concat_dim=dim), to_scan, workers=workers, progress=tick):
+    for loc, res in scan_many(AutoScanner(concat_dim=dim), to_scan, workers=workers, progress=tick):
         if isinstance(res, ScanError):
             failed.append((loc, res.reason))
         else:

@@ -20,6 +20,11 @@ def _held_bytes(snap: Snapshot) -> int:
 
 def info_report(snap: Snapshot) -> dict[str, Any]:
     arrays: dict[str, Any] = {}
+    holders: dict[str, set[str]] = {}
+    for r in snap.vars().select(["array", "source"]).to_pylist():
+        holders.setdefault(r["array"], set()).add(r["source"])
+    all_sources = sorted(snap.sources().column("source").to_pylist())
+    dim = snap.concat_dim
     for name, m in snap.arrays().items():
         arrays[name] = {
             "dims": list(m.dims),
@@ -33,6 +38,10 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
             "status": m.status,
             "reason": m.reason,
             "refs": snap.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND g0 >= -1"),
+            # sources of a concatenated series that lack this array: it reads as fill over their slabs
+            "absent_in": [s for s in all_sources if s not in holders.get(name, set())]
+            if dim is not None and dim in m.dims
+            else [],
         }
     held_chunks = snap.count(Kind.CHUNK, "held IS NOT NULL")
     return {

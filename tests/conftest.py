@@ -27,6 +27,19 @@ def hdf5_files_in_shared() -> list[Path]:
     return out
 
 
+def netcdf3_files_in_shared() -> list[Path]:
+    if not SHARED_DATA.is_dir():
+        return []
+    out = []
+    for p in sorted(SHARED_DATA.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as fh:
+                head = fh.read(4)
+            if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
+                out.append(p)
+    return out
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

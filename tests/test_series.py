@@ -158,7 +158,7 @@ def test_folder_with_a_corrupt_file_scans_the_rest(series, new_collection) -> No
     assert rep.new == 3 and len(rep.failed) == 2
     reasons = dict(rep.failed)
     assert "truncated" in reasons[str(bad)] or "cannot" in reasons[str(bad)]
-    assert "not an HDF5" in reasons[str(files[0].parent / "notes.nc")]
+    assert "unrecognised signature" in reasons[str(files[0].parent / "notes.nc")]
     assert refstore.open(col)["sst"].shape[0] == 3
     # --strict: nothing committed
     col2 = new_collection("strict")

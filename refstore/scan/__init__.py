@@ -4,12 +4,16 @@ per source returning columnar chunk rows)."""
 from ._parallel import ScanOutcome, scan_many
 from ._sources import expand_sources, local_source_info, normalize_location
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, Scanner, ScanResult, SourceInfo
+from .auto import AutoScanner, sniff
 from .hdf5 import HDF5Scanner
+from .netcdf3 import NetCDF3Scanner
 
 __all__ = [
     "CHUNK_BATCH_SCHEMA",
     "ArrayMeta",
+    "AutoScanner",
     "HDF5Scanner",
+    "NetCDF3Scanner",
     "ScanOutcome",
     "ScanResult",
     "Scanner",
@@ -18,4 +22,5 @@ __all__ = [
     "local_source_info",
     "normalize_location",
     "scan_many",
+    "sniff",
 ]

@@ -1,0 +1,50 @@
+"""Pick the scanner for a source from its first bytes (not its file name)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ScanError
+from .hdf5 import HDF5Scanner
+from .netcdf3 import NetCDF3Scanner
+
+if TYPE_CHECKING:
+    from ._types import ScanResult
+
+__all__ = ["AutoScanner", "sniff"]
+
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def sniff(location: str) -> str:
+    """``"netcdf3"``, ``"hdf5"`` or ``"unknown"`` from the file's signature."""
+    try:
+        with open(location, "rb") as fh:
+            head = fh.read(8)
+            if head[:3] == b"CDF" and len(head) >= 4 and head[3] in (1, 2, 5):
+                return "netcdf3"
+            if head == _HDF5_MAGIC:
+                return "hdf5"
+            for at in (512, 1024, 2048, 4096, 8192):  # HDF5 files may start after a user block
+                fh.seek(at)
+                if fh.read(8) == _HDF5_MAGIC:
+                    return "hdf5"
+    except OSError as e:
+        raise ScanError(location, f"cannot read: {e.strerror or e}") from None
+    return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class AutoScanner:
+    """Scans netCDF3 and netCDF4/HDF5 files with the right scanner."""
+
+    concat_dim: str | None = None
+
+    def __call__(self, location: str) -> ScanResult:
+        kind = sniff(location)
+        if kind == "netcdf3":
+            return NetCDF3Scanner(concat_dim=self.concat_dim)(location)
+        if kind == "hdf5":
+            return HDF5Scanner(concat_dim=self.concat_dim)(location)
+        raise ScanError(location, "not a netCDF3 or netCDF4/HDF5 file (unrecognised signature)")
