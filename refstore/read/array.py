@@ -171,6 +171,11 @@ class Array:
                 row = int(referenced[j])
                 place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
 
+    def _edge(self, row: int, rows: pa.Table) -> tuple[int, ...]:
+        """The chunk's shape where the array's end cuts it (equal to the chunk shape inside)."""
+        key = [int(rows.column(c)[row].as_py()) for c in GLOBAL_KEY_COLUMNS[: self.ndim]]
+        return tuple(min(c, n - k * c) for k, c, n in zip(key, self.chunks, self.shape, strict=True))
+
     def _check_fresh(self, location: str) -> None:
         """One metadata request per source per read: refuse bytes of a source that changed."""
         if self.options.on_stale == "ignore":
@@ -200,7 +205,7 @@ class Array:
         try:
             if inline:
                 return np.frombuffer(raw, dtype=self.dtype).reshape(self.chunks)
-            return decoder(raw, mask)  # type: ignore[no-any-return]
+            return decoder(raw, mask, self._edge(row, rows))  # type: ignore[no-any-return]
         except Exception as e:
             where = rows.column("source")[row].as_py()
             why = str(e).splitlines()[0] if str(e) else type(e).__name__

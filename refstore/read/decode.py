@@ -1,7 +1,15 @@
-"""Decoding chunk bytes through a codec pipeline (numcodecs / imagecodecs). Pure CPU work."""
+"""Decoding chunk bytes through a codec pipeline (numcodecs / imagecodecs). Pure CPU work.
+
+A pipeline is a list of codec configs in encode order (HDF5 filter order; TIFF: predictor, then
+compression). Decoding undoes it in reverse. Byte-to-byte steps come first; steps that need the
+chunk's shape (TIFF predictors, JPEG, 1-bit unpacking) receive it. A chunk may be shorter than
+the chunk grid (a TIFF's last strip): the decoder then gives the edge shape it was told.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -13,75 +21,133 @@ from ..errors import UnsupportedArrayError
 
 __all__ = ["ChunkDecoder", "make_decoder"]
 
-_Step = Callable[[bytes], bytes]
+# a step takes (data, dtype, shape) and returns bytes or an array of that shape
+_Step = Callable[[Any, np.dtype[Any], tuple[int, ...]], Any]
+
+
+def _bytes_step(fn: Callable[[Any], Any]) -> _Step:
+    return lambda data, _dt, _shape: fn(data)
+
+
+def _as_array(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    if isinstance(data, np.ndarray):
+        return data.reshape(shape)
+    return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
 def _step(codec: dict[str, Any]) -> _Step:
     cid = codec["id"]
     if cid == "zlib":
-        return zlib.decompress
+        return _bytes_step(zlib.decompress)
     if cid == "shuffle":
         from numcodecs import Shuffle
 
         sh = Shuffle(elementsize=int(codec["elementsize"]))
-        return lambda b: bytes(sh.decode(b))
+        return _bytes_step(lambda b: bytes(sh.decode(b)))
     if cid == "fletcher32":
         from numcodecs import Fletcher32
 
         fl = Fletcher32()
-        return lambda b: bytes(fl.decode(b))
-    if cid == "zstd":
-        from numcodecs import Zstd
-
-        zs = Zstd()
-        return lambda b: bytes(zs.decode(b))
-    if cid == "blosc":
-        from numcodecs import Blosc
-
-        bl = Blosc()
-        return lambda b: bytes(bl.decode(b))
-    if cid == "lz4h5":
+        return _bytes_step(lambda b: bytes(fl.decode(b)))
+    if cid in ("zstd", "blosc", "lz4h5", "lzw", "packbits", "lerc"):
         import imagecodecs
 
-        return lambda b: bytes(imagecodecs.lz4h5_decode(b))
+        decoders: dict[str, Callable[[Any], Any]] = {
+            "zstd": imagecodecs.zstd_decode,
+            "blosc": imagecodecs.blosc_decode,
+            "lz4h5": imagecodecs.lz4h5_decode,
+            "lzw": imagecodecs.lzw_decode,
+            "packbits": imagecodecs.packbits_decode,
+            "lerc": imagecodecs.lerc_decode,
+        }
+        return _bytes_step(decoders[cid])
     if cid == "szip":
         import imagecodecs
 
         mask, ppb, bpp, pps = (int(codec[k]) for k in ("mask", "pixels_per_block", "bits_per_pixel",
                                                        "pixels_per_scanline"))  # fmt: skip
-        return lambda b: bytes(imagecodecs.szip_decode(b, mask, ppb, bpp, pps, header=True))
+        return _bytes_step(lambda b: bytes(imagecodecs.szip_decode(b, mask, ppb, bpp, pps, header=True)))
+    if cid == "jpeg":
+        import imagecodecs
+
+        tables = base64.b64decode(codec["tables"]) if codec.get("tables") else None
+        cs, ocs = codec.get("colorspace"), codec.get("outcolorspace")
+
+        def jpeg(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            return imagecodecs.jpeg_decode(data, tables=tables, colorspace=cs, outcolorspace=ocs)
+
+        return jpeg
+    if cid == "delta":
+        import imagecodecs
+
+        axis = int(codec.get("axis", -1))
+
+        def undelta(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            arr = _as_array(data, dt, shape).astype(dt.newbyteorder("="))
+            return imagecodecs.delta_decode(arr, axis=axis).astype(dt)
+
+        return undelta
+    if cid == "floatpred":
+        import imagecodecs
+
+        axis = int(codec.get("axis", -1))
+
+        def unfloatpred(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            s = shape if len(shape) == 3 else (*shape, 1)  # floatpred wants (rows, width, samples)
+            arr = np.frombuffer(bytes(data), dtype=dt).reshape(s).copy()
+            out = imagecodecs.floatpred_decode(arr, axis=-2 if axis in (-1, -2) and len(shape) == 2 else axis)
+            return np.asarray(out).astype(dt, copy=False).reshape(shape)
+
+        return unfloatpred
+    if cid == "bitunpack":
+
+        def unpack(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            rows, cols = shape[-2], shape[-1]
+            packed = np.frombuffer(bytes(data), np.uint8)[: rows * ((cols + 7) // 8)].reshape(rows, -1)
+            return np.unpackbits(packed, axis=-1)[:, :cols].astype(bool).reshape(shape)
+
+        return unpack
     raise UnsupportedArrayError(f"no decoder for codec {cid!r}")
 
 
 class ChunkDecoder:
     """Decode one chunk: undo the pipeline in reverse order, skipping filters the chunk's HDF5
-    ``filter_mask`` says were not applied, then view the bytes as ``dtype`` in ``shape``."""
+    ``filter_mask`` says were not applied, then view the result as ``dtype`` in ``shape``."""
 
     def __init__(self, codecs: Sequence[dict[str, Any]], dtype: str, shape: tuple[int, ...]) -> None:
         self.steps = [_step(c) for c in codecs]
         self.dtype = np.dtype(dtype)
-        self.shape = shape
+        self.shape = tuple(shape)
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
 
-    def __call__(self, raw: bytes | memoryview, filter_mask: int = 0) -> np.ndarray[Any, Any]:
+    def __call__(
+        self, raw: bytes | memoryview, filter_mask: int = 0, edge: tuple[int, ...] | None = None
+    ) -> np.ndarray[Any, Any]:
+        """``edge``: the chunk's shape when cut by the array's end (used if the stored chunk is
+        short, like a TIFF's last strip; edge chunks stored full size decode to ``shape``)."""
         buf: Any = raw
+        edge_n = int(np.prod(edge, dtype=np.int64)) if edge is not None else -1
+        full_n = int(np.prod(self.shape, dtype=np.int64))
         for i in range(len(self.steps) - 1, -1, -1):
             if filter_mask and (filter_mask >> i) & 1:
                 continue
-            buf = self.steps[i](buf)
-        if len(buf) != self.nbytes:
-            raise ValueError(f"decoded chunk holds {len(buf)} bytes, expected {self.nbytes}")
-        return np.frombuffer(buf, dtype=self.dtype).reshape(self.shape)
+            items = buf.size if isinstance(buf, np.ndarray) else len(buf) // self.dtype.itemsize
+            short = edge is not None and items == edge_n and items != full_n
+            buf = self.steps[i](buf, self.dtype, edge if short and edge is not None else self.shape)
+        items = buf.size if isinstance(buf, np.ndarray) else len(buf) // self.dtype.itemsize
+        nbytes = buf.nbytes if isinstance(buf, np.ndarray) else len(buf)
+        for shape, n in ((self.shape, full_n), (edge, edge_n)):
+            if shape is not None and items == n and nbytes == n * self.dtype.itemsize:
+                if isinstance(buf, np.ndarray):
+                    return buf.reshape(shape).astype(self.dtype, copy=False)
+                return np.frombuffer(buf, dtype=self.dtype).reshape(shape)
+        raise ValueError(f"decoded chunk holds {nbytes} bytes, expected {self.nbytes}")
 
 
 @lru_cache(maxsize=256)
 def _cached(codecs_key: str, dtype: str, shape: tuple[int, ...]) -> ChunkDecoder:
-    import json
-
     return ChunkDecoder(json.loads(codecs_key), dtype, shape)
 
 
 def make_decoder(codecs: Sequence[dict[str, Any]], dtype: str, shape: tuple[int, ...]) -> ChunkDecoder:
-    import json
-
     return _cached(json.dumps(list(codecs), sort_keys=True), dtype, tuple(shape))

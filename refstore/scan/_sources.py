@@ -11,9 +11,10 @@ from ._types import SourceInfo
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["HDF5_EXTENSIONS", "expand_sources", "local_source_info", "normalize_location"]
+__all__ = ["HDF5_EXTENSIONS", "SOURCE_EXTENSIONS", "expand_sources", "local_source_info", "normalize_location"]
 
 HDF5_EXTENSIONS = (".nc", ".nc4", ".h5", ".hdf5", ".he5", ".hdf", ".cdf", ".netcdf")
+SOURCE_EXTENSIONS = (*HDF5_EXTENSIONS, ".nc3", ".tif", ".tiff", ".gtiff", ".cog")
 
 
 def normalize_location(location: str) -> str:
@@ -33,7 +34,7 @@ def local_source_info(location: str) -> SourceInfo:
     return SourceInfo(location=location, size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), etag=None)
 
 
-def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = HDF5_EXTENSIONS) -> list[str]:
+def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURCE_EXTENSIONS) -> list[str]:
     """Files as given, folders walked recursively (sorted) for files with a known extension."""
     out: list[str] = []
     seen: set[str] = set()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import ScanError
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
+from .tiff import TiffScanner
 
 if TYPE_CHECKING:
     from ._types import ScanResult
@@ -17,11 +18,16 @@ __all__ = ["AutoScanner", "sniff"]
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
 
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
 def sniff(location: str) -> str:
-    """``"netcdf3"``, ``"hdf5"`` or ``"unknown"`` from the file's signature."""
+    """``"netcdf3"``, ``"hdf5"``, ``"tiff"`` or ``"unknown"`` from the file's signature."""
     try:
         with open(location, "rb") as fh:
             head = fh.read(8)
+            if head[:4] in _TIFF_MAGIC:
+                return "tiff"
             if head[:3] == b"CDF" and len(head) >= 4 and head[3] in (1, 2, 5):
                 return "netcdf3"
             if head == _HDF5_MAGIC:
@@ -37,9 +43,10 @@ def sniff(location: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AutoScanner:
-    """Scans netCDF3 and netCDF4/HDF5 files with the right scanner."""
+    """Scans netCDF3, netCDF4/HDF5 and TIFF/GeoTIFF files with the right scanner."""
 
     concat_dim: str | None = None
+    time_pattern: str | None = None
 
     def __call__(self, location: str) -> ScanResult:
         kind = sniff(location)
@@ -47,4 +54,6 @@ class AutoScanner:
             return NetCDF3Scanner(concat_dim=self.concat_dim)(location)
         if kind == "hdf5":
             return HDF5Scanner(concat_dim=self.concat_dim)(location)
-        raise ScanError(location, "not a netCDF3 or netCDF4/HDF5 file (unrecognised signature)")
+        if kind == "tiff":
+            return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern)(location)
+        raise ScanError(location, "not a netCDF3, netCDF4/HDF5 or TIFF file (unrecognised signature)")
