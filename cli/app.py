@@ -100,6 +100,10 @@ def scan(
         str | None,
         typer.Option("--concat-dim", help="Concatenate sources along this dimension, ordered by its coordinate."),
     ] = None,
+    time_from_name: Annotated[
+        str | None,
+        typer.Option("--time-from-name", help="Date TIFF sources by file name, e.g. 'D%Y%m%d' (with --concat-dim)."),
+    ] = None,
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
     ] = None,
@@ -114,7 +118,10 @@ def scan(
         def tick(done: int, total: int) -> None:
             p.update(task, completed=done, total=total)
 
-        report = refstore.scan(uri, sources, concat_dim=concat_dim, workers=workers, strict=strict, progress=tick)
+        report = refstore.scan(
+            uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers, strict=strict,
+            progress=tick,
+        )  # fmt: skip
     if as_json:
         _dump(report.to_json())
     else:

@@ -74,6 +74,7 @@ def scan(
     sources: Sequence[str],
     *,
     concat_dim: str | None = None,
+    time_from_name: str | None = None,
     workers: int | None = None,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -83,6 +84,8 @@ def scan(
 
     Unchanged sources (same size and mtime) are skipped; changed ones have their rows replaced.
     ``workers``: scanning processes; None picks one per core for 64 files or more.
+    ``time_from_name``: strptime-style pattern (``D%Y%m%d``) dating TIFF sources by file name
+    when they are concatenated along a new time axis; kept for later rescans.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
     """
@@ -94,6 +97,7 @@ def scan(
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     dim = concat_dim if concat_dim is not None else snap.concat_dim
+    pattern = time_from_name if time_from_name is not None else snap.config().get("time_from_name")
 
     failed: list[tuple[str, str]] = []
     to_scan: list[str] = []
@@ -122,7 +126,9 @@ def scan(
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(AutoScanner(concat_dim=dim), to_scan, workers=workers, progress=tick):
+    for loc, res in scan_many(
+        AutoScanner(concat_dim=dim, time_pattern=pattern), to_scan, workers=workers, progress=tick
+    ):
         if isinstance(res, ScanError):
             failed.append((loc, res.reason))
         else:
@@ -131,4 +137,6 @@ def scan(
         loc, reason = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
-    return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed)
+    return commit_scan(
+        col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings={"time_from_name": pattern}
+    )

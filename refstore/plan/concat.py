@@ -105,6 +105,11 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
             if m0.status != "ok" or meta.status != "ok":
                 continue
             along = concat_dim is not None and concat_dim in meta.dims
+            if along and m0.grid() != meta.grid():
+                raise PlanError(
+                    f"array '{name}' is on a different grid in {s.location} than in {s0.location} "
+                    f"(transform or CRS differ); such sources cannot share one array"
+                )
             if along and m0.structure() != meta.structure():
                 raise PlanError(
                     f"array '{name}' differs between {s0.location} and {s.location} "

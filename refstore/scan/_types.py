@@ -67,6 +67,10 @@ class ArrayMeta:
         """What must agree between sources for one global array (besides the shape)."""
         return (self.dtype, self.chunks, json.dumps(self.codecs, sort_keys=True), self.dims)
 
+    def grid(self) -> tuple[Any, ...]:
+        """Georeferencing that must agree between sources placed along a new axis."""
+        return tuple(json.dumps(self.attrs.get(k), sort_keys=True) for k in ("transform", "crs"))
+
     def to_json(self) -> str:
         return json.dumps(
             {

@@ -261,6 +261,7 @@ def _attempt(
     results: Sequence[ScanResult],
     concat_dim: str | None,
     counts: dict[str, Any],
+    settings: dict[str, Any],
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
@@ -340,7 +341,18 @@ def _attempt(
     head = rows(
         Kind.COLLECTION,
         1,
-        meta=[json.dumps({"format_version": FORMAT_VERSION, "concat_dim": dim, "head": uuid.uuid4().hex})],
+        meta=[
+            json.dumps(
+                {
+                    **{k: v for k, v in snap.config().items() if k not in ("head", "concat_dim", "format_version")},
+                    **{k: v for k, v in settings.items() if v is not None},
+                    "format_version": FORMAT_VERSION,
+                    "concat_dim": dim,
+                    "head": uuid.uuid4().hex,
+                },
+                sort_keys=True,
+            )
+        ],
     )
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
 
@@ -401,8 +413,10 @@ def commit_scan(
     concat_dim: str | None,
     unchanged: int,
     failed: Sequence[tuple[str, str]],
+    settings: dict[str, Any] | None = None,
 ) -> ScanReport:
-    """Commit scanned sources as one new version (none if nothing changed)."""
+    """Commit scanned sources as one new version (none if nothing changed). ``settings`` are
+    collection settings to keep (e.g. ``time_from_name``)."""
     counts = {"unchanged": unchanged, "failed": list(failed)}
     if not results:
         snap = col.snapshot()
@@ -414,7 +428,7 @@ def commit_scan(
 
     for attempt in range(_MAX_ATTEMPTS):
         try:
-            return _attempt(col, results, concat_dim, counts)
+            return _attempt(col, results, concat_dim, counts, settings or {})
         except CommitConflictError:
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         except OSError as e:

@@ -1,0 +1,121 @@
+"""GeoTIFF/COG: every IFD read through refstore equals tifffile's ``page.asarray()``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+
+import refstore
+from refstore.fixtures.tiff import write_cases, write_tiff
+from refstore.scan.tiff import ifd_names, time_from_name
+
+from .conftest import SHARED_DATA
+
+TIFFS = sorted(SHARED_DATA.rglob("*.tif")) if SHARED_DATA.is_dir() else []
+BIG = 20_000_000  # elements: larger arrays are checked by windows and sampled verify
+
+
+def _check(col: str, path: Path) -> refstore.Dataset:
+    ds = refstore.open(col)
+    snap = ds.snapshot
+    with tifffile.TiffFile(path) as tif:
+        pages = list(tif.pages)
+        names = ifd_names(pages)
+        assert sorted(ds.arrays) == sorted(names)
+        for name, page in zip(names, pages, strict=True):
+            arr = ds[name]
+            assert arr.meta.status == "ok", (name, arr.meta.reason)
+            assert arr.shape == page.shape and arr.dtype.newbyteorder("=") == page.dtype.newbyteorder("=")
+            rows = snap.rows("chunk", ["offset", "length"], f"array = '{name}'").to_pylist()
+            want = {(o, n) for o, n in zip(page.dataoffsets, page.databytecounts, strict=True) if n}
+            assert {(r["offset"], r["length"]) for r in rows} == want
+            if int(np.prod(page.shape)) > BIG:
+                exp = tifffile.imread(path, key=pages.index(page), selection=(slice(0, 700), slice(1000, 1600)))
+                assert arr[0:700, 1000:1600].tobytes() == exp.astype(arr.dtype).tobytes()
+                continue
+            exp = page.asarray()
+            got = arr[...]
+            assert got.shape == exp.shape and got.tobytes() == exp.astype(got.dtype).tobytes(), name
+    return ds
+
+
+@pytest.mark.skipif(not TIFFS, reason="../shared/data is not present")
+@pytest.mark.parametrize("path", TIFFS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shared_tiff_conforms(path: Path, new_collection) -> None:
+    col = new_collection()
+    rep = refstore.scan(col, [str(path)])
+    assert rep.failed == () and rep.unsupported == ()
+    ds = _check(col, path)
+    assert refstore.verify(ds.snapshot, sample=60).mismatched == 0
+
+
+def test_generated_cases(tmp_path: Path, new_collection) -> None:
+    cases = write_cases(tmp_path / "tif")
+    col = new_collection()
+    with pytest.raises(refstore.PlanError, match="scan with --concat-dim"):  # same names, no series
+        refstore.scan(col, [str(tmp_path / "tif")])
+    for path in cases.values():
+        c = new_collection(path.stem)
+        refstore.scan(c, [str(path)])
+        _check(c, path)
+    one = new_collection("nodata")
+    refstore.scan(one, [str(cases["int16_nodata"])])
+    img = refstore.open(one)["image"]
+    assert img.attrs["nodata"] == np.int16(-32768) and img.fill_value == -32768
+    assert img.attrs["crs"] == "EPSG:4326"
+    assert img.attrs["transform"].tolist() == [100.0, 0.25, 0.0, -10.0, 0.0, -0.25]
+    strip = new_collection("strip")
+    refstore.scan(strip, [str(cases["short_strip"])])
+    assert refstore.open(strip)["image"].chunks == (16, 170, 3)  # 203 rows: the last strip is short
+
+
+def test_cog_series_along_time(tmp_path: Path, new_collection) -> None:
+    series = sorted((SHARED_DATA / "gh-noaa-cdr-seaflux-series").glob("*.tif")) if SHARED_DATA.is_dir() else []
+    if not series:
+        pytest.skip("../shared/data is not present")
+    col = new_collection()
+    rep = refstore.scan(col, [str(p) for p in series], concat_dim="time", time_from_name="D%Y%m%d")
+    assert rep.new == 8 and rep.failed == ()
+    ds = refstore.open(col)
+    img = ds["image"]
+    assert img.shape == (8, 720, 1440) and img.dims == ("time", "y", "x") and img.chunks == (1, 512, 512)
+    expected = np.stack([tifffile.imread(p) for p in series])
+    assert img[:, 100:600, 700:1300].tobytes() == expected[:, 100:600, 700:1300].astype(img.dtype).tobytes()
+    assert ds["overview_2"].shape == (8, 180, 360)
+    assert ds["time"][...].tolist() == [1630368000] * 8  # 2021-08-31, from the name
+    assert refstore.verify(ds.snapshot, sample=40).mismatched == 0
+
+
+def test_dated_series_orders_by_date_and_refuses_other_grids(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "s"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for day in ("20240103", "20240101", "20240102"):
+        arrays[day] = rng.normal(size=(64, 80)).astype("f4")
+        write_tiff(d / f"sst_{day}.tif", arrays[day], tile=(32, 32), compression="zlib")
+    col = new_collection()
+    refstore.scan(col, [str(d)], concat_dim="time", time_from_name="sst_%Y%m%d")
+    ds = refstore.open(col)
+    assert ds["image"][...].tobytes() == np.stack([arrays[k] for k in sorted(arrays)]).tobytes()
+    assert np.diff(ds["time"][...]).tolist() == [86400, 86400]
+    # a file on another grid is refused, naming both files
+    write_tiff(d / "sst_20240104.tif", arrays["20240101"], tile=(32, 32), compression="zlib", x0=50.0)
+    with pytest.raises(refstore.PlanError, match="different grid") as e:
+        refstore.scan(col, [str(d)])
+    assert "sst_20240104.tif" in str(e.value)
+    # a file without a date in its name fails to scan (reported), the rest is kept
+    (d / "sst_20240104.tif").unlink()
+    shutil.copy(d / "sst_20240101.tif", d / "undated.tif")
+    rep = refstore.scan(col, [str(d)])
+    assert [s for s, _ in rep.failed] == [str(d / "undated.tif")]
+
+
+def test_time_from_name() -> None:
+    assert time_from_name("D%Y%m%d", "X_D20210831_C1.tif").isoformat() == "2021-08-31T00:00:00+00:00"
+    assert time_from_name("%Y%m-grd-scaled-%d", "tavg-202201-grd-scaled-02.tif").day == 2
+    assert time_from_name("D%Y%m%d", "nothing.tif") is None
