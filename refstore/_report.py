@@ -39,6 +39,24 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
             "reason": m.reason,
             "refs": snap.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND g0 >= -1"),
             # sources of a concatenated series that lack this array: it reads as fill over their slabs
+            "eras": [
+                {
+                    k: e[k]
+                    for k in (
+                        "index",
+                        "start",
+                        "stop",
+                        "first_source",
+                        "last_source",
+                        "dtype",
+                        "chunks",
+                        "codecs",
+                        "fill_value",
+                    )
+                }
+                | {"attrs": {k: plain_attr(v) for k, v in e["attrs"].items()}}
+                for e in m.eras
+            ],
             "absent_in": [s for s in all_sources if s not in holders.get(name, set())]
             if dim is not None and dim in m.dims
             else [],

@@ -88,7 +88,8 @@ _fields: list[pa.Field] = [
     _f("array", pa.string()),
     _f("source", pa.string()),  # location exactly as scanned (local paths made absolute)
     *(_f(c, pa.int32(), zstd=True) for c in SOURCE_KEY_COLUMNS),  # chunk index within the source
-    *(_f(c, pa.int32(), zstd=True) for c in GLOBAL_KEY_COLUMNS),  # chunk index in the global array
+    *(_f(c, pa.int32(), zstd=True) for c in GLOBAL_KEY_COLUMNS),  # chunk index in the global array (its era's grid)
+    _f("era", pa.int32(), zstd=True),  # chunk/var rows: era of the global array (0 unless codecs etc. change)
     _f("offset", pa.int64(), zstd=True),  # bytes from the start of the source; NO_OFFSET if inline
     _f("length", pa.int64(), zstd=True),  # bytes (of the range, or of the inline value)
     _f("filter_mask", pa.int32()),  # HDF5: bit k set = filter k skipped for this chunk
@@ -108,6 +109,7 @@ DEFAULTS: Final[dict[str, object]] = {
     "source": "",
     **{c: NO_DIM for c in SOURCE_KEY_COLUMNS},
     **{c: NO_DIM for c in GLOBAL_KEY_COLUMNS},
+    "era": 0,
     "offset": NO_OFFSET,
     "length": 0,
     "filter_mask": 0,
@@ -126,7 +128,7 @@ SCHEMA: Final = pa.schema(_fields, metadata={"refstore.format_version": str(FORM
 VALUE_COLUMNS: Final = tuple(f.name for f in _fields if f.name not in KEY_COLUMNS and f.name != "held")
 """Columns compared to decide whether an upserted row really changed."""
 
-CHUNK_VALUE_COLUMNS: Final = (*GLOBAL_KEY_COLUMNS, "offset", "length", "filter_mask", "inline")
+CHUNK_VALUE_COLUMNS: Final = (*GLOBAL_KEY_COLUMNS, "era", "offset", "length", "filter_mask", "inline")
 
 
 def empty_table() -> pa.Table:

@@ -132,19 +132,53 @@ def test_misaligned_series_is_refused_and_nothing_committed(tmp_path: Path, new_
     assert lance.dataset(col).version == before
 
 
-def test_disagreeing_codecs_are_refused_naming_both_sources(tmp_path: Path, new_collection) -> None:
+def _era_file(path: Path, i: int, *, comp: str | None, chunks: tuple[int, int], dtype: str, scale: float) -> Path:
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 2 * i, maxshape=(None,), chunks=(2,))
+        t.attrs["units"] = "days since 2000-01-01"
+        t.make_scale("time")
+        x = f.create_dataset("x", data=(np.arange(2 * 12, dtype="f8").reshape(2, 12) + 100 * i).astype(dtype),
+                             chunks=chunks, compression=comp, shuffle=comp is not None)  # fmt: skip
+        x.attrs["scale_factor"] = np.float32(scale)
+        x.dims[0].attach_scale(t)
+    return path
+
+
+def test_codec_change_starts_an_era(tmp_path: Path, new_collection) -> None:
     d = tmp_path / "data"
     d.mkdir()
-    for i, comp in enumerate(("gzip", None)):
-        with h5py.File(d / f"f{i}.h5", "w") as f:
-            t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 10 * i)
-            t.make_scale("time")
-            x = f.create_dataset("x", data=np.ones((2, 4), "f4"), chunks=(2, 4), compression=comp)
-            x.dims[0].attach_scale(t)
+    files = [
+        _era_file(d / "f0.h5", 0, comp="gzip", chunks=(1, 12), dtype="<i2", scale=0.1),
+        _era_file(d / "f1.h5", 1, comp="gzip", chunks=(1, 12), dtype="<i2", scale=0.1),
+        _era_file(d / "f2.h5", 2, comp=None, chunks=(2, 5), dtype="<i4", scale=0.01),  # new codecs, chunks, dtype
+        _era_file(d / "f3.h5", 3, comp=None, chunks=(2, 5), dtype="<i4", scale=0.01),
+    ]
     col = new_collection()
-    with pytest.raises(refstore.PlanError) as e:
-        refstore.scan(col, [str(d)], concat_dim="time")
-    assert "f0.h5" in str(e.value) and "f1.h5" in str(e.value)
+    refstore.scan(col, [str(d)], concat_dim="time")
+    ds = refstore.open(col)
+    x = ds["x"]
+    assert x.shape == (8, 12) and x.dtype == np.dtype("<i4")
+    assert [(e["start"], e["stop"], e["dtype"], e["chunks"]) for e in x.eras] == [(0, 4, "<i2", [1, 12]),
+                                                                                 (4, 8, "<i4", [2, 5])]  # fmt: skip
+    assert [e["attrs"]["scale_factor"]["value"] for e in x.eras] == [pytest.approx(0.1), pytest.approx(0.01)]
+    expected = np.concatenate([np.asarray(h5py.File(p)["x"][()], dtype="<i4") for p in files])
+    assert x[...].tobytes() == expected.tobytes()
+    assert x[3:6, 4:11].tobytes() == expected[3:6, 4:11].tobytes()  # a window across the boundary
+    assert x[::3, -1].tolist() == expected[::3, -1].tolist()
+    assert refstore.verify(ds.snapshot).mismatched == 0
+    from refstore._report import info_report
+
+    eras = info_report(ds.snapshot)["arrays"]["x"]["eras"]
+    assert [e["first_source"] for e in eras] == [str(files[0]), str(files[2])]
+    assert [c["id"] for c in eras[0]["codecs"]] == ["shuffle", "zlib"] and eras[1]["codecs"] == []
+    # a source inserted at the front shifts every era start and re-keys rows in one version
+    _era_file(d / "e.h5", -1, comp="gzip", chunks=(1, 12), dtype="<i2", scale=0.1)
+    refstore.scan(col, [str(d)])
+    x = refstore.open(col)["x"]
+    assert [(e["start"], e["stop"]) for e in x.eras] == [(0, 6), (6, 10)]
+    expected = np.concatenate([np.asarray(h5py.File(p)["x"][()], dtype="<i4") for p in [d / "e.h5", *files]])
+    assert x[...].tobytes() == expected.tobytes()
+    assert refstore.verify(refstore.open(col).snapshot).mismatched == 0
 
 
 def test_folder_with_a_corrupt_file_scans_the_rest(series, new_collection) -> None:

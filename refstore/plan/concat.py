@@ -8,7 +8,7 @@ array along that dimension, or the plan is refused: a wrong store is never writt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PlanError
 
@@ -33,7 +33,8 @@ class SourceSlab:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """``order``: locations in placement order. ``arrays``: global array metadata.
+    """``order``: locations in placement order. ``arrays``: global array metadata (with eras when
+    codecs, chunks or packing change along the concat dimension).
     ``placements[(location, array)]``: offset of the source's slab in the global array, in
     elements per dimension; pairs absent from the mapping are not in the view."""
 
@@ -41,6 +42,9 @@ class Plan:
     order: tuple[str, ...]
     arrays: dict[str, ArrayMeta] = field(default_factory=dict)
     placements: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    view: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    """``view[(location, array)] = (era, offset)``: the era the slab belongs to and its offset
+    from the era's start, in elements: the global key is ``k + offset // chunk`` on the era's grid."""
 
 
 def _ordered(sources: Sequence[SourceSlab], concat_dim: str | None) -> list[SourceSlab]:
@@ -110,11 +114,10 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                     f"array '{name}' is on a different grid in {s.location} than in {s0.location} "
                     f"(transform or CRS differ); such sources cannot share one array"
                 )
-            if along and m0.structure() != meta.structure():
+            if along and m0.dims != meta.dims:
                 raise PlanError(
-                    f"array '{name}' differs between {s0.location} and {s.location} "
-                    f"(dtype {m0.dtype} vs {meta.dtype}, chunks {list(m0.chunks)} vs {list(meta.chunks)}, "
-                    f"codecs or dimensions); such sources cannot share one array"
+                    f"array '{name}' has dimensions {list(meta.dims)} in {s.location} but {list(m0.dims)} in "
+                    f"{s0.location}; such sources cannot share one array"
                 )
             if not along and (m0.shape != meta.shape or m0.dtype != meta.dtype):
                 raise PlanError(
@@ -137,10 +140,10 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
         if not along:
             plan.arrays[name] = m0
             plan.placements[(s0.location, name)] = (0,) * m0.ndim
+            plan.view[(s0.location, name)] = (0, (0,) * m0.ndim)
             continue
         assert concat_dim is not None
         axis = m0.dims.index(concat_dim)
-        chunk = m0.chunks[axis]
         holders = [s for s in ordered if name in s.arrays]
         for s in holders:
             meta = s.arrays[name]
@@ -151,20 +154,57 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                     f"array '{name}' has shape {list(meta.shape)} in {s.location} but {list(m0.shape)} in "
                     f"{s0.location}: only '{concat_dim}' may differ"
                 )
-        for i, s in enumerate(ordered):
-            start = starts[s.location]
-            if name in s.arrays and start % chunk != 0:
-                prev = ordered[i - 1]
-                raise PlanError(
-                    f"{prev.location}: {_dim_extent(prev, concat_dim)} elements along '{concat_dim}' is not a "
-                    f"multiple of the chunk size {chunk} of array '{name}'; placing the next source would "
-                    "not be chunk-aligned"
-                )
+        # eras: runs of holders whose codecs, chunks, dtype, fill and packing attributes agree
+        eras: list[dict[str, Any]] = []
+        era_of: dict[str, int] = {}
+        for s in holders:
+            meta = s.arrays[name]
+            if not eras or eras[-1]["_key"] != meta.era_key():
+                eras.append({"_key": meta.era_key(), "_meta": meta, "index": len(eras), "axis": axis,
+                             "start": starts[s.location], "first_source": s.location})  # fmt: skip
+            eras[-1]["last_source"] = s.location
+            era_of[s.location] = len(eras) - 1
+        for k, era in enumerate(eras):
+            era["stop"] = eras[k + 1]["start"] if k + 1 < len(eras) else total
+        prev_loc: str | None = None
+        for s in ordered:
             if name in s.arrays:
+                era = eras[era_of[s.location]]
+                chunk = era["_meta"].chunks[axis]
+                start = starts[s.location]
+                if (start - era["start"]) % chunk != 0:
+                    assert prev_loc is not None
+                    raise PlanError(
+                        f"{prev_loc}: {_dim_extent(next(x for x in ordered if x.location == prev_loc), concat_dim)} "
+                        f"elements along '{concat_dim}' is not a multiple of the chunk size {chunk} of array "
+                        f"'{name}'; placing the next source would not be chunk-aligned"
+                    )
                 dest = [0] * m0.ndim
                 dest[axis] = start
                 plan.placements[(s.location, name)] = tuple(dest)
+                rel = list(dest)
+                rel[axis] = start - era["start"]
+                plan.view[(s.location, name)] = (era["index"], tuple(rel))
+            prev_loc = s.location
         shape = list(m0.shape)
         shape[axis] = total
-        plan.arrays[name] = m0.with_shape(tuple(shape))
+        described: tuple[dict[str, Any], ...] = ()
+        if len(eras) > 1:
+            described = tuple(
+                {
+                    "index": e["index"],
+                    "axis": axis,
+                    "start": e["start"],
+                    "stop": e["stop"],
+                    "first_source": e["first_source"],
+                    "last_source": e["last_source"],
+                    "dtype": e["_meta"].dtype,
+                    "chunks": list(e["_meta"].chunks),
+                    "codecs": list(e["_meta"].codecs),
+                    "fill_value": e["_meta"].fill_value,
+                    "attrs": e["_meta"].attrs,
+                }
+                for e in eras
+            )
+        plan.arrays[name] = m0.with_shape(tuple(shape), described)
     return plan

@@ -62,9 +62,11 @@ class Array:
         *,
         fetcher: Fetcher | None = None,
         options: ReadOptions | None = None,
+        era: int | None = None,
     ) -> None:
         self._snap = snapshot
         self.meta = meta
+        self._era = era
         self._fetcher = fetcher or Fetcher()
         self.options = options or ReadOptions()
 
@@ -83,7 +85,17 @@ class Array:
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The stored dtype; across eras of different dtypes, the type that holds them all."""
+        if self.meta.eras:
+            return np.result_type(*[np.dtype(e["dtype"]) for e in self.meta.eras])
         return np.dtype(self.meta.dtype)
+
+    @property
+    def eras(self) -> list[dict[str, Any]]:
+        """Eras along the concat dimension (empty when the array has one): each with its index,
+        axis, ``start``/``stop`` (elements), dtype, chunks, codecs, fill value, attributes, and
+        first/last source. Raw values of different eras may need different scale factors."""
+        return [dict(e) for e in self.meta.eras]
 
     @property
     def chunks(self) -> tuple[int, ...]:
@@ -120,16 +132,39 @@ class Array:
     def read(self, sel: Selection) -> np.ndarray[Any, Any]:
         if self.meta.status != "ok":
             raise UnsupportedArrayError(f"array {self.name!r} cannot be read: {self.meta.reason}")
-        out = np.full(sel.box_shape, self.fill_value, dtype=self.dtype)
-        ranges = sel.chunk_ranges(self.chunks)
-        if ranges is not None:
-            rows = self._snap.chunk_rows(self.name, ranges)
-            if rows.num_rows:
-                self._fill(out, rows, sel)
+        out = self._read_box(sel) if self.meta.eras else self._read_era_box(sel)
         step = tuple(slice(None, None, s) for s in sel.step)
         out = out[step]
         if sel.drop:
             out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
+        return out
+
+    def _read_era_box(self, sel: Selection) -> np.ndarray[Any, Any]:
+        """The selection's box (no steps) from chunks of one grid (one era)."""
+        out = np.full(sel.box_shape, self.fill_value, dtype=np.dtype(self.meta.dtype))
+        ranges = sel.chunk_ranges(self.chunks)
+        if ranges is not None:
+            rows = self._snap.chunk_rows(self.name, ranges, era=self._era)
+            if rows.num_rows:
+                self._fill(out, rows, sel)
+        return out
+
+    def _read_box(self, sel: Selection) -> np.ndarray[Any, Any]:
+        """The box across eras: each era reads its part on its own grid, with its own codecs."""
+        out = np.empty(sel.box_shape, dtype=self.dtype)
+        for era in self.meta.eras:
+            axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
+            lo, hi = max(sel.start[axis], e_lo), min(sel.stop[axis], e_hi)
+            if lo >= hi:
+                continue
+            start, stop = list(sel.start), list(sel.stop)
+            start[axis], stop[axis] = lo - e_lo, hi - e_lo
+            sub = Array(self._snap, self.meta.era_meta(era), fetcher=self._fetcher, options=self.options,
+                        era=int(era["index"]))  # fmt: skip
+            part = sub._read_era_box(Selection(tuple(start), tuple(stop), (1,) * self.ndim, ()))
+            dst = [slice(None)] * self.ndim
+            dst[axis] = slice(lo - sel.start[axis], hi - sel.start[axis])
+            out[tuple(dst)] = part
         return out
 
     def _fill(self, out: np.ndarray[Any, Any], rows: pa.Table, sel: Selection) -> None:
@@ -140,7 +175,7 @@ class Array:
         else:
             keys = np.zeros((n, 0), np.int64)
         s_lo, s_hi, d_lo, d_hi = chunk_slices(keys, self.chunks, self.shape, sel)
-        decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)
+        decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)  # of this era
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 
         def place(i: int, chunk: np.ndarray[Any, Any]) -> None:
@@ -204,7 +239,7 @@ class Array:
     ) -> np.ndarray[Any, Any]:
         try:
             if inline:
-                return np.frombuffer(raw, dtype=self.dtype).reshape(self.chunks)
+                return np.frombuffer(raw, dtype=np.dtype(self.meta.dtype)).reshape(self.chunks)
             return decoder(raw, mask, self._edge(row, rows))  # type: ignore[no-any-return]
         except Exception as e:
             where = rows.column("source")[row].as_py()

@@ -16,6 +16,7 @@ from .array import Array, ReadOptions
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
 __all__ = ["VerifyReport", "verify"]
@@ -35,34 +36,50 @@ class VerifyReport:
         return out
 
 
-def _plan(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int) -> list[tuple[str, Any, str]]:
-    """(array, global chunk key, source) for every chunk to check (or ``sample`` of them)."""
+def _region(meta: ArrayMeta, era: int, key: Any) -> tuple[list[int], list[int]]:
+    """Element box [lo, hi) in the global array of the chunk ``key`` of ``era``."""
+    if not meta.eras:
+        lo = [int(k) * c for k, c in zip(key, meta.chunks, strict=True)]
+        return lo, [min(a + c, n) for a, c, n in zip(lo, meta.chunks, meta.shape, strict=True)]
+    e = meta.eras[era]
+    axis, chunks = int(e["axis"]), [int(c) for c in e["chunks"]]
+    lo = [int(k) * c for k, c in zip(key, chunks, strict=True)]
+    limit = list(meta.shape)
+    lo[axis] += int(e["start"])
+    limit[axis] = int(e["stop"])
+    return lo, [min(a + c, n) for a, c, n in zip(lo, chunks, limit, strict=True)]
+
+
+def _plan(
+    snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int
+) -> list[tuple[str, int, Any, str]]:
+    """(array, era, chunk key on the era's grid, source) for every chunk to check (or ``sample``)."""
     names = list(arrays) if arrays else [n for n, m in snap.arrays().items() if m.status == "ok"]
-    tables: list[tuple[str, Any, Any]] = []
+    tables: list[tuple[str, Any, Any, Any]] = []
     for name in names:
         meta = snap.array(name)
         if meta.status != "ok":
             continue
-        t = snap.chunk_rows(name, columns=("source",))
+        t = snap.chunk_rows(name, columns=("source", "era"))
         keys = (
             np.column_stack([t.column(f"g{i}").to_numpy() for i in range(meta.ndim)])
             if meta.ndim and t.num_rows
             else np.zeros((t.num_rows, meta.ndim), np.int64)
         )
-        tables.append((name, keys, t.column("source")))
-    sizes = np.array([len(k) for _, k, _ in tables], np.int64)
+        tables.append((name, keys, t.column("source"), t.column("era").to_numpy()))
+    sizes = np.array([len(k) for _, k, _, _ in tables], np.int64)
     total = int(sizes.sum())
     if sample is not None and sample < total:
         pick = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
     else:
         pick = np.arange(total)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    items: list[tuple[str, Any, str]] = []
-    for (name, keys, sources), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
+    items: list[tuple[str, int, Any, str]] = []
+    for (name, keys, sources, eras), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
         local = pick[(pick >= lo) & (pick < hi)] - lo
         if len(local):
             srcs = sources.take(pa.array(local)).to_pylist()
-            items.extend((name, keys[i], src) for i, src in zip(local.tolist(), srcs, strict=True))
+            items.extend((name, int(eras[i]), keys[i], src) for i, src in zip(local.tolist(), srcs, strict=True))
     return items
 
 
@@ -139,16 +156,16 @@ def verify(
             dests[(r["source"], r["array"])] = tuple(int(r[c]) for c in DEST_COLUMNS)
     readers: dict[str, Array] = {}
     mismatches: list[dict[str, Any]] = []
-    by_source: dict[str, list[tuple[str, Any]]] = {}
-    for name, key, src in items:
-        by_source.setdefault(src, []).append((name, key))
+    by_source: dict[str, list[tuple[str, int, Any]]] = {}
+    for name, era, key, src in items:
+        by_source.setdefault(src, []).append((name, era, key))
     done = 0
     skipped = 0
     for src, group in by_source.items():
         try:
             f = _Oracle(src)
         except OSError as e:
-            for name, key in group:
+            for name, _era, key in group:
                 mismatches.append({"array": name, "chunk": [int(k) for k in key], "source": src,
                                    "reason": f"oracle cannot open source: {str(e).splitlines()[0]}"})  # fmt: skip
             done += len(group)
@@ -156,10 +173,9 @@ def verify(
                 progress(done, len(items))
             continue
         with f:
-            for name, key in group:
+            for name, era, key in group:
                 arr = readers.get(name) or readers.setdefault(name, Array(snap, snap.array(name), options=options))
-                lo = [int(k) * c for k, c in zip(key, arr.chunks, strict=True)]
-                hi = [min(a + c, n) for a, c, n in zip(lo, arr.chunks, arr.shape, strict=True)]
+                lo, hi = _region(arr.meta, era, key)
                 dest = dests.get((src, name), (0,) * 8)
                 g_sel = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
                 s_sel = tuple(slice(a - d, b - d) for a, b, d in zip(lo, hi, dest, strict=False))

@@ -13,6 +13,8 @@ from .._keys import MAX_DIMS, SOURCE_KEY_COLUMNS
 
 __all__ = ["CHUNK_BATCH_SCHEMA", "ArrayMeta", "ScanResult", "Scanner", "SourceInfo"]
 
+_PACKING_ATTRS = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units")
+
 CHUNK_BATCH_SCHEMA = pa.schema(
     [
         pa.field("array", pa.string(), nullable=False),
@@ -54,6 +56,10 @@ class ArrayMeta:
     attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
     status: str = "ok"
     reason: str | None = None
+    eras: tuple[dict[str, Any], ...] = ()
+    """Global arrays only: when codecs, chunks, dtype, fill or packing attributes change along the
+    concat dimension, one entry per era (``index, axis, start, stop`` in elements, and that
+    era's ``dtype, chunks, codecs, fill_value, attrs``, ``first_source``, ``last_source``)."""
 
     @property
     def ndim(self) -> int:
@@ -67,13 +73,20 @@ class ArrayMeta:
         """What must agree between sources for one global array (besides the shape)."""
         return (self.dtype, self.chunks, json.dumps(self.codecs, sort_keys=True), self.dims)
 
+    def era_key(self) -> tuple[Any, ...]:
+        """What starts a new era when it changes between sources along the concat dimension."""
+        packing = {k: self.attrs.get(k) for k in _PACKING_ATTRS}
+        return (*self.structure(), json.dumps(self.fill_value), json.dumps(packing, sort_keys=True))
+
     def grid(self) -> tuple[Any, ...]:
         """Georeferencing that must agree between sources placed along a new axis."""
         return tuple(json.dumps(self.attrs.get(k), sort_keys=True) for k in ("transform", "crs"))
 
     def to_json(self) -> str:
+        extra: dict[str, Any] = {"eras": list(self.eras)} if self.eras else {}
         return json.dumps(
             {
+                **extra,
                 "name": self.name,
                 "dims": list(self.dims),
                 "shape": list(self.shape),
@@ -103,12 +116,22 @@ class ArrayMeta:
             attrs=d["attrs"],
             status=d["status"],
             reason=d["reason"],
+            eras=tuple(d.get("eras", ())),
         )
 
-    def with_shape(self, shape: tuple[int, ...]) -> ArrayMeta:
+    def with_shape(self, shape: tuple[int, ...], eras: tuple[dict[str, Any], ...] = ()) -> ArrayMeta:
         return ArrayMeta(
             self.name, self.dims, shape, self.chunks, self.dtype, self.fill_value,
-            self.codecs, self.attrs, self.status, self.reason,
+            self.codecs, self.attrs, self.status, self.reason, eras,
+        )  # fmt: skip
+
+    def era_meta(self, era: dict[str, Any]) -> ArrayMeta:
+        """The metadata of one era of this global array (its own grid along the concat axis)."""
+        shape = list(self.shape)
+        shape[int(era["axis"])] = int(era["stop"]) - int(era["start"])
+        return ArrayMeta(
+            self.name, self.dims, tuple(shape), tuple(era["chunks"]), era["dtype"], era["fill_value"],
+            tuple(era["codecs"]), era["attrs"], self.status, self.reason,
         )  # fmt: skip
 
 

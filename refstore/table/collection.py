@@ -209,7 +209,7 @@ class Snapshot:
     def vars(self, where: str | None = None) -> pa.Table:
         from ..schema import DEST_COLUMNS
 
-        return self.rows(Kind.VAR, ["array", "source", "status", "meta", *DEST_COLUMNS], where)
+        return self.rows(Kind.VAR, ["array", "source", "status", "meta", "era", *DEST_COLUMNS], where)
 
     def count(self, kind: str, where: str | None = None) -> int:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
@@ -222,6 +222,7 @@ class Snapshot:
         columns: Sequence[str] = ("source", "offset", "length", "filter_mask", "inline"),
         *,
         with_row_id: bool = False,
+        era: int | None = None,
     ) -> pa.Table:
         """Chunk rows of ``array`` in the view whose global key lies in the inclusive ``ranges``.
 
@@ -229,10 +230,13 @@ class Snapshot:
         """
         meta = self.array(array)
         ndim = len(meta.shape)
+        # On an array with eras, ``ranges`` are on the grid of the era asked for.
         # In the view: g0 >= -1 (NOT_PLACED = -2 is outside; unused dimensions hold NO_DIM = -1).
         # Rows of other kinds always hold g0 = NO_DIM, so a range with lo >= 0 on g0 selects chunk
         # rows only and the (costly) string test on ``kind`` can be left out.
         parts = [f"array = {sql_str(array)}"]
+        if era is not None:
+            parts.append(f"era = {int(era)}")
         if ranges is not None and ndim:
             parts += [
                 f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {max(int(lo), 0)} AND {int(hi)}" for i, (lo, hi) in enumerate(ranges)

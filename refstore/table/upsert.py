@@ -114,15 +114,15 @@ def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Seque
 # --------------------------------------------------------------------------- rows
 def _global_keys(
     chunks: pa.Table,
-    placements: Mapping[tuple[str, str], tuple[int, ...]],
+    view: Mapping[tuple[str, str], tuple[int, tuple[int, ...]]],
     metas: Mapping[tuple[str, str], ArrayMeta],
 ) -> dict[str, pa.Array]:
-    """g0..g7 for chunk rows (columns ``source``, ``array``, ``k0..k7``): ``k + dest // chunk``
-    where the (source, array) is placed, NOT_PLACED where it is not in the view. Vectorised:
-    Python only loops over (source, array) pairs, never over chunks."""
+    """g0..g7 and era for chunk rows (columns ``source``, ``array``, ``k0..k7``):
+    ``k + offset // chunk`` on the era's grid where the (source, array) is in the view,
+    NOT_PLACED where it is not. Vectorised: Python only loops over (source, array) pairs."""
     n = chunks.num_rows
     if n == 0:
-        return {c: pa.array([], pa.int32()) for c in GLOBAL_KEY_COLUMNS}
+        return {c: pa.array([], pa.int32()) for c in (*GLOBAL_KEY_COLUMNS, "era")}
     src = pc.dictionary_encode(chunks.column("source")).combine_chunks()
     arr = pc.dictionary_encode(chunks.column("array")).combine_chunks()
     s_pos = {v: i for i, v in enumerate(src.dictionary.to_pylist())}
@@ -133,15 +133,17 @@ def _global_keys(
     chunk = np.ones((size, MAX_DIMS), np.int64)
     ndim = np.zeros(size, np.int64)
     placed = np.zeros(size, bool)
+    era = np.zeros(size, np.int32)
     for (loc, name), m in metas.items():
         if loc not in s_pos or name not in a_pos:
             continue
         i = s_pos[loc] * na + a_pos[name]
         ndim[i] = m.ndim
-        p = placements.get((loc, name))
-        if p is not None:
+        v = view.get((loc, name))
+        if v is not None:
             placed[i] = True
-            dest[i, : m.ndim] = p
+            era[i] = v[0]
+            dest[i, : m.ndim] = v[1]
             chunk[i, : m.ndim] = m.chunks
     idx = src.indices.to_numpy().astype(np.int64) * na + arr.indices.to_numpy().astype(np.int64)
     row_placed = placed[idx]
@@ -150,6 +152,7 @@ def _global_keys(
         k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
         g = np.where(ndim[idx] > d, k + dest[idx, d] // chunk[idx, d], NO_DIM)
         out[c] = pa.array(np.where(row_placed, g, NOT_PLACED).astype(np.int32), pa.int32())
+    out["era"] = pa.array(era[idx], pa.int32())
     return out
 
 
@@ -194,7 +197,8 @@ class _State:
     snap: Snapshot
     concat_dim: str | None
     sources: dict[str, dict[str, Any]]
-    vars: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, ...] | None]]
+    vars: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]]
+    """(source, array) -> (metadata in that source, (era, offset from the era start) or None)."""
 
 
 def _load(snap: Snapshot) -> _State:
@@ -208,16 +212,24 @@ def _load(snap: Snapshot) -> _State:
             "order": meta.get("order", 0),
             "sort_units": meta.get("sort_units"),
         }
-    vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, ...] | None]] = {}
+    vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
+    arrays = snap.arrays()
     for r in snap.vars().to_pylist():
         m = ArrayMeta.from_json(r["meta"])
-        d = None if r["d0"] == NOT_PLACED else tuple(int(r[c]) for c in DEST_COLUMNS[: m.ndim])
-        vars_[(r["source"], r["array"])] = (m, d)
+        v: tuple[int, tuple[int, ...]] | None = None
+        if r["d0"] != NOT_PLACED:
+            d = [int(r[c]) for c in DEST_COLUMNS[: m.ndim]]
+            g = arrays.get(r["array"])
+            if g is not None and g.eras:
+                era = g.eras[int(r["era"])]
+                d[int(era["axis"])] -= int(era["start"])
+            v = (int(r["era"]), tuple(d))
+        vars_[(r["source"], r["array"])] = (m, v)
     return _State(snap, snap.concat_dim, sources, vars_)
 
 
 def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
-    arrays, sources, status, meta = [], [], [], []
+    arrays, sources, status, meta, eras = [], [], [], [], []
     dest: list[list[int]] = [[] for _ in DEST_COLUMNS]
     for s in slabs:
         for name, m in s.arrays.items():
@@ -226,11 +238,12 @@ def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
             sources.append(s.location)
             status.append(m.status)
             meta.append(m.to_json())
+            eras.append(plan.view.get((s.location, name), (0, ()))[0])
             for i in range(MAX_DIMS):
                 dest[i].append(NOT_PLACED if p is None else (p[i] if i < len(p) else 0))
     n = len(arrays)
     return rows(
-        Kind.VAR, n, array=arrays, source=sources, status=status, meta=meta,
+        Kind.VAR, n, array=arrays, source=sources, status=status, meta=meta, era=pa.array(eras, pa.int32()),
         **{c: pa.array(dest[i], pa.int64()) for i, c in enumerate(DEST_COLUMNS)},
     )  # fmt: skip
 
@@ -290,15 +303,15 @@ def _attempt(
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
     scanned = _with_source(results)
-    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.placements, metas))]
+    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.view, metas))]
     moved: list[tuple[str, str]] = []
-    for (loc, name), (m, old_dest) in state.vars.items():
+    for (loc, name), (m, old_view) in state.vars.items():
         if loc in by_loc or m.status != "ok":
             continue
-        if plan.placements.get((loc, name)) != old_dest:
+        if plan.view.get((loc, name)) != old_view:
             moved.append((loc, name))
-    old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "offset", "length", "filter_mask",
-                "inline"]  # fmt: skip
+    old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "era", "offset", "length",
+                "filter_mask", "inline"]  # fmt: skip
     if moved:
         moved_sources = sorted({loc for loc, _ in moved})
         old = snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(x) for x in moved_sources) + ")")
@@ -307,7 +320,7 @@ def _attempt(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
         )
         moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
-        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.placements, moved_metas)))
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.view, moved_metas)))
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *(loc for loc, _ in moved)})

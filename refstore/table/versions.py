@@ -153,7 +153,7 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
     )
     arrays_a, arrays_b = sa.arrays(), sb.arrays()
     ndim = max([len(m.shape) for m in (*arrays_a.values(), *arrays_b.values())] or [1])
-    key = ["array", *GLOBAL_KEY_COLUMNS[: max(ndim, 1)]]
+    key = ["array", "era", *GLOBAL_KEY_COLUMNS[: max(ndim, 1)]]
 
     if exhaustive or sa.version == sb.version:
         va, vb = _full(sa, sb, key)
