@@ -83,6 +83,48 @@ def _plan(
     return items
 
 
+def tiff_window(page: Any, fh: Any, sel: tuple[slice, ...]) -> np.ndarray[Any, Any]:
+    """``page.asarray()[sel]`` decoding only the segments (tiles or strips) the window touches,
+    each with tifffile's own ``page.decode``."""
+    shape = tuple(int(n) for n in page.shape)
+    sel = (*sel, *(slice(None),) * (len(shape) - len(sel)))
+    lo = [s.indices(n)[0] for s, n in zip(sel, shape, strict=True)]
+    hi = [s.indices(n)[1] for s, n in zip(sel, shape, strict=True)]
+    separate = int(page.planarconfig) == 2 and int(page.samplesperpixel) > 1
+    y_ax, x_ax = (1, 2) if separate else (0, 1)
+    seg_h = int(page.tilelength) if page.is_tiled else int(min(page.rowsperstrip or shape[y_ax], shape[y_ax]))
+    seg_w = int(page.tilewidth) if page.is_tiled else shape[x_ax]
+    ny, nx = -(-shape[y_ax] // seg_h), -(-shape[x_ax] // seg_w)
+    full = np.zeros([b - a for a, b in zip(lo, hi, strict=True)], dtype=page.dtype)
+    decode, tables = page.decode, page.jpegtables  # lazy: they may move the file position, so before seeking
+    planes = range(int(page.samplesperpixel)) if separate else range(1)
+    for plane in planes:
+        if separate and not lo[0] <= plane < hi[0]:
+            continue
+        for ty in range(lo[y_ax] // seg_h, -(-hi[y_ax] // seg_h)):
+            for tx in range(lo[x_ax] // seg_w, -(-hi[x_ax] // seg_w)):
+                index = plane * ny * nx + ty * nx + tx
+                count = int(page.databytecounts[index])
+                if count == 0:
+                    continue
+                fh.seek(int(page.dataoffsets[index]))
+                seg, _idx, _shape = decode(fh.read(count), index, jpegtables=tables)
+                seg = np.asarray(seg)[0]  # (h, w, samples)
+                h, w = min(seg_h, shape[y_ax] - ty * seg_h), min(seg_w, shape[x_ax] - tx * seg_w)
+                seg = seg[:h, :w]
+                y0, x0 = ty * seg_h, tx * seg_w
+                ya, yb = max(lo[y_ax], y0), min(hi[y_ax], y0 + h)
+                xa, xb = max(lo[x_ax], x0), min(hi[x_ax], x0 + w)
+                part = seg[ya - y0 : yb - y0, xa - x0 : xb - x0]
+                if separate:
+                    full[plane - lo[0], ya - lo[1] : yb - lo[1], xa - lo[2] : xb - lo[2]] = part[..., 0]
+                elif len(shape) == 3:
+                    full[ya - lo[0] : yb - lo[0], xa - lo[1] : xb - lo[1], :] = part[..., lo[2] : hi[2]]
+                else:
+                    full[ya - lo[0] : yb - lo[0], xa - lo[1] : xb - lo[1]] = part[..., 0]
+    return full
+
+
 class _Oracle:
     """The format's own reader for one source, raw values (no scale, offset or mask)."""
 
@@ -109,7 +151,6 @@ class _Oracle:
             self.f = tifffile.TiffFile(location)
             pages = list(self.f.pages)
             self.pages = dict(zip(ifd_names(pages), pages, strict=True))
-            self.cache: dict[str, np.ndarray[Any, Any]] = {}
         else:
             raise OSError("unrecognised format")
 
@@ -120,12 +161,9 @@ class _Oracle:
             page = self.pages.get(name)
             if page is None:
                 return None
-            if name not in self.cache:
-                self.cache[name] = page.asarray()
-            arr = self.cache[name]
-            if len(sel) == arr.ndim + 1:  # the series' leading time axis
-                return arr[sel[1:]][None]
-            return arr[sel]
+            lead = len(sel) == len(page.shape) + 1  # the series' leading time axis
+            out = tiff_window(page, self.f.filehandle, sel[1:] if lead else sel)
+            return out[None] if lead else out
         if self.kind == "netcdf3":
             v = self.f.variables[name]
             return np.asarray(v[sel] if sel else v[...])
