@@ -98,6 +98,10 @@ def scan(
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     dim = concat_dim if concat_dim is not None else snap.concat_dim
     pattern = time_from_name if time_from_name is not None else snap.config().get("time_from_name")
+    if pattern is not None:
+        from .scan.tiff import time_from_name as _check_pattern
+
+        _check_pattern(pattern, "")  # a pattern without a date code is refused before any scanning
 
     failed: list[tuple[str, str]] = []
     to_scan: list[str] = []

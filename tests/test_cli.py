@@ -77,7 +77,7 @@ def test_errors_are_one_line_exit_2_and_commit_nothing(tmp_path: Path) -> None:
     r = run("-C", col, "scan", str(d), "--concat-dim", "time")
     assert r.returncode == 2 and "f0.h5" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert json.loads(run("-C", col, "log", "--json").stdout)[0]["operation"] == "init"
-    # bad window
+    # bad windows
     r = run("-C", col, "read", "x", "--window", "a:b", "--out", str(tmp_path / "x.npy"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
 

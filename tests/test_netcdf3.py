@@ -102,3 +102,17 @@ def test_truncated_netcdf3_is_a_failed_source(tmp_path: Path, new_collection) ->
     col = new_collection()
     rep = refstore.scan(col, [str(tmp_path)])
     assert rep.new == 1 and dict(rep.failed)[str(bad)].startswith(("not a readable netCDF3", "variable"))
+
+
+def test_damaged_header_fails_alone(tmp_path: Path, new_collection) -> None:
+    good = write_obs_file(tmp_path / "good.nc", start_hour=0, records=3)
+    raw = bytearray(good.read_bytes())
+    at = raw.index(b"temp") + 4  # the name is followed by its dimension ids, attributes, then nc_type
+    bad = tmp_path / "badtype.nc"
+    patched = raw.replace(b"\x00\x00\x00\x05\x00\x00\x00\x14", b"\x00\x00\x00\x0c\x00\x00\x00\x14", 1)
+    assert at and patched != raw
+    bad.write_bytes(bytes(patched))
+    col = new_collection()
+    rep = refstore.scan(col, [str(tmp_path)])
+    assert rep.new == 1 and [s for s, _ in rep.failed] == [str(bad)]
+    assert refstore.verify(refstore.open(col).snapshot).mismatched == 0  # incl. the big-endian scalar

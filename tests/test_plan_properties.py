@@ -127,3 +127,10 @@ def test_select_handles_ints_negatives_steps_and_ellipsis() -> None:
     sel = select((-1, ..., slice(None, None, 2)), (4, 5, 6))
     assert sel.start == (3, 0, 0) and sel.stop == (4, 5, 6) and sel.step == (1, 1, 2) and sel.drop == (0,)
     assert sel.shape == (5, 3)
+
+
+def test_zero_step_is_bad_input() -> None:
+    from refstore.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="step cannot be zero"):
+        select((slice(None, None, 0),), (5,))

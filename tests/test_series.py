@@ -254,3 +254,30 @@ def test_sources_of_different_extents_concatenate(tmp_path: Path, new_collection
     assert ds["time"][...].tolist() == np.concatenate(_h5(paths, "time")).tolist()
     assert ds["x"][...].tobytes() == np.concatenate(_h5(paths, "x")).tobytes()
     assert refstore.verify(ds.snapshot).mismatched == 0
+
+
+def test_same_array_in_several_sources_needs_a_concat_dim(series, new_collection) -> None:
+    files = series(2)
+    col = new_collection()
+    with pytest.raises(refstore.PlanError, match="--concat-dim"):
+        refstore.scan(col, [str(files[0].parent)])
+
+
+def test_eras_after_sources_lacking_the_array_read_as_fill(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    with h5py.File(d / "a0.h5", "w") as f:  # no x at all
+        t = f.create_dataset("time", data=np.arange(2, dtype="f8") - 2, maxshape=(None,), chunks=(2,))
+        t.attrs["units"] = "days since 2000-01-01"
+        t.make_scale("time")
+    files = [
+        _era_file(d / "f0.h5", 0, comp="gzip", chunks=(1, 12), dtype="<i2", scale=0.1),
+        _era_file(d / "f1.h5", 1, comp=None, chunks=(2, 5), dtype="<i2", scale=0.1),
+    ]
+    col = new_collection()
+    refstore.scan(col, [str(d)], concat_dim="time")
+    x = refstore.open(col)["x"]
+    assert [(e["start"], e["stop"]) for e in x.eras] == [(2, 4), (4, 6)]
+    got = x[...]
+    assert (got[:2] == x.fill_value).all()
+    assert got[2:].tobytes() == np.concatenate([h5py.File(p)["x"][()] for p in files]).tobytes()

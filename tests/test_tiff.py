@@ -123,3 +123,6 @@ def test_time_from_name() -> None:
     assert time_from_name("D%Y%m%d", "X_D20210831_C1.tif").isoformat() == "2021-08-31T00:00:00+00:00"
     assert time_from_name("%Y%m-grd-scaled-%d", "tavg-202201-grd-scaled-02.tif").day == 2
     assert time_from_name("D%Y%m%d", "nothing.tif") is None
+    assert time_from_name("%Y%m%d", "run98765432_20210831.tif").isoformat()[:10] == "2021-08-31"  # every match
+    with pytest.raises(refstore.BadInputError, match="no date code"):
+        time_from_name("sst", "sst.tif")

@@ -119,14 +119,16 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                     f"array '{name}' has dimensions {list(meta.dims)} in {s.location} but {list(m0.dims)} in "
                     f"{s0.location}; such sources cannot share one array"
                 )
+            if concat_dim is None:
+                raise PlanError(
+                    f"array '{name}' is in both {s0.location} and {s.location}; scan with --concat-dim DIM to "
+                    "combine sources into one array (without it, each array must come from one source)"
+                )
             if not along and (m0.shape != meta.shape or m0.dtype != meta.dtype):
                 raise PlanError(
                     f"array '{name}' is taken once (it has no '{concat_dim}' dimension) but differs between "
                     f"{s0.location} (shape {list(m0.shape)}, {m0.dtype}) and {s.location} "
                     f"(shape {list(meta.shape)}, {meta.dtype})"
-                    if concat_dim is not None
-                    else f"array '{name}' is in both {s0.location} and {s.location} with different shape or "
-                    f"dtype; scan with --concat-dim to combine them"
                 )
 
     for name, (s0, m0) in first.items():

@@ -92,6 +92,8 @@ def select(key: Any, shape: tuple[int, ...]) -> Selection:
             step.append(1)
             drop.append(axis)
         elif isinstance(k, slice):
+            if k.step == 0:
+                raise BadInputError(f"axis {axis}: a slice step cannot be zero")
             a, b, s = k.indices(n)
             if s <= 0:
                 raise BadInputError(f"axis {axis}: only positive steps are supported")

@@ -67,6 +67,7 @@ class Array:
         self._snap = snapshot
         self.meta = meta
         self._era = era
+        self._edges: list[tuple[int, ...]] | None = None
         self._fetcher = fetcher or Fetcher()
         self.options = options or ReadOptions()
 
@@ -151,7 +152,7 @@ class Array:
 
     def _read_box(self, sel: Selection) -> np.ndarray[Any, Any]:
         """The box across eras: each era reads its part on its own grid, with its own codecs."""
-        out = np.empty(sel.box_shape, dtype=self.dtype)
+        out = np.full(sel.box_shape, self.fill_value, dtype=self.dtype)  # before the first era: fill
         for era in self.meta.eras:
             axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
             lo, hi = max(sel.start[axis], e_lo), min(sel.stop[axis], e_hi)
@@ -175,6 +176,10 @@ class Array:
         else:
             keys = np.zeros((n, 0), np.int64)
         s_lo, s_hi, d_lo, d_hi = chunk_slices(keys, self.chunks, self.shape, sel)
+        # each chunk's shape where the array's end cuts it (a TIFF's last strip is stored short)
+        c = np.asarray(self.chunks, np.int64)
+        edges = np.minimum(c, np.asarray(self.shape, np.int64) - keys * c)
+        self._edges = [tuple(e) for e in edges.tolist()]
         decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)  # of this era
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 
@@ -195,9 +200,12 @@ class Array:
         sources = rows.column("source").take(pa.array(referenced)).to_numpy(zero_copy_only=False)
         offsets = rows.column("offset").take(pa.array(referenced)).to_numpy()
         lengths = rows.column("length").take(pa.array(referenced)).to_numpy()
-        for src in np.unique(sources).tolist():
+        names, which = np.unique(sources, return_inverse=True)
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(len(names) + 1))
+        for s_i, src in enumerate(names.tolist()):
             self._check_fresh(src)
-            idx = np.flatnonzero(sources == src)
+            idx = order[bounds[s_i] : bounds[s_i + 1]]
             runs = coalesce(offsets[idx], lengths[idx], max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
             data = self._fetcher.get_ranges(src, runs.start.tolist(), runs.end.tolist())
             for j, r in zip(idx.tolist(), runs.run.tolist(), strict=True):
@@ -205,11 +213,6 @@ class Array:
                 raw = data[r][lo : lo + int(lengths[j])]
                 row = int(referenced[j])
                 place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
-
-    def _edge(self, row: int, rows: pa.Table) -> tuple[int, ...]:
-        """The chunk's shape where the array's end cuts it (equal to the chunk shape inside)."""
-        key = [int(rows.column(c)[row].as_py()) for c in GLOBAL_KEY_COLUMNS[: self.ndim]]
-        return tuple(min(c, n - k * c) for k, c, n in zip(key, self.chunks, self.shape, strict=True))
 
     def _check_fresh(self, location: str) -> None:
         """One metadata request per source per read: refuse bytes of a source that changed."""
@@ -240,7 +243,7 @@ class Array:
         try:
             if inline:
                 return np.frombuffer(raw, dtype=np.dtype(self.meta.dtype)).reshape(self.chunks)
-            return decoder(raw, mask, self._edge(row, rows))  # type: ignore[no-any-return]
+            return decoder(raw, mask, self._edges[row] if self._edges is not None else None)  # type: ignore[no-any-return]
         except Exception as e:
             where = rows.column("source")[row].as_py()
             why = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -118,7 +119,8 @@ class ChunkDecoder:
         self.steps = [_step(c) for c in codecs]
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+        self.items = math.prod(self.shape)
+        self.nbytes = self.items * self.dtype.itemsize
 
     def __call__(
         self, raw: bytes | memoryview, filter_mask: int = 0, edge: tuple[int, ...] | None = None
@@ -126,8 +128,8 @@ class ChunkDecoder:
         """``edge``: the chunk's shape when cut by the array's end (used if the stored chunk is
         short, like a TIFF's last strip; edge chunks stored full size decode to ``shape``)."""
         buf: Any = raw
-        edge_n = int(np.prod(edge, dtype=np.int64)) if edge is not None else -1
-        full_n = int(np.prod(self.shape, dtype=np.int64))
+        full_n = self.items
+        edge_n = full_n if edge is None or edge == self.shape else math.prod(edge)
         for i in range(len(self.steps) - 1, -1, -1):
             if filter_mask and (filter_mask >> i) & 1:
                 continue

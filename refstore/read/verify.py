@@ -142,6 +142,9 @@ class _Oracle:
         elif self.kind == "hdf5":
             import h5py
 
+            from ..scan.hdf5 import _load_filter_plugins
+
+            _load_filter_plugins()
             self.f = h5py.File(location, "r")
         elif self.kind == "tiff":
             import tifffile
@@ -228,7 +231,7 @@ def verify(
                         done += 1
                         continue
                     try:
-                        got = arr[g_sel] if arr.ndim else arr[()]
+                        got = np.asarray(arr[g_sel] if arr.ndim else arr[()], dtype=arr.dtype)
                     except Exception as e:
                         mismatches.append({**entry, "reason": f"refstore cannot read: {str(e).splitlines()[0]}"})
                     else:

@@ -24,6 +24,9 @@ def _scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]
             out.append(scanner(loc))
         except ScanError as e:
             out.append(e)
+        except Exception as e:  # a damaged file must fail alone, never the whole scan
+            msg = str(e).splitlines()[0] if str(e) else ""
+            out.append(ScanError(loc, f"cannot be scanned ({type(e).__name__}{': ' + msg if msg else ''})"))
     return out
 
 

@@ -57,6 +57,8 @@ def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURC
         else:
             raise BadInputError(f"{item}: no such file or folder")
         for c in candidates:
+            if any(ord(ch) < 32 or ord(ch) == 127 for ch in c):
+                raise BadInputError(f"{c!r}: a path with control characters cannot be addressed for reading; rename it")
             if c not in seen:
                 seen.add(c)
                 out.append(c)

@@ -49,6 +49,7 @@ class HDF5Scanner:
     def __call__(self, location: str) -> ScanResult:
         import h5py
 
+        _load_filter_plugins()
         info = local_source_info(location)
         try:
             f = h5py.File(location, "r")
@@ -103,6 +104,12 @@ class HDF5Scanner:
             sort_units=sort_units,
             groups=groups,
         )
+
+
+def _load_filter_plugins() -> None:
+    """Let h5py itself decode zstd, lz4, blosc... (compact/oversized arrays are read through it)."""
+    with contextlib.suppress(ImportError):
+        import hdf5plugin  # noqa: F401
 
 
 def _first_line(e: BaseException) -> str:

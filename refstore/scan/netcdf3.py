@@ -149,6 +149,8 @@ def read_header(fh: BinaryIO, file_size: int) -> Nc3Header:
             dimids = [r.count() for _ in range(ndims)]
             vattrs = r.attr_list()
             nc_type = r.int32()
+            if nc_type not in NC3_TYPES:
+                raise ValueError(f"variable {name!r} has unknown type {nc_type}")
             vsize = r.count()
             begin = r.offset(version)
             variables.append(Nc3Var(name, dimids, vattrs, nc_type, vsize, begin))
@@ -173,9 +175,24 @@ def read_header(fh: BinaryIO, file_size: int) -> Nc3Header:
         numrecs = (file_size - first) // recsize if recsize else 0
     elif numrecs == _STREAMING:
         numrecs = 0
+    if record_vars and numrecs and min(v.begin for v in record_vars) + numrecs * recsize > file_size + recsize:
+        raise ValueError(f"{numrecs} records do not fit in a file of {file_size} bytes (truncated?)")
     for v in variables:
         v.shape = tuple(numrecs if (i == 0 and v.is_record) else dims[d][1] for i, d in enumerate(v.dimids))
     return Nc3Header(version, numrecs, dims, gattrs, variables, recsize)
+
+
+def _fill_value(attr: Any, default: Any, dt: np.dtype[Any]) -> Any:
+    """``_FillValue`` when it is one value of the variable's type, else the netCDF default."""
+    if attr is None:
+        return default
+    arr = np.asarray(attr)
+    if arr.size != 1 or arr.dtype.kind in "OU" or (arr.dtype.kind == "S" and dt.kind != "S"):
+        return default
+    try:
+        return arr.reshape(()).astype(dt)[()]
+    except (TypeError, ValueError):
+        return default
 
 
 def _typed_attrs(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -185,6 +202,13 @@ def _typed_attrs(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if enc is not None:
             out[k] = enc
     return out
+
+
+def _encode_fill_or_none(fill: Any, dt: np.dtype[Any]) -> Any:
+    try:
+        return encode_fill(fill, dt)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +238,7 @@ class NetCDF3Scanner:
             dt = np.dtype(dtype_str)
             dims = tuple(hdr.dims[d][0] for d in v.dimids)
             attrs = _typed_attrs(v.attrs)
-            fill = v.attrs.get("_FillValue", default_fill)
+            fill = _fill_value(v.attrs.get("_FillValue"), default_fill, dt)
             reason = (
                 f"{len(v.shape)} dimensions (at most {MAX_DIMS} are supported)" if len(v.shape) > MAX_DIMS else None
             )

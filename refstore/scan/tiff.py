@@ -26,7 +26,7 @@ import numpy as np
 
 from .._keys import MAX_DIMS
 from .._values import encode_attr, encode_fill
-from ..errors import ScanError
+from ..errors import BadInputError, ScanError
 from ._sources import local_source_info
 from ._types import ArrayMeta, ScanResult
 
@@ -38,7 +38,10 @@ _TIME_CODES = {"%Y": r"\d{4}", "%m": r"\d{2}", "%d": r"\d{2}", "%H": r"\d{2}", "
 
 
 def time_from_name(pattern: str, name: str) -> datetime | None:
-    """The date a strptime-style ``pattern`` (e.g. ``D%Y%m%d``) finds in a file name."""
+    """The date a strptime-style ``pattern`` (e.g. ``D%Y%m%d``) finds in a file name (every
+    match is tried, first to last). A pattern without a date code is refused."""
+    if not any(code in pattern for code in ("%Y", "%y", "%j", "%m", "%d")):
+        raise BadInputError(f"--time-from-name {pattern!r}: the pattern has no date code such as %Y, %m, %d")
     regex = ""
     i = 0
     while i < len(pattern):
@@ -49,13 +52,15 @@ def time_from_name(pattern: str, name: str) -> datetime | None:
         else:
             regex += re.escape(pattern[i])
             i += 1
-    m = re.search(regex, name)
-    if m is None:
-        return None
-    try:
-        return datetime.strptime(m.group(0), pattern).replace(tzinfo=UTC)
-    except ValueError:
-        return None
+    for start in range(len(name)):
+        m = re.compile(regex).match(name, start)
+        if m is None:
+            continue
+        try:
+            return datetime.strptime(m.group(0), pattern).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
 
 
 def ifd_names(pages: list[Any]) -> list[str]:

@@ -35,9 +35,11 @@ class LogEntry:
 
 def log_entries(col: Collection) -> list[LogEntry]:
     """Every version, newest first."""
+    from .versions import _tags
+
     ds = col._dataset()
     tags: dict[int, list[str]] = {}
-    for name, t in ds.tags.list().items():
+    for name, t in _tags(col).items():
         tags.setdefault(int(t["version"]), []).append(name)
     out: list[LogEntry] = []
     for v in sorted(ds.versions(), key=lambda x: -int(x["version"])):

@@ -287,11 +287,14 @@ def _attempt(
     changed = [loc for loc in by_loc if loc in state.sources]
     next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
 
+    by_source: dict[str, dict[str, ArrayMeta]] = {}
+    for (src, a), (m, _) in state.vars.items():
+        by_source.setdefault(src, {})[a] = m
     slabs: list[SourceSlab] = []
     for loc, s in state.sources.items():
         if loc in by_loc:
             continue
-        arrays = {a: m for (src, a), (m, _) in state.vars.items() if src == loc}
+        arrays = by_source.get(loc, {})
         slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"]))
     orders: dict[str, int] = {}
     for i, r in enumerate(results):

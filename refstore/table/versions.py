@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -22,19 +23,31 @@ __all__ = ["DiffReport", "compact", "create_tag", "delete_tag", "diff", "gc", "l
 
 
 # --------------------------------------------------------------------------- tags
+_TAG_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _tags(col: Collection) -> dict[str, Any]:
+    try:
+        return dict(col._dataset().tags.list())
+    except (ValueError, OSError) as e:
+        raise StorageError(f"{col.uri}: cannot list tags: {str(e).splitlines()[0]}") from None
+
+
 def list_tags(col: Collection) -> list[dict[str, Any]]:
     """Tags, oldest version first: ``[{"name", "version"}]``."""
-    tags = col._dataset().tags.list()
+    tags = _tags(col)
     out = [{"name": name, "version": int(t["version"])} for name, t in tags.items()]
     return sorted(out, key=lambda t: (t["version"], t["name"]))
 
 
 def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> int:
     """Name a version (default latest). Tags are immutable: an existing name is refused."""
-    if not name or name.isdigit() or any(c in name for c in "/\\ \t\n"):
-        raise BadInputError(f"tag {name!r}: use a name that is not a number and has no spaces or slashes")
+    if not _TAG_NAME.fullmatch(name) or name.isdigit():
+        raise BadInputError(
+            f"tag {name!r}: use letters, digits, '.', '_' and '-' (not only digits: that is a version number)"
+        )
     ds = col._dataset()
-    if name in ds.tags.list():
+    if name in _tags(col):
         raise BadInputError(f"tag {name!r} already exists (version {ds.tags.get_version(name)}); tags are immutable")
     version = col.resolve(as_of)
     try:
@@ -48,7 +61,7 @@ def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> in
 
 def delete_tag(col: Collection, name: str) -> int:
     ds = col._dataset()
-    tags = ds.tags.list()
+    tags = _tags(col)
     if name not in tags:
         raise NotFoundError(f"no tag named {name!r} in {col.uri}")
     version = int(tags[name]["version"])
