@@ -44,6 +44,12 @@ def test_concat_equals_numpy_concatenation_of_h5py(series, new_collection) -> No
     assert (ds["sst"][:, 0, 40:, :] == -999).all()
     box = ds["sst"][1:3, 0, 7:33, 25:70]
     assert box.tobytes() == np.concatenate(_h5(files, "sst"))[1:3, 0, 7:33, 25:70].tobytes()
+    every = np.concatenate(_h5(files, "anom"))
+    for window in (
+        (slice(None, None, 2), 0, slice(None, None, 7), slice(3, None, 5)),
+        (-1, 0, 44, slice(None, None, 31)),
+    ):
+        assert ds["anom"][window].tobytes() == every[window].tobytes()
     assert refstore.verify(ds.snapshot).mismatched == 0
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import BadInputError
 
-__all__ = ["Selection", "chunk_slices", "parse_window", "select"]
+__all__ = ["Selection", "chunk_slices", "needed_chunks", "parse_window", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +108,29 @@ def select(key: Any, shape: tuple[int, ...]) -> Selection:
 def chunk_slices(
     keys: np.ndarray[Any, Any], chunks: tuple[int, ...], shape: tuple[int, ...], sel: Selection
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """For chunk keys (n x ndim): the part of each chunk inside the selection's box.
+    """For chunk keys (n x ndim): which selected elements each chunk holds, and where they go.
 
-    Returns (src_lo, src_hi, dst_lo, dst_hi), each n x ndim: element ranges within the decoded
-    chunk and within the box (before steps), half-open.
+    Returns (src_lo, src_hi, dst_lo, dst_hi), each n x ndim: within the decoded chunk take
+    ``src_lo:src_hi:step`` (the selection's step), and put it at ``dst_lo:dst_hi`` of the result
+    (the selection's shape before dropped axes). Where a chunk holds no selected element on an
+    axis, ``dst_hi <= dst_lo``.
     """
     c = np.asarray(chunks, np.int64)
+    a = np.asarray(sel.start, np.int64)
+    st = np.asarray(sel.step, np.int64)
     origin = keys.astype(np.int64) * c
-    end = np.minimum(origin + c, np.asarray(shape, np.int64))
-    lo = np.maximum(origin, np.asarray(sel.start, np.int64))
-    hi = np.minimum(end, np.asarray(sel.stop, np.int64))
-    return lo - origin, hi - origin, lo - np.asarray(sel.start), hi - np.asarray(sel.start)
+    lo = np.maximum(origin, a)
+    hi = np.minimum(np.minimum(origin + c, np.asarray(shape, np.int64)), np.asarray(sel.stop, np.int64))
+    j0 = -((a - lo) // st)  # ceil((lo - a) / step): first selected index at or after lo
+    j1 = -((a - hi) // st)
+    return a + st * j0 - origin, hi - origin, j0, np.maximum(j1, j0)
+
+
+def needed_chunks(sel: Selection, chunks: tuple[int, ...]) -> list[np.ndarray[Any, Any]]:
+    """Per axis, the chunk indices that hold at least one selected element (all of the range
+    for step 1; fewer for strided selections, which then never fetch chunks they skip)."""
+    out = []
+    for a, b, s, c in zip(sel.start, sel.stop, sel.step, chunks, strict=True):
+        idx = np.arange(a, b, s, dtype=np.int64) // c
+        out.append(np.unique(idx))
+    return out

@@ -20,7 +20,7 @@ from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_attr, decode_fill
 from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSourceWarning, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
-from ..plan.select import Selection, chunk_slices, select
+from ..plan.select import Selection, chunk_slices, needed_chunks, select
 from .decode import make_decoder
 from .fetch import Fetcher
 
@@ -133,38 +133,47 @@ class Array:
     def read(self, sel: Selection) -> np.ndarray[Any, Any]:
         if self.meta.status != "ok":
             raise UnsupportedArrayError(f"array {self.name!r} cannot be read: {self.meta.reason}")
-        out = self._read_box(sel) if self.meta.eras else self._read_era_box(sel)
-        step = tuple(slice(None, None, s) for s in sel.step)
-        out = out[step]
+        out = self._read_eras(sel) if self.meta.eras else self._read_one(sel)
         if sel.drop:
             out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
         return out
 
-    def _read_era_box(self, sel: Selection) -> np.ndarray[Any, Any]:
-        """The selection's box (no steps) from chunks of one grid (one era)."""
-        out = np.full(sel.box_shape, self.fill_value, dtype=np.dtype(self.meta.dtype))
+    def _result_shape(self, sel: Selection) -> tuple[int, ...]:
+        return tuple(max(0, -(-(b - a) // s)) for a, b, s in zip(sel.start, sel.stop, sel.step, strict=True))
+
+    def _read_one(self, sel: Selection) -> np.ndarray[Any, Any]:
+        """The selection (steps applied, no axis dropped) from chunks of one grid (one era)."""
+        out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
         ranges = sel.chunk_ranges(self.chunks)
-        if ranges is not None:
-            rows = self._snap.chunk_rows(self.name, ranges, era=self._era)
-            if rows.num_rows:
-                self._fill(out, rows, sel)
+        if ranges is None or 0 in out.shape:
+            return out
+        rows = self._snap.chunk_rows(self.name, ranges, era=self._era)
+        if rows.num_rows and any(s > 1 for s in sel.step):  # strided: skip chunks holding no selected element
+            keep = np.ones(rows.num_rows, bool)
+            for i, need in enumerate(needed_chunks(sel, self.chunks)):
+                keep &= np.isin(rows.column(GLOBAL_KEY_COLUMNS[i]).to_numpy(), need)
+            rows = rows.filter(pa.array(keep))
+        if rows.num_rows:
+            self._fill(out, rows, sel)
         return out
 
-    def _read_box(self, sel: Selection) -> np.ndarray[Any, Any]:
-        """The box across eras: each era reads its part on its own grid, with its own codecs."""
-        out = np.full(sel.box_shape, self.fill_value, dtype=self.dtype)  # before the first era: fill
+    def _read_eras(self, sel: Selection) -> np.ndarray[Any, Any]:
+        """Across eras: each era reads its part on its own grid, with its own codecs."""
+        out = np.full(self._result_shape(sel), self.fill_value, dtype=self.dtype)  # before the first era: fill
         for era in self.meta.eras:
             axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
-            lo, hi = max(sel.start[axis], e_lo), min(sel.stop[axis], e_hi)
-            if lo >= hi:
+            a, b, step = sel.start[axis], sel.stop[axis], sel.step[axis]
+            j0 = -((a - max(a, e_lo)) // step)  # first selected index inside the era
+            j1 = -((a - min(b, e_hi)) // step)
+            if j1 <= j0:
                 continue
             start, stop = list(sel.start), list(sel.stop)
-            start[axis], stop[axis] = lo - e_lo, hi - e_lo
+            start[axis], stop[axis] = a + step * j0 - e_lo, min(b, e_hi) - e_lo
             sub = Array(self._snap, self.meta.era_meta(era), fetcher=self._fetcher, options=self.options,
                         era=int(era["index"]))  # fmt: skip
-            part = sub._read_era_box(Selection(tuple(start), tuple(stop), (1,) * self.ndim, ()))
-            dst = [slice(None)] * self.ndim
-            dst[axis] = slice(lo - sel.start[axis], hi - sel.start[axis])
+            part = sub._read_one(Selection(tuple(start), tuple(stop), sel.step, ()))
+            dst: list[slice] = [slice(None)] * self.ndim
+            dst[axis] = slice(j0, j1)
             out[tuple(dst)] = part
         return out
 
@@ -183,8 +192,10 @@ class Array:
         decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)  # of this era
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 
+        steps = sel.step
+
         def place(i: int, chunk: np.ndarray[Any, Any]) -> None:
-            src = tuple(slice(int(a), int(b)) for a, b in zip(s_lo[i], s_hi[i], strict=True))
+            src = tuple(slice(int(a), int(b), st) for a, b, st in zip(s_lo[i], s_hi[i], steps, strict=True))
             dst = tuple(slice(int(a), int(b)) for a, b in zip(d_lo[i], d_hi[i], strict=True))
             out[dst] = chunk[src]
 
