@@ -177,6 +177,23 @@ class Array:
             out[tuple(dst)] = part
         return out
 
+    def read_rows(self, era: int, rows: pa.Table, lo: list[int], hi: list[int]) -> np.ndarray[Any, Any]:
+        """The box ``[lo, hi)`` (global element coordinates) assembled from the given chunk rows
+        of ``era`` only, without querying the table (``verify`` decodes sampled rows this way)."""
+        if self.meta.eras:
+            e = self.meta.eras[era]
+            axis, start = int(e["axis"]), int(e["start"])
+            lo, hi = list(lo), list(hi)
+            lo[axis] -= start
+            hi[axis] -= start
+            sub = Array(self._snap, self.meta.era_meta(e), fetcher=self._fetcher, options=self.options, era=era)
+            return sub.read_rows(era, rows, lo, hi).astype(self.dtype, copy=False)
+        sel = Selection(tuple(lo), tuple(hi), (1,) * self.ndim, ())
+        out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
+        if rows.num_rows:
+            self._fill(out, rows, sel)
+        return out
+
     def _fill(self, out: np.ndarray[Any, Any], rows: pa.Table, sel: Selection) -> None:
         ndim = self.ndim
         n = rows.num_rows

@@ -52,21 +52,22 @@ def _region(meta: ArrayMeta, era: int, key: Any) -> tuple[list[int], list[int]]:
 
 def _plan(
     snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int
-) -> list[tuple[str, int, Any, str]]:
-    """(array, era, chunk key on the era's grid, source) for every chunk to check (or ``sample``)."""
+) -> list[tuple[str, int, Any, str, pa.Table]]:
+    """(array, era, chunk key on the era's grid, source, the chunk's row) for every chunk to
+    check (or ``sample`` of them): one table query per array, none per chunk."""
     names = list(arrays) if arrays else [n for n, m in snap.arrays().items() if m.status == "ok"]
     tables: list[tuple[str, Any, Any, Any]] = []
     for name in names:
         meta = snap.array(name)
         if meta.status != "ok":
             continue
-        t = snap.chunk_rows(name, columns=("source", "era"))
+        t = snap.chunk_rows(name, columns=("source", "offset", "length", "filter_mask", "inline", "era"))
         keys = (
             np.column_stack([t.column(f"g{i}").to_numpy() for i in range(meta.ndim)])
             if meta.ndim and t.num_rows
             else np.zeros((t.num_rows, meta.ndim), np.int64)
         )
-        tables.append((name, keys, t.column("source"), t.column("era").to_numpy()))
+        tables.append((name, keys, t, t.column("era").to_numpy()))
     sizes = np.array([len(k) for _, k, _, _ in tables], np.int64)
     total = int(sizes.sum())
     if sample is not None and sample < total:
@@ -74,12 +75,15 @@ def _plan(
     else:
         pick = np.arange(total)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    items: list[tuple[str, int, Any, str]] = []
-    for (name, keys, sources, eras), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
+    items: list[tuple[str, int, Any, str, pa.Table]] = []
+    for (name, keys, rows, eras), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
         local = pick[(pick >= lo) & (pick < hi)] - lo
         if len(local):
-            srcs = sources.take(pa.array(local)).to_pylist()
-            items.extend((name, int(eras[i]), keys[i], src) for i, src in zip(local.tolist(), srcs, strict=True))
+            srcs = rows.column("source").take(pa.array(local)).to_pylist()
+            items.extend(
+                (name, int(eras[i]), keys[i], src, rows.slice(i, 1))
+                for i, src in zip(local.tolist(), srcs, strict=True)
+            )
     return items
 
 
@@ -197,16 +201,16 @@ def verify(
             dests[(r["source"], r["array"])] = tuple(int(r[c]) for c in DEST_COLUMNS)
     readers: dict[str, Array] = {}
     mismatches: list[dict[str, Any]] = []
-    by_source: dict[str, list[tuple[str, int, Any]]] = {}
-    for name, era, key, src in items:
-        by_source.setdefault(src, []).append((name, era, key))
+    by_source: dict[str, list[tuple[str, int, Any, pa.Table]]] = {}
+    for name, era, key, src, row in items:
+        by_source.setdefault(src, []).append((name, era, key, row))
     done = 0
     skipped = 0
     for src, group in by_source.items():
         try:
             f = _Oracle(src)
         except OSError as e:
-            for name, _era, key in group:
+            for name, _era, key, _row in group:
                 mismatches.append({"array": name, "chunk": [int(k) for k in key], "source": src,
                                    "reason": f"oracle cannot open source: {str(e).splitlines()[0]}"})  # fmt: skip
             done += len(group)
@@ -214,11 +218,10 @@ def verify(
                 progress(done, len(items))
             continue
         with f:
-            for name, era, key in group:
+            for name, era, key, row in group:
                 arr = readers.get(name) or readers.setdefault(name, Array(snap, snap.array(name), options=options))
                 lo, hi = _region(arr.meta, era, key)
                 dest = dests.get((src, name), (0,) * 8)
-                g_sel = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
                 s_sel = tuple(slice(a - d, b - d) for a, b, d in zip(lo, hi, dest, strict=False))
                 entry = {"array": name, "chunk": [int(k) for k in key], "source": src}
                 try:
@@ -231,7 +234,7 @@ def verify(
                         done += 1
                         continue
                     try:
-                        got = np.asarray(arr[g_sel] if arr.ndim else arr[()], dtype=arr.dtype)
+                        got = np.asarray(arr.read_rows(era, row, lo, hi), dtype=arr.dtype)
                     except Exception as e:
                         mismatches.append({**entry, "reason": f"refstore cannot read: {str(e).splitlines()[0]}"})
                     else:
