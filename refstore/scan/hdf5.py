@@ -80,12 +80,15 @@ class HDF5Scanner:
 
         metas: list[ArrayMeta] = []
         parts: list[_Chunks] = []
+        coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
-            hidden: dict[str, Any] = {}
-            attrs = _attrs(ds, hidden)
-            if _is_dimension_only(hidden):
+            is_scale = bool(h5py.h5ds.is_scale(ds.id))
+            if is_scale and _is_dimension_only(ds):
                 continue
-            meta, chunks = _scan_dataset(ds, attrs, hidden.get("CLASS") == b"DIMENSION_SCALE")
+            attrs = _attrs(ds)
+            meta, chunks = _scan_dataset(ds, attrs, is_scale)
+            if self.concat_dim is not None and meta.name == self.concat_dim:
+                coordinate = (meta, chunks)
             if self.concat_dim is not None and chunks is not None and chunks.whole:
                 meta, chunks = _split_along(meta, chunks, self.concat_dim)
             metas.append(meta)
@@ -94,7 +97,7 @@ class HDF5Scanner:
 
         sort_value, sort_units = (None, None)
         if self.concat_dim is not None:
-            sort_value, sort_units = _first_coordinate(f, self.concat_dim)
+            sort_value, sort_units = _first_coordinate(f, self.concat_dim, coordinate)
         table = _chunk_table(parts)
         return ScanResult(
             source=info,
@@ -128,15 +131,12 @@ def _open_reason(e: OSError) -> str:
     return f"cannot open as HDF5: {_first_line(e)}"
 
 
-def _attrs(obj: Any, hidden: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Visible attributes, typed; the hidden netCDF/HDF5 bookkeeping ones go to ``hidden``."""
+def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
+    """Visible attributes, typed (netCDF/HDF5 bookkeeping attributes are left unread)."""
     out: dict[str, dict[str, Any]] = {}
     attrs = obj.attrs
     for name in attrs:
         if name in _HIDDEN_ATTRS:
-            if hidden is not None and name in ("CLASS", "NAME"):
-                with contextlib.suppress(OSError, TypeError, ValueError):
-                    hidden[name] = attrs[name]
             continue
         try:
             value = attrs[name]
@@ -148,8 +148,12 @@ def _attrs(obj: Any, hidden: dict[str, Any] | None = None) -> dict[str, dict[str
     return out
 
 
-def _is_dimension_only(hidden: dict[str, Any]) -> bool:
-    name = hidden.get("NAME")
+def _is_dimension_only(ds: Any) -> bool:
+    """A netCDF4 dimension without a variable (a scale whose NAME says so): not an array."""
+    try:
+        name = ds.attrs.get("NAME", None)
+    except (OSError, TypeError, ValueError):
+        return False
     if isinstance(name, str):
         name = name.encode()
     return isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY)
@@ -356,15 +360,32 @@ def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta,
     return meta, _Chunks(meta.name, keys, offsets, np.full(n, row_bytes, np.int64))
 
 
-def _first_coordinate(f: Any, dim: str) -> tuple[float | None, str | None]:
+def _first_coordinate(
+    f: Any, dim: str, scanned: tuple[ArrayMeta, _Chunks | None] | None = None
+) -> tuple[float | None, str | None]:
+    """First value of the root coordinate variable ``dim`` (CF times as Unix seconds). Uses the
+    scanned metadata and inline bytes when there are some, so nothing is read twice."""
     import h5py
 
-    obj = f.get(dim)
-    if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
-        return None, None
-    value = float(obj[0])
-    units = obj.attrs.get("units")
-    calendar = obj.attrs.get("calendar", "standard")
+    value: float | None = None
+    units: Any = None
+    calendar: Any = "standard"
+    if scanned is not None:
+        meta, chunks = scanned
+        if meta.ndim != 1 or meta.shape[0] == 0 or np.dtype(meta.dtype).kind not in "iuf":
+            return None, None
+        units = meta.attrs.get("units", {}).get("value")
+        calendar = meta.attrs.get("calendar", {}).get("value", "standard")
+        if chunks is not None and chunks.inline is not None:
+            value = float(np.frombuffer(chunks.inline[0], dtype=meta.dtype, count=1)[0])
+    if value is None:
+        obj = f.get(dim)
+        if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
+            return None, None
+        value = float(obj[0])
+        if scanned is None:
+            units = obj.attrs.get("units")
+            calendar = obj.attrs.get("calendar", "standard")
     if isinstance(units, bytes):
         units = units.decode("utf-8", "replace")
     if isinstance(calendar, bytes):
