@@ -11,8 +11,9 @@ kinds
                     JSON) and its placement in the global array (``d0..d7``, in elements).
     ``array``       one row per global array: metadata JSON of the concatenated array.
     ``chunk``       one row per stored chunk of a (source, array): key within the source
-                    (``k0..k7``), global key (``g0..g7``, NULL when not in the view), byte range
-                    or inline bytes, and the ``held`` blob column (a later cache of the bytes).
+                    (``k0..k7``), global key (``g0..g7``; ``g0 = NOT_PLACED`` when not in the
+                    view) on the grid of its ``era``, byte range or inline bytes, and the
+                    ``held`` blob column (a later cache of the bytes).
     ``remap``       one row per remap rule (prefix -> replacement).
 """
 

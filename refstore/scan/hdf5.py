@@ -9,7 +9,6 @@ as ``unsupported`` with the reason, and the rest of the file is still scanned.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +125,7 @@ def _open_reason(e: OSError) -> str:
         return "not an HDF5/netCDF4 file (no HDF5 signature)"
     if "truncated file" in msg:
         return "truncated HDF5 file (" + msg.split("truncated file:")[-1].strip(" )") + ")"
-    if "No such file" in msg or ("unable to open file" in msg.lower() and not os.path.exists(msg)):
+    if "No such file" in msg:
         return f"cannot open: {_first_line(e)}"
     return f"cannot open as HDF5: {_first_line(e)}"
 
