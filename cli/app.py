@@ -328,6 +328,57 @@ def gc(
         out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}")
 
 
+def _hold_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> Any:
+    from refstore.plan import parse_window
+    from refstore.plan.region import parse_bbox, parse_time_range
+    from refstore.table import HoldSelection
+
+    if not (array or bbox or when or window):
+        raise BadInputError("select chunks with --array, --bbox, --time and/or --window")
+    return HoldSelection(
+        arrays=tuple(array or ()),
+        bbox=parse_bbox(bbox) if bbox else None,
+        time=parse_time_range(when) if when else None,
+        window=parse_window(window) if window else None,
+    )
+
+
+ArrayOpt = Annotated[
+    list[str] | None, typer.Option("--array", help="Array name (repeatable; default: all that apply).")
+]
+BboxOpt = Annotated[str | None, typer.Option("--bbox", help="W,S,E,N in the array's own horizontal coordinates.")]
+TimeOpt = Annotated[str | None, typer.Option("--time", help="START/END ISO dates against the time coordinate.")]
+WindowOpt = Annotated[str | None, typer.Option("--window", help="numpy-style window, e.g. 0:10,:,5.")]
+
+
+@app.command()
+def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
+         as_json: JsonOpt = False) -> None:  # fmt: skip
+    """Copy the bytes of the selected chunks into the collection (one new version)."""
+    from refstore.table import hold as do_hold
+
+    sel = _hold_selection(array, bbox, when, window)
+    with _progress() as p:
+        task = p.add_task("holding", total=None)
+        rep = do_hold(refstore.Collection.open(_collection()), sel,
+                      progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
+    _dump(rep.to_json()) if as_json else out.print(
+        f"held {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
+    )
+
+
+@app.command()
+def release(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
+            as_json: JsonOpt = False) -> None:  # fmt: skip
+    """Drop held bytes of the selected chunks (one new version; older versions keep them)."""
+    from refstore.table import release as do_release
+
+    rep = do_release(refstore.Collection.open(_collection()), _hold_selection(array, bbox, when, window))
+    _dump(rep.to_json()) if as_json else out.print(
+        f"released {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
+    )
+
+
 @app.command()
 def demo(
     folder: Annotated[Path, typer.Option("--dir", help="Where to build the demo (default: ./demo-output).")] = Path(

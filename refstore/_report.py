@@ -13,9 +13,15 @@ if TYPE_CHECKING:
 __all__ = ["info_report"]
 
 
-def _held_bytes(snap: Snapshot) -> int:
-    t = snap.rows(Kind.CHUNK, ["length"], "held IS NOT NULL")
-    return int(sum(v or 0 for v in t.column("length").to_pylist()))
+def _held(snap: Snapshot) -> dict[str, dict[str, int]]:
+    """Held chunks and bytes per array."""
+    t = snap.rows(Kind.CHUNK, ["array", "length"], "held_at >= 0")
+    out: dict[str, dict[str, int]] = {}
+    for a, n in zip(t.column("array").to_pylist(), t.column("length").to_pylist(), strict=True):
+        d = out.setdefault(a, {"chunks": 0, "bytes": 0})
+        d["chunks"] += 1
+        d["bytes"] += int(n)
+    return out
 
 
 def info_report(snap: Snapshot) -> dict[str, Any]:
@@ -25,6 +31,7 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
         holders.setdefault(r["array"], set()).add(r["source"])
     all_sources = sorted(snap.sources().column("source").to_pylist())
     dim = snap.concat_dim
+    held = _held(snap)
     for name, m in snap.arrays().items():
         arrays[name] = {
             "dims": list(m.dims),
@@ -57,17 +64,17 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
                 | {"attrs": {k: plain_attr(v) for k, v in e["attrs"].items()}}
                 for e in m.eras
             ],
+            "held": held.get(name, {"chunks": 0, "bytes": 0}),
             "absent_in": [s for s in all_sources if s not in holders.get(name, set())]
             if dim is not None and dim in m.dims
             else [],
         }
-    held_chunks = snap.count(Kind.CHUNK, "held IS NOT NULL")
     return {
         "version": snap.version,
         "concat_dim": snap.concat_dim,
         "arrays": arrays,
         "sources": snap.count(Kind.SOURCE),
         "refs": snap.count(Kind.CHUNK),
-        "held": {"chunks": held_chunks, "bytes": _held_bytes(snap) if held_chunks else 0},
+        "held": {"chunks": sum(h["chunks"] for h in held.values()), "bytes": sum(h["bytes"] for h in held.values())},
         "unsupported": [{"array": n, "reason": a["reason"]} for n, a in arrays.items() if a["status"] != "ok"],
     }

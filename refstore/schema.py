@@ -32,6 +32,7 @@ __all__ = [
     "DEST_COLUMNS",
     "FORMAT_VERSION",
     "GLOBAL_KEY_COLUMNS",
+    "HELD_COLUMNS",
     "KEY_COLUMNS",
     "MAX_DIMS",
     "MERGE_KEY",
@@ -102,6 +103,9 @@ _fields: list[pa.Field] = [
     _f("sort_value", pa.float64()),  # source rows: first coordinate along the concat dim (NaN: none)
     _f("status", pa.string(), zstd=True),  # var/array rows: "ok" | "unsupported"
     _f("meta", pa.string(), zstd=True),  # JSON: array metadata, source details, settings
+    _f("held_at", pa.int32(), zstd=True),  # chunk rows: version that holds the bytes; -1 = not held
+    _f("held_ns", pa.int64(), zstd=True),  # chunk rows: when the bytes were held, ns since epoch; -1
+    _f("held_sha256", pa.string(), zstd=True),  # chunk rows: sha256 of the held bytes (hex); ""
     _blob_field("held"),  # chunk rows: bytes held in the collection (a cache); NULL = not held
 ]
 
@@ -122,12 +126,18 @@ DEFAULTS: Final[dict[str, object]] = {
     "sort_value": float("nan"),
     "status": "",
     "meta": "",
+    "held_at": -1,
+    "held_ns": -1,
+    "held_sha256": "",
 }
 
 SCHEMA: Final = pa.schema(_fields, metadata={"refstore.format_version": str(FORMAT_VERSION)})
 
-VALUE_COLUMNS: Final = tuple(f.name for f in _fields if f.name not in KEY_COLUMNS and f.name != "held")
-"""Columns compared to decide whether an upserted row really changed."""
+HELD_COLUMNS: Final = ("held_at", "held_ns", "held_sha256", "held")
+
+VALUE_COLUMNS: Final = tuple(f.name for f in _fields if f.name not in KEY_COLUMNS and f.name not in HELD_COLUMNS)
+"""Columns compared to decide whether an upserted row really changed (a scan never compares or
+keeps held bytes: a changed reference drops them)."""
 
 CHUNK_VALUE_COLUMNS: Final = (*GLOBAL_KEY_COLUMNS, "era", "offset", "length", "filter_mask", "inline")
 

@@ -147,7 +147,7 @@ class Array:
         ranges = sel.chunk_ranges(self.chunks)
         if ranges is None or 0 in out.shape:
             return out
-        rows = self._snap.chunk_rows(self.name, ranges, era=self._era)
+        rows = self._snap.chunk_rows(self.name, ranges, era=self._era, with_row_id=True)
         if rows.num_rows and any(s > 1 for s in sel.step):  # strided: skip chunks holding no selected element
             keep = np.ones(rows.num_rows, bool)
             for i, need in enumerate(needed_chunks(sel, self.chunks)):
@@ -222,7 +222,20 @@ class Array:
             raw = inline[i].as_py()
             place(i, self._decode(decoder, raw, 0, i, rows, inline=True))
 
-        referenced = np.flatnonzero(~is_inline)
+        # held bytes first: they are the chunk's bytes as of this version, whatever the source is now
+        is_held = np.zeros(n, bool)
+        if "held_at" in rows.column_names and "_rowid" in rows.column_names:
+            is_held = ~is_inline & (rows.column("held_at").to_numpy() >= 0)
+        if is_held.any():
+            held_rows = np.flatnonzero(is_held)
+            ids = rows.column("_rowid").take(pa.array(held_rows))
+            blobs = self._snap.ds.read_blobs("held", ids=ids, preserve_order=True)
+            for i, (_addr, raw) in zip(held_rows.tolist(), blobs, strict=True):
+                if raw is None:
+                    raise SourceReadError(f"{self.name}: a held chunk has no bytes (collection damaged?)")
+                place(i, self._decode(decoder, raw, int(masks[i]), i, rows))
+
+        referenced = np.flatnonzero(~is_inline & ~is_held)
         if not len(referenced):
             return
         sources = rows.column("source").take(pa.array(referenced)).to_numpy(zero_copy_only=False)

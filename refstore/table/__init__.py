@@ -1,6 +1,7 @@
 """The Lance collection: open/as-of, scan upserts, log."""
 
 from .collection import Collection, Snapshot, sql_str
+from .hold import HoldReport, HoldSelection, hold, release
 from .log import LogEntry, log_entries
 from .upsert import ScanReport, commit_scan, diff_counts
 from .versions import DiffReport, compact, create_tag, delete_tag, diff, gc, list_tags
@@ -8,6 +9,8 @@ from .versions import DiffReport, compact, create_tag, delete_tag, diff, gc, lis
 __all__ = [
     "Collection",
     "DiffReport",
+    "HoldReport",
+    "HoldSelection",
     "LogEntry",
     "ScanReport",
     "Snapshot",
@@ -18,7 +21,9 @@ __all__ = [
     "diff",
     "diff_counts",
     "gc",
+    "hold",
     "list_tags",
     "log_entries",
+    "release",
     "sql_str",
 ]

@@ -215,22 +215,10 @@ class Snapshot:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
         return int(self.ds.count_rows(filter=flt))
 
-    def chunk_rows(
-        self,
-        array: str,
-        ranges: Sequence[tuple[int, int]] | None = None,
-        columns: Sequence[str] = ("source", "offset", "length", "filter_mask", "inline"),
-        *,
-        with_row_id: bool = False,
-        era: int | None = None,
-    ) -> pa.Table:
-        """Chunk rows of ``array`` in the view whose global key lies in the inclusive ``ranges``.
-
-        The returned table has the global key columns of the array first (``g0..g{ndim-1}``).
-        """
-        meta = self.array(array)
-        ndim = len(meta.shape)
-        # On an array with eras, ``ranges`` are on the grid of the era asked for.
+    def view_filter(self, array: str, ranges: Sequence[tuple[int, int]] | None = None, era: int | None = None) -> str:
+        """The pushdown filter for chunk rows of ``array`` in the view whose global key lies in
+        the inclusive ``ranges`` (on the grid of ``era`` when the array has eras)."""
+        ndim = len(self.array(array).shape)
         # In the view: g0 >= -1 (NOT_PLACED = -2 is outside; unused dimensions hold NO_DIM = -1).
         # Rows of other kinds always hold g0 = NO_DIM, so a range with lo >= 0 on g0 selects chunk
         # rows only and the (costly) string test on ``kind`` can be left out.
@@ -243,10 +231,25 @@ class Snapshot:
             ]
         else:
             parts = ["kind = 'chunk'", *parts, "g0 >= -1"]
+        return " AND ".join(parts)
+
+    def chunk_rows(
+        self,
+        array: str,
+        ranges: Sequence[tuple[int, int]] | None = None,
+        columns: Sequence[str] = ("source", "offset", "length", "filter_mask", "inline", "held_at"),
+        *,
+        with_row_id: bool = False,
+        era: int | None = None,
+    ) -> pa.Table:
+        """Chunk rows of ``array`` in the view (see ``view_filter``); the global key columns of
+        the array come first (``g0..g{ndim-1}``)."""
+        ndim = len(self.array(array).shape)
         cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
         return self.ds.to_table(
-            columns=cols, filter=" AND ".join(parts), with_row_id=with_row_id, late_materialization=True
-        )
+            columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
+            late_materialization=True,
+        )  # fmt: skip
 
     def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
         t = self.chunk_rows(array, columns=())

@@ -1,0 +1,311 @@
+"""Held bytes: copy the bytes of selected chunks into the collection's blob column (one version),
+or drop them again. A held chunk reads without its source, and a tag that held it keeps it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from itertools import product
+from typing import TYPE_CHECKING, Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import BadInputError, ConflictError, SourceReadError, StorageError
+from ..plan.coalesce import coalesce
+from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
+from ..plan.select import select
+from ..schema import FORMAT_VERSION, HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
+from ._rows import rows
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from ..read.fetch import Fetcher
+    from ..scan._types import ArrayMeta
+    from .collection import Collection, Snapshot
+
+__all__ = ["HoldReport", "HoldSelection", "hold", "release"]
+
+_ROW_COLUMNS = [f.name for f in SCHEMA if f.name not in HELD_COLUMNS]
+
+
+@dataclass(frozen=True, slots=True)
+class HoldSelection:
+    """Which chunks: ``arrays`` (default: every array the other selectors apply to), ``bbox``
+    (W, S, E, N in the array's own horizontal coordinates), ``time`` (start, end; inclusive),
+    ``window`` (a numpy-style index applied to each array)."""
+
+    arrays: tuple[str, ...] = ()
+    bbox: tuple[float, float, float, float] | None = None
+    time: tuple[datetime, datetime] | None = None
+    window: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HoldReport:
+    version: int
+    chunks: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "chunks": self.chunks, "bytes": self.bytes}
+
+
+# --------------------------------------------------------------------------- selection
+def _attr(meta: ArrayMeta, name: str) -> Any:
+    a = meta.attrs.get(name)
+    return None if a is None else a.get("value")
+
+
+def _coord_kind(meta: ArrayMeta) -> str | None:
+    units = str(_attr(meta, "units") or "").lower()
+    std = str(_attr(meta, "standard_name") or "").lower()
+    axis = str(_attr(meta, "axis") or "").upper()
+    if std == "latitude" or units in ("degrees_north", "degree_north", "degrees_n", "degree_n") or axis == "Y":
+        return "lat"
+    if std == "longitude" or units in ("degrees_east", "degree_east", "degrees_e", "degree_e") or axis == "X":
+        return "lon"
+    if " since " in units:
+        return "time"
+    return None
+
+
+def _axis_ranges(
+    snap: Snapshot, meta: ArrayMeta, sel: HoldSelection, read: Callable[[str], Any]
+) -> list[list[tuple[int, int]]] | None:
+    """Element ranges per axis selected by ``sel`` (None: the selectors do not apply)."""
+    per_axis: list[list[tuple[int, int]]] = [[(0, n)] for n in meta.shape]
+    if sel.window is not None:
+        win = select(sel.window, meta.shape)
+        per_axis = [[(a, b)] for a, b in zip(win.start, win.stop, strict=True)]
+    arrays = snap.arrays()
+    if sel.bbox is not None:
+        w, s, e, n = sel.bbox
+        done = False
+        transform = _attr(meta, "transform")
+        ys = [i for i, d in enumerate(meta.dims) if d.startswith("y")]
+        xs = [i for i, d in enumerate(meta.dims) if d.startswith("x")]
+        if transform is not None and ys and xs:
+            found = affine_ranges(list(transform), meta.shape[ys[0]], meta.shape[xs[0]], sel.bbox)
+            per_axis[ys[0]] = [found[0]] if found else []
+            per_axis[xs[0]] = [found[1]] if found else []
+            done = True
+        else:
+            for i, d in enumerate(meta.dims):
+                c = arrays.get(d)
+                kind = _coord_kind(c) if c is not None and len(c.shape) == 1 else None
+                if kind == "lat":
+                    per_axis[i] = _intersect(per_axis[i], interval_ranges(read(d), s, n))
+                    done = True
+                elif kind == "lon":
+                    per_axis[i] = _intersect(per_axis[i], lon_ranges(read(d), w, e))
+                    done = True
+        if not done:
+            return None
+    if sel.time is not None:
+        done = False
+        for i, d in enumerate(meta.dims):
+            c = arrays.get(d)
+            if c is None or len(c.shape) != 1 or _coord_kind(c) != "time":
+                continue
+            units = str(_attr(c, "units"))
+            cal = str(_attr(c, "calendar") or "standard")
+            lo, hi = date_to_cf(sel.time[0], units, cal), date_to_cf(sel.time[1], units, cal)
+            per_axis[i] = _intersect(per_axis[i], interval_ranges(read(d), lo, hi))
+            done = True
+        if not done:
+            return None
+    return per_axis
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for x0, x1 in a:
+        for y0, y1 in b:
+            lo, hi = max(x0, y0), min(x1, y1)
+            if lo < hi:
+                out.append((lo, hi))
+    return out
+
+
+def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Table:
+    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones."""
+    from ..read.array import Array
+
+    arrays = snap.arrays()
+    names = list(sel.arrays) or [n for n, m in arrays.items() if m.status == "ok"]
+    for n in sel.arrays:
+        snap.array(n)  # NotFoundError for unknown names
+    cache: dict[str, np.ndarray[Any, Any]] = {}
+
+    def read(name: str) -> Any:
+        if name not in cache:
+            cache[name] = Array(snap, snap.array(name))[...]
+        return cache[name]
+
+    tables: list[pa.Table] = []
+    for name in names:
+        meta = arrays[name]
+        if meta.status != "ok" or (len(meta.shape) == 0 and (sel.bbox or sel.time)):
+            continue
+        per_axis = _axis_ranges(snap, meta, sel, read)
+        if per_axis is None:
+            if name in sel.arrays:
+                raise BadInputError(f"array {name!r}: no coordinates to apply --bbox/--time to")
+            continue
+        eras = meta.eras or ({"index": None, "axis": 0, "start": 0, "stop": meta.shape[0] if meta.shape else 1,
+                              "chunks": list(meta.chunks)},)  # fmt: skip
+        for box in product(*per_axis):
+            for era in eras:
+                axis, e0, e1 = int(era["axis"]), int(era["start"]), int(era["stop"])
+                chunks = [int(c) for c in era["chunks"]]
+                rng = []
+                empty = False
+                for i, (a, b) in enumerate(box):
+                    if meta.eras and i == axis:
+                        a, b = max(a, e0) - e0, min(b, e1) - e0
+                    if b <= a:
+                        empty = True
+                        break
+                    rng.append((a // chunks[i], (b - 1) // chunks[i]))
+                if empty:
+                    continue
+                flt = snap.view_filter(name, rng if meta.shape else None, era["index"])
+                flt += " AND held_at >= 0" if held else " AND held_at < 0"
+                tables.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
+    if not tables:
+        return rows(Kind.CHUNK, 0).select(_ROW_COLUMNS)
+    t = pa.concat_tables(tables)
+    if t.num_rows:  # boxes may overlap (a window and two longitude runs): keep each chunk once
+        ks = [pc.cast(t.column(f"k{i}"), pa.string()) for i in range(8)]
+        key = pc.binary_join_element_wise(t.column("array"), t.column("source"), *ks, "\x00")
+        _, first = np.unique(key.to_numpy(zero_copy_only=False), return_index=True)
+        t = t.take(pa.array(np.sort(first)))
+    return t
+
+
+# --------------------------------------------------------------------------- commit
+def _head(snap: Snapshot) -> pa.Table:
+    cfg = {k: v for k, v in snap.config().items() if k not in ("head", "format_version")}
+    meta = json.dumps({**cfg, "format_version": FORMAT_VERSION, "head": uuid.uuid4().hex}, sort_keys=True)
+    return rows(Kind.COLLECTION, 1, meta=[meta])
+
+
+def _commit(col: Collection, snap: Snapshot, table: pa.Table, op: str, record: dict[str, Any]) -> int:
+    txn, _ = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all().conflict_retries(0).execute_uncommitted(table)
+    txn.transaction_properties = {
+        "__lance_commit_message": f"{op}: {record['chunks']} chunks, {record['bytes']} bytes",
+        "refstore.operation": op,
+        "refstore.record": json.dumps(record, sort_keys=True),
+    }
+    ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
+    return int(ds.version)
+
+
+def _retrying(col: Collection, attempt: Callable[[Snapshot], HoldReport]) -> HoldReport:
+    from lance.commit import CommitConflictError
+
+    for k in range(8):
+        try:
+            return attempt(col.snapshot())
+        except CommitConflictError:
+            time.sleep(random.uniform(0.01, 0.05) * (k + 1))
+        except OSError as e:
+            if isinstance(e, SourceReadError):
+                raise
+            if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
+                time.sleep(random.uniform(0.01, 0.05) * (k + 1))
+                continue
+            raise StorageError(f"{col.uri}: commit failed: {str(e).splitlines()[0]}") from None
+    raise ConflictError(f"{col.uri}: gave up after 8 attempts: other writers kept committing")
+
+
+def hold(
+    col: Collection,
+    sel: HoldSelection,
+    *,
+    fetcher: Fetcher | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> HoldReport:
+    """Copy the bytes of the selected (not yet held) chunks into the collection: one version.
+    Every source is checked unchanged since its scan and every range for its length first; any
+    failure commits nothing."""
+    from lance.blob import blob_array
+
+    from ..read.fetch import Fetcher as _Fetcher
+
+    f = fetcher or _Fetcher()
+
+    def attempt(snap: Snapshot) -> HoldReport:
+        t = _selected_rows(snap, sel, held=False)
+        inline = t.column("offset").to_numpy() < 0
+        t = t.filter(pa.array(~inline))  # inline chunks are already in the row
+        if t.num_rows == 0:
+            return HoldReport(version=snap.version, chunks=0, bytes=0)
+        identity = snap.source_identity()
+        data: list[bytes | None] = [None] * t.num_rows
+        sources = t.column("source").to_numpy(zero_copy_only=False)
+        offsets = t.column("offset").to_numpy()
+        lengths = t.column("length").to_numpy()
+        done = 0
+        for src in np.unique(sources).tolist():
+            size, mtime, etag = f.head(src)
+            k_size, k_mtime, k_etag = identity.get(src, (size, -1, ""))
+            if (
+                size != k_size
+                or (k_etag and etag and k_etag != etag)
+                or (not (k_etag and etag) and mtime is not None and k_mtime >= 0 and mtime != k_mtime)
+            ):
+                raise SourceReadError(f"{src}: changed since scan; rescan it before holding (nothing was held)")
+            idx = np.flatnonzero(sources == src)
+            runs = coalesce(offsets[idx], lengths[idx])
+            got = f.get_ranges(src, runs.start.tolist(), runs.end.tolist())
+            for j, r in zip(idx.tolist(), runs.run.tolist(), strict=True):
+                lo = int(offsets[j] - runs.start[r])
+                b = bytes(got[r][lo : lo + int(lengths[j])])
+                if len(b) != int(lengths[j]):
+                    raise SourceReadError(f"{src}: short read at byte {offsets[j]} (nothing was held)")
+                data[j] = b
+            done += len(idx)
+            if progress is not None:
+                progress(done, t.num_rows)
+        version = snap.version + 1
+        now = time.time_ns()
+        held = rows(
+            Kind.CHUNK, t.num_rows,
+            **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"},
+            held_at=pa.array(np.full(t.num_rows, version, np.int32)),
+            held_ns=pa.array(np.full(t.num_rows, now, np.int64)),
+            held_sha256=pa.array([hashlib.sha256(b).hexdigest() for b in data if b is not None], pa.string()),
+            held=blob_array(data),
+        )  # fmt: skip
+        nbytes = int(sum(len(b) for b in data if b is not None))
+        v = _commit(col, snap, pa.concat_tables([_head(snap), held]), "hold", {"chunks": t.num_rows, "bytes": nbytes})
+        return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
+
+    return _retrying(col, attempt)
+
+
+def release(col: Collection, sel: HoldSelection) -> HoldReport:
+    """Drop the held bytes of the selected chunks (one version); older versions keep them."""
+
+    def attempt(snap: Snapshot) -> HoldReport:
+        t = _selected_rows(snap, sel, held=True)
+        if t.num_rows == 0:
+            return HoldReport(version=snap.version, chunks=0, bytes=0)
+        nbytes = int(pc.sum(t.column("length")).as_py() or 0)
+        freed = rows(Kind.CHUNK, t.num_rows, **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"})
+        v = _commit(
+            col, snap, pa.concat_tables([_head(snap), freed]), "release", {"chunks": t.num_rows, "bytes": nbytes}
+        )
+        return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
+
+    return _retrying(col, attempt)
