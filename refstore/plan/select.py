@@ -74,8 +74,8 @@ def select(key: Any, shape: tuple[int, ...]) -> Selection:
         key = (key,)
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise BadInputError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
+    if any(k is Ellipsis for k in key):
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
         fill = len(shape) - (len(key) - 1)
         key = key[:i] + (slice(None),) * fill + key[i + 1 :]
     if len(key) > len(shape):
