@@ -143,3 +143,20 @@ def test_region_math() -> None:
     assert date_to_cf(datetime(2000, 3, 1), "days since 2000-01-01", "noleap") == 59
     assert date_to_cf(datetime(2000, 3, 1), "days since 2000-01-01", "360_day") == 60
     assert date_to_cf(datetime(2000, 3, 1), "hours since 2000-01-01", "standard") == 60 * 24
+
+
+def test_held_bytes_move_with_their_chunks(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    b = write_day(d / "b.nc", date(2024, 1, 2))
+    col = new_collection()
+    refstore.scan(col, [str(d)], concat_dim="time")
+    hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
+    expected = h5py.File(b)["sst"][()]
+    write_day(d / "a.nc", date(2024, 1, 1))  # lands before b: b's chunks move to new global keys
+    refstore.scan(col, [str(d)])
+    ds = refstore.open(col)
+    held = ds.snapshot.rows("chunk", ["g0", "held_at"], "array = 'sst' AND held_at >= 0").to_pylist()
+    assert held and {r["g0"] for r in held} == {1}
+    b.rename(tmp_path / "b-away.nc")
+    assert ds["sst"][1:2].tobytes() == expected.tobytes()

@@ -166,7 +166,27 @@ def _with_source(results: Sequence[ScanResult]) -> pa.Table:
     return big.append_column("source", locs.take(pa.array(np.repeat(np.arange(len(results)), counts))))
 
 
-def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Table:
+def _held_of(snap: Snapshot, old: pa.Table) -> dict[str, Any]:
+    """Held columns of existing rows that only move (their source did not change): the held
+    bytes stay valid, so they are carried over."""
+    held_at = old.column("held_at").to_numpy()
+    data: list[bytes | None] = [None] * old.num_rows
+    idx = np.flatnonzero(held_at >= 0)
+    if len(idx):
+        blobs = snap.ds.read_blobs("held", ids=old.column("_rowid").take(pa.array(idx)), preserve_order=True)
+        for i, (_addr, raw) in zip(idx.tolist(), blobs, strict=True):
+            data[i] = raw
+    from lance.blob import blob_array
+
+    return {
+        "held_at": old.column("held_at"),
+        "held_ns": old.column("held_ns"),
+        "held_sha256": old.column("held_sha256"),
+        "held": blob_array(data),
+    }
+
+
+def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array], held: dict[str, Any] | None = None) -> pa.Table:
     n = chunks.num_rows
     inline = chunks.column("inline")
     cols: dict[str, Any] = {
@@ -182,6 +202,7 @@ def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array]) -> pa.Table:
         ),
         "filter_mask": pc.fill_null(chunks.column("filter_mask"), 0),
         "inline": pc.fill_null(inline, pa.scalar(b"", pa.large_binary())),
+        **(held or {}),
     }
     return rows(Kind.CHUNK, n, **cols)
 
@@ -317,13 +338,14 @@ def _attempt(
                 "filter_mask", "inline"]  # fmt: skip
     if moved:
         moved_sources = sorted({loc for loc, _ in moved})
-        old = snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(x) for x in moved_sources) + ")")
+        flt = "kind = 'chunk' AND source IN (" + ", ".join(sql_str(x) for x in moved_sources) + ")"
+        old = snap.ds.to_table(columns=[*old_cols, "held_at", "held_ns", "held_sha256"], filter=flt, with_row_id=True)
         pairs = pa.array([f"{loc}\x00{name}" for loc, name in moved])
         old = old.filter(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
         )
         moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
-        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.view, moved_metas)))
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.view, moved_metas), held=_held_of(snap, old)))
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *(loc for loc, _ in moved)})
