@@ -221,6 +221,75 @@ def bench_size_and_read(work: Path, n_refs: int) -> dict[str, Any]:
     return res
 
 
+def bench_hold(work: Path, n_chunks: int = 2000) -> dict[str, Any]:
+    """Hold throughput against a plain copy of the same byte ranges, and the latency of taking
+    one held chunk by key against a Parquet file with 64-row row groups holding the same bytes."""
+    import h5py
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import refstore
+    from refstore.table import HoldSelection, hold
+
+    src = work / "hold.h5"
+    with h5py.File(src, "w") as f:
+        x = f.create_dataset("x", shape=(n_chunks, 16384), dtype="f4", chunks=(1, 16384))  # 64 KiB chunks
+        x[...] = np.random.default_rng(1).normal(size=(n_chunks, 16384)).astype("f4")
+    col = str(work / "hold.col")
+    refstore.init(col)
+    refstore.scan(col, [str(src)])
+    snap = refstore.open(col).snapshot
+    refs = snap.rows("chunk", ["k0", "offset", "length"], "array = 'x'")
+    t0 = time.perf_counter()
+    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("x",)))
+    t_hold = time.perf_counter() - t0
+    # the plain copy: read every range and write it to one file
+    t0 = time.perf_counter()
+    with open(src, "rb") as fin, open(work / "copy.bin", "wb") as fout:
+        for o, n in zip(refs.column("offset").to_pylist(), refs.column("length").to_pylist(), strict=True):
+            fin.seek(o)
+            fout.write(fin.read(n))
+    t_copy = time.perf_counter() - t0
+    res: dict[str, Any] = {"held_mb": rep.bytes / 1e6, "hold_mb_s": rep.bytes / 1e6 / t_hold,
+                           "copy_mb_s": rep.bytes / 1e6 / t_copy}  # fmt: skip
+    # one held chunk by key: Lance (key -> row id by pushdown, then the blob) vs Parquet
+    ds = refstore.open(col).snapshot.ds
+    keyed = ds.to_table(columns=["k0"], filter="kind = 'chunk' AND array = 'x'", with_row_id=True)
+    ids = dict(zip(keyed.column("k0").to_pylist(), keyed.column("_rowid").to_pylist(), strict=True))
+    with open(src, "rb") as fin:
+        blobs = []
+        for o, n in zip(refs.column("offset").to_pylist(), refs.column("length").to_pylist(), strict=True):
+            fin.seek(o)
+            blobs.append(fin.read(n))
+    pq_path = work / "held.parquet"
+    pq.write_table(
+        pa.table({"k0": refs.column("k0"), "data": pa.array(blobs, pa.binary())}), pq_path, row_group_size=64
+    )
+    rng = np.random.default_rng(2)
+    picks = rng.integers(0, n_chunks, 200).tolist()
+    lance_by_key, lance_by_id, pq_filter, pq_open = [], [], [], []
+    pf = pq.ParquetFile(pq_path)
+    for k in picks:
+        t0 = time.perf_counter()
+        rid = ds.to_table(columns=["k0"], filter=f"array = 'x' AND g0 BETWEEN {k} AND {k}", with_row_id=True)
+        got = ds.read_blobs("held", ids=rid.column("_rowid"))[0][1]
+        lance_by_key.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        got2 = ds.read_blobs("held", ids=[ids[k]])[0][1]
+        lance_by_id.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        t = pq.read_table(pq_path, filters=[("k0", "=", k)])
+        pq_filter.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        rg = pf.read_row_group(k // 64)
+        pq_open.append(time.perf_counter() - t0)
+        assert got == got2 == blobs[k] == t.column("data")[0].as_py() == rg.column("data")[k % 64].as_py()
+    med = lambda v: float(np.median(v)) * 1000
+    res.update({"take_by_key_ms": med(lance_by_key), "take_by_rowid_ms": med(lance_by_id),
+                "parquet_filter_ms": med(pq_filter), "parquet_open_rowgroup_ms": med(pq_open)})  # fmt: skip
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=1000)
@@ -237,7 +306,11 @@ def main() -> None:
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        res = {"scan": bench_scan(work, a.files, a.peer_files), "store": bench_size_and_read(work, a.refs)}
+        res = {
+            "scan": bench_scan(work, a.files, a.peer_files),
+            "store": bench_size_and_read(work, a.refs),
+            "hold": bench_hold(work),
+        }
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -265,6 +338,13 @@ def main() -> None:
     print(f"diff of two versions of {st['refs']:,} refs: {st['diff_s']:.2f} s "
           f"({st['diff_changed_refs']:,} changed refs; target < 1 s)")  # fmt: skip
     print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
+    h = res["hold"]
+    print(f"hold of {h['held_mb']:.0f} MB (64 KiB chunks): {h['hold_mb_s']:.0f} MB/s vs plain copy of the same ranges "
+          f"{h['copy_mb_s']:.0f} MB/s")  # fmt: skip
+    print(f"one held chunk: by key {h['take_by_key_ms']:.2f} ms, by row id {h['take_by_rowid_ms']:.2f} ms "
+          f"(target <= 2 ms); Parquet 64-row groups read_table(filters) {h['parquet_filter_ms']:.2f} ms "
+          f"= {h['parquet_filter_ms'] / h['take_by_key_ms']:.1f}x by key (target >= 10x), "
+          f"open file + row group {h['parquet_open_rowgroup_ms']:.2f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":
