@@ -78,6 +78,8 @@ def test_hold_by_bbox_and_time(tmp_path: Path, new_collection, lon0: float, desc
             assert ds["v"][box].tobytes() == exp[box].tobytes()
     with pytest.raises(refstore.SourceReadError):
         ds["v"][0]  # not held: needs its source
+    r = run("-C", col, "read", "v", "--window", "0", "--out", str(tmp_path / "x.npy"))
+    assert r.returncode == 2 and "not found" in r.stderr
 
 
 def test_hold_geotiff_by_bbox(tmp_path: Path, new_collection) -> None:
