@@ -20,7 +20,8 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="refstore",
-    help="Publish archival arrays (netCDF4/HDF5) as virtual datasets from one versioned table of byte references.",
+    help="Publish archival arrays (netCDF4/HDF5, netCDF3, GeoTIFF/COG) as virtual datasets from one versioned "
+    "table of byte references.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -197,7 +198,7 @@ def verify(
     on_stale: OnStaleOpt = "error",
     as_json: JsonOpt = False,
 ) -> None:
-    """Read chunks through the table and compare with h5py's read of the sources; exit 1 on mismatch."""
+    """Read chunks through the table and compare with the format's own reader (h5py, netCDF4, tifffile); exit 1 on mismatch."""
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
     with _progress() as p:
         task = p.add_task("verifying", total=None)
@@ -386,7 +387,7 @@ def demo(
     ),
     as_json: JsonOpt = False,
 ) -> None:
-    """Build a small OISST-like daily series, scan it, read and verify through the table."""
+    """Build small OISST-like and COG series: scan, read, verify, tag, diff, hold, and say what happened."""
     from refstore.demo import run_demo
 
     result = run_demo(folder, say=None if as_json else out.print)
