@@ -198,7 +198,7 @@ def verify(
     on_stale: OnStaleOpt = "error",
     as_json: JsonOpt = False,
 ) -> None:
-    """Read chunks through the table and compare with the format's own reader (h5py, netCDF4, tifffile); exit 1 on mismatch."""
+    """Compare chunks read through the table with the format's own reader; exit 1 on a mismatch."""
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
     with _progress() as p:
         task = p.add_task("verifying", total=None)
