@@ -65,65 +65,34 @@ def _attr(meta: ArrayMeta, name: str) -> Any:
     return None if a is None else a.get("value")
 
 
+_GEOGRAPHIC_EPSG = {4326, 4269, 4267, 4258, 4283, 4617, 4674, 4019, 4030, 4035, 4047, 4979, 4055}
+
+
 def _coord_kind(meta: ArrayMeta) -> str | None:
+    """lat/lon (degrees: wrap-aware), x/y (projected: plain intervals) or time."""
     units = str(_attr(meta, "units") or "").lower()
     std = str(_attr(meta, "standard_name") or "").lower()
     axis = str(_attr(meta, "axis") or "").upper()
-    if std == "latitude" or units in ("degrees_north", "degree_north", "degrees_n", "degree_n") or axis == "Y":
+    if std == "latitude" or units in ("degrees_north", "degree_north", "degrees_n", "degree_n"):
         return "lat"
-    if std == "longitude" or units in ("degrees_east", "degree_east", "degrees_e", "degree_e") or axis == "X":
+    if std == "longitude" or units in ("degrees_east", "degree_east", "degrees_e", "degree_e"):
         return "lon"
     if " since " in units:
         return "time"
+    if axis in ("X", "Y") or std in ("projection_x_coordinate", "projection_y_coordinate"):
+        return "x" if axis == "X" or std.startswith("projection_x") else "y"
     return None
 
 
-def _axis_ranges(
-    snap: Snapshot, meta: ArrayMeta, sel: HoldSelection, read: Callable[[str], Any]
-) -> list[list[tuple[int, int]]] | None:
-    """Element ranges per axis selected by ``sel`` (None: the selectors do not apply)."""
-    per_axis: list[list[tuple[int, int]]] = [[(0, n)] for n in meta.shape]
-    if sel.window is not None:
-        win = select(sel.window, meta.shape)
-        per_axis = [[(a, b)] for a, b in zip(win.start, win.stop, strict=True)]
-    arrays = snap.arrays()
-    if sel.bbox is not None:
-        w, s, e, n = sel.bbox
-        done = False
-        transform = _attr(meta, "transform")
-        ys = [i for i, d in enumerate(meta.dims) if d.startswith("y")]
-        xs = [i for i, d in enumerate(meta.dims) if d.startswith("x")]
-        if transform is not None and ys and xs:
-            found = affine_ranges(list(transform), meta.shape[ys[0]], meta.shape[xs[0]], sel.bbox)
-            per_axis[ys[0]] = [found[0]] if found else []
-            per_axis[xs[0]] = [found[1]] if found else []
-            done = True
-        else:
-            for i, d in enumerate(meta.dims):
-                c = arrays.get(d)
-                kind = _coord_kind(c) if c is not None and len(c.shape) == 1 else None
-                if kind == "lat":
-                    per_axis[i] = _intersect(per_axis[i], interval_ranges(read(d), s, n))
-                    done = True
-                elif kind == "lon":
-                    per_axis[i] = _intersect(per_axis[i], lon_ranges(read(d), w, e))
-                    done = True
-        if not done:
-            return None
-    if sel.time is not None:
-        done = False
-        for i, d in enumerate(meta.dims):
-            c = arrays.get(d)
-            if c is None or len(c.shape) != 1 or _coord_kind(c) != "time":
-                continue
-            units = str(_attr(c, "units"))
-            cal = str(_attr(c, "calendar") or "standard")
-            lo, hi = date_to_cf(sel.time[0], units, cal), date_to_cf(sel.time[1], units, cal)
-            per_axis[i] = _intersect(per_axis[i], interval_ranges(read(d), lo, hi))
-            done = True
-        if not done:
-            return None
-    return per_axis
+def _unpacked(meta: ArrayMeta, values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Coordinate values in their real units (CF scale_factor / add_offset applied)."""
+    v = np.asarray(values, dtype=np.float64)
+    scale, offset = _attr(meta, "scale_factor"), _attr(meta, "add_offset")
+    if scale is not None:
+        v = v * float(scale)
+    if offset is not None:
+        v = v + float(offset)
+    return v
 
 
 def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -136,14 +105,106 @@ def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple
     return out
 
 
+def _axis_ranges(
+    snap: Snapshot, meta: ArrayMeta, sel: HoldSelection, read: Callable[[str], Any], used: set[str]
+) -> list[list[tuple[int, int]]] | None:
+    """Element ranges per axis selected by ``sel`` (None: the selectors do not apply). Names of
+    the coordinate arrays consulted are added to ``used``."""
+    per_axis: list[list[tuple[int, int]]] = [[(0, n)] for n in meta.shape]
+    if sel.window is not None:
+        win = select(sel.window, meta.shape)
+        per_axis = [[(a, b)] for a, b in zip(win.start, win.stop, strict=True)]
+    arrays = snap.arrays()
+    if sel.bbox is not None:
+        w, s, e, n = sel.bbox
+        done = False
+        transform = _attr(meta, "transform")
+        ys = [i for i, d in enumerate(meta.dims) if d.startswith("y")]
+        xs = [i for i, d in enumerate(meta.dims) if d.startswith("x")]
+        if transform is not None and ys and xs:
+            crs = str(_attr(meta, "crs") or "")
+            geographic = crs.startswith("EPSG:") and int(crs[5:]) in _GEOGRAPHIC_EPSG
+            found = affine_ranges(
+                list(transform), meta.shape[ys[0]], meta.shape[xs[0]], sel.bbox, geographic=geographic
+            )
+            per_axis[ys[0]] = _intersect(per_axis[ys[0]], [found[0]]) if found else []
+            per_axis[xs[0]] = _intersect(per_axis[xs[0]], found[1]) if found else []
+            done = True
+        else:
+            for i, d in enumerate(meta.dims):
+                c = arrays.get(d)
+                kind = _coord_kind(c) if c is not None and len(c.shape) == 1 else None
+                if c is None or kind not in ("lat", "lon", "x", "y"):
+                    continue
+                values = _unpacked(c, read(d))
+                used.add(d)
+                if kind == "lon":
+                    found_r = lon_ranges(values, w, e)
+                elif kind == "lat":
+                    found_r = interval_ranges(values, s, n)
+                else:
+                    lo, hi = (w, e) if kind == "x" else (s, n)
+                    found_r = interval_ranges(values, min(lo, hi), max(lo, hi))
+                per_axis[i] = _intersect(per_axis[i], found_r)
+                done = True
+        if not done:
+            return None
+    if sel.time is not None:
+        done = False
+        for i, d in enumerate(meta.dims):
+            c = arrays.get(d)
+            if c is None or len(c.shape) != 1 or _coord_kind(c) != "time":
+                continue
+            units = str(_attr(c, "units"))
+            cal = str(_attr(c, "calendar") or "standard")
+            lo_t, hi_t = date_to_cf(sel.time[0], units, cal), date_to_cf(sel.time[1], units, cal)
+            per_axis[i] = _intersect(per_axis[i], interval_ranges(_unpacked(c, read(d)), lo_t, hi_t))
+            used.add(d)
+            done = True
+        if not done:
+            return None
+    return per_axis
+
+
+def _rows_in(
+    snap: Snapshot, name: str, meta: ArrayMeta, per_axis: list[list[tuple[int, int]]], held: bool
+) -> list[pa.Table]:
+    """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era)."""
+    out: list[pa.Table] = []
+    eras = meta.eras or ({"index": None, "axis": 0, "start": 0, "stop": meta.shape[0] if meta.shape else 1,
+                          "chunks": list(meta.chunks)},)  # fmt: skip
+    for box in product(*per_axis):
+        for era in eras:
+            axis, e0, e1 = int(era["axis"]), int(era["start"]), int(era["stop"])
+            chunks = [int(c) for c in era["chunks"]]
+            rng = []
+            empty = False
+            for i, (a, b) in enumerate(box):
+                if meta.eras and i == axis:
+                    a, b = max(a, e0) - e0, min(b, e1) - e0
+                if b <= a:
+                    empty = True
+                    break
+                rng.append((a // chunks[i], (b - 1) // chunks[i]))
+            if empty:
+                continue
+            flt = snap.view_filter(name, rng if meta.shape else None, era["index"])
+            flt += " AND held_at >= 0" if held else " AND held_at < 0"
+            out.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
+    return out
+
+
 def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Table:
-    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones."""
+    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones.
+
+    The coordinate arrays a --bbox/--time selection consults are selected whole as well, so the
+    same selection still works (to read, release or hold again) with the sources gone."""
     from ..read.array import Array
 
     arrays = snap.arrays()
-    names = list(sel.arrays) or [n for n, m in arrays.items() if m.status == "ok"]
     for n in sel.arrays:
         snap.array(n)  # NotFoundError for unknown names
+    names = list(sel.arrays) or [n for n, m in arrays.items() if m.status == "ok"]
     cache: dict[str, np.ndarray[Any, Any]] = {}
 
     def read(name: str) -> Any:
@@ -151,36 +212,27 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Tabl
             cache[name] = Array(snap, snap.array(name))[...]
         return cache[name]
 
+    axes = sum(1 for k in (sel.window or ()) if k is not Ellipsis)
     tables: list[pa.Table] = []
+    used: set[str] = set()
     for name in names:
         meta = arrays[name]
-        if meta.status != "ok" or (len(meta.shape) == 0 and (sel.bbox or sel.time)):
+        named = name in sel.arrays
+        if meta.status != "ok":
+            if named:
+                raise BadInputError(f"array {name!r} cannot be held: {meta.reason}")
             continue
-        per_axis = _axis_ranges(snap, meta, sel, read)
+        if sel.window is not None and not named and axes > len(meta.shape):
+            continue  # a window for arrays of another rank
+        per_axis = _axis_ranges(snap, meta, sel, read, used)
         if per_axis is None:
-            if name in sel.arrays:
+            if named:
                 raise BadInputError(f"array {name!r}: no coordinates to apply --bbox/--time to")
             continue
-        eras = meta.eras or ({"index": None, "axis": 0, "start": 0, "stop": meta.shape[0] if meta.shape else 1,
-                              "chunks": list(meta.chunks)},)  # fmt: skip
-        for box in product(*per_axis):
-            for era in eras:
-                axis, e0, e1 = int(era["axis"]), int(era["start"]), int(era["stop"])
-                chunks = [int(c) for c in era["chunks"]]
-                rng = []
-                empty = False
-                for i, (a, b) in enumerate(box):
-                    if meta.eras and i == axis:
-                        a, b = max(a, e0) - e0, min(b, e1) - e0
-                    if b <= a:
-                        empty = True
-                        break
-                    rng.append((a // chunks[i], (b - 1) // chunks[i]))
-                if empty:
-                    continue
-                flt = snap.view_filter(name, rng if meta.shape else None, era["index"])
-                flt += " AND held_at >= 0" if held else " AND held_at < 0"
-                tables.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
+        tables.extend(_rows_in(snap, name, meta, per_axis, held))
+    for name in sorted(used):  # the coordinates consulted, whole
+        meta = arrays[name]
+        tables.extend(_rows_in(snap, name, meta, [[(0, n)] for n in meta.shape], held))
     if not tables:
         return rows(Kind.CHUNK, 0).select(_ROW_COLUMNS)
     t = pa.concat_tables(tables)

@@ -410,7 +410,9 @@ def _attempt(
     scope = ["kind IN ('var', 'array')"]
     if changed:
         scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
-    condition = _any_differs(VALUE_COLUMNS)
+    # held_at too: scanned rows of a changed source come with held_at = -1, so held bytes of the
+    # old file are dropped even where the new file's offsets and lengths happen to be the same
+    condition = _any_differs([*VALUE_COLUMNS, "held_at"])
     builder = (
         snap.ds.merge_insert(MERGE_KEY)
         .when_matched_update_all(condition)
