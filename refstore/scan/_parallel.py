@@ -17,6 +17,15 @@ __all__ = ["ScanOutcome", "scan_many"]
 ScanOutcome = ScanResult | ScanError
 
 
+def _init_worker() -> None:
+    """One thread per worker process: Arrow's own thread pool would otherwise make the workers
+    compete for the same cores (measured: 1.3x with two workers instead of 1.6x)."""
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
 def _scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]:
     out: list[ScanOutcome] = []
     for loc in locations:
@@ -35,14 +44,17 @@ def scan_many(
     locations: Sequence[str],
     *,
     workers: int = 1,
-    batch: int = 16,
+    batch: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[str, ScanOutcome]]:
     """Yield (location, result-or-error) for every location, in the order given.
 
-    ``workers``: processes (1 = scan in this process). ``batch``: sources per task.
+    ``workers``: processes (1 = scan in this process). ``batch``: sources per task (default:
+    about four tasks per worker, 16 to 256 sources each).
     ``progress`` is called with the number of sources just finished.
     """
+    if batch is None:
+        batch = max(16, min(256, len(locations) // (max(workers, 1) * 4)))
     if workers <= 1 or len(locations) <= batch:
         for loc in locations:
             res = _scan_batch(scanner, [loc])[0]
@@ -51,7 +63,7 @@ def scan_many(
             yield loc, res
         return
     groups = [list(locations[i : i + batch]) for i in range(0, len(locations), batch)]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as pool:
         futures = [pool.submit(_scan_batch, scanner, g) for g in groups]
         for g, fut in zip(groups, futures, strict=True):
             results = fut.result()
