@@ -22,7 +22,7 @@ from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSour
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.select import Selection, chunk_slices, needed_chunks, select
 from .decode import make_decoder
-from .fetch import Fetcher
+from .fetch import Fetcher, change_since_scan
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -262,15 +262,7 @@ class Array:
         known = self._snap.source_identity().get(location)
         if known is None:
             return
-        size, mtime, etag = self._fetcher.head(location)
-        k_size, k_mtime, k_etag = known
-        why = None
-        if size != k_size:
-            why = f"size {k_size} -> {size} bytes"
-        elif k_etag and etag and k_etag != etag:
-            why = f"etag {k_etag} -> {etag}"
-        elif not (k_etag and etag) and mtime is not None and k_mtime >= 0 and mtime != k_mtime:
-            why = "modification time differs"
+        why = change_since_scan(known, self._fetcher.head(location))
         if why is None:
             return
         msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"

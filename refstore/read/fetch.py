@@ -11,7 +11,22 @@ from ..errors import SourceReadError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Fetcher"]
+__all__ = ["Fetcher", "change_since_scan"]
+
+
+def change_since_scan(known: tuple[int, int, str], now: tuple[int, int | None, str | None]) -> str | None:
+    """How a source differs from what its scan recorded (size, mtime ns, etag), or None.
+
+    Size always counts; etags are compared when both sides have one, else modification times."""
+    k_size, k_mtime, k_etag = known
+    size, mtime, etag = now
+    if size != k_size:
+        return f"size {k_size} -> {size} bytes"
+    if k_etag and etag:
+        return f"etag {k_etag} -> {etag}" if k_etag != etag else None
+    if mtime is not None and k_mtime >= 0 and mtime != k_mtime:
+        return "modification time differs"
+    return None
 
 
 class Fetcher:

@@ -306,6 +306,7 @@ def hold(
     Every source is checked unchanged since its scan and every range for its length first; any
     failure commits nothing."""
     from ..read.fetch import Fetcher as _Fetcher
+    from ..read.fetch import change_since_scan
 
     f = fetcher or _Fetcher()
 
@@ -322,14 +323,10 @@ def hold(
         lengths = t.column("length").to_numpy()
         done = 0
         for src in np.unique(sources).tolist():
-            size, mtime, etag = f.head(src)
-            k_size, k_mtime, k_etag = identity.get(src, (size, -1, ""))
-            if (
-                size != k_size
-                or (k_etag and etag and k_etag != etag)
-                or (not (k_etag and etag) and mtime is not None and k_mtime >= 0 and mtime != k_mtime)
-            ):
-                raise SourceReadError(f"{src}: changed since scan; rescan it before holding (nothing was held)")
+            known = identity.get(src)
+            why = change_since_scan(known, f.head(src)) if known is not None else None
+            if why is not None:
+                raise SourceReadError(f"{src}: changed since scan ({why}); rescan it before holding (nothing was held)")
             idx = np.flatnonzero(sources == src)
             runs = coalesce(offsets[idx], lengths[idx])
             got = f.get_ranges(src, runs.start.tolist(), runs.end.tolist())
