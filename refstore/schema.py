@@ -26,7 +26,6 @@ import pyarrow as pa
 from ._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM, NO_OFFSET, NOT_PLACED, SOURCE_KEY_COLUMNS
 
 __all__ = [
-    "CHUNK_VALUE_COLUMNS",
     "DATA_STORAGE_VERSION",
     "DEFAULTS",
     "DEST_COLUMNS",
@@ -138,8 +137,6 @@ HELD_COLUMNS: Final = ("held_at", "held_ns", "held_sha256", "held")
 VALUE_COLUMNS: Final = tuple(f.name for f in _fields if f.name not in KEY_COLUMNS and f.name not in HELD_COLUMNS)
 """Columns compared to decide whether an upserted row really changed (a scan never compares or
 keeps held bytes: a changed reference drops them)."""
-
-CHUNK_VALUE_COLUMNS: Final = (*GLOBAL_KEY_COLUMNS, "era", "offset", "length", "filter_mask", "inline")
 
 
 def empty_table() -> pa.Table:

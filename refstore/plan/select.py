@@ -26,11 +26,6 @@ class Selection:
     drop: tuple[int, ...]
 
     @property
-    def box_shape(self) -> tuple[int, ...]:
-        """Shape of the contiguous box (before steps and dropped axes)."""
-        return tuple(max(b - a, 0) for a, b in zip(self.start, self.stop, strict=True))
-
-    @property
     def shape(self) -> tuple[int, ...]:
         """Shape of the result."""
         out = []

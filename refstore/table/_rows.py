@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from ..schema import DEFAULTS, SCHEMA
 
-__all__ = ["rows"]
+__all__ = ["rows", "values_equal"]
 
 
 def rows(kind: str, n: int, **columns: Any) -> pa.Table:
@@ -41,3 +41,11 @@ def rows(kind: str, n: int, **columns: Any) -> pa.Table:
     if columns:
         raise ValueError(f"unknown columns: {sorted(columns)}")
     return pa.Table.from_arrays(out, schema=SCHEMA)
+
+
+def values_equal(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
+    """Element-wise equality as a bool array, NULL equal to NULL."""
+    a_null = pc.is_null(a).to_numpy(zero_copy_only=False)
+    b_null = pc.is_null(b).to_numpy(zero_copy_only=False)
+    eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+    return np.asarray((a_null & b_null) | (~a_null & ~b_null & eq), bool)

@@ -4,24 +4,21 @@ or drop them again. A held chunk reads without its source, and a tag that held i
 from __future__ import annotations
 
 import hashlib
-import json
-import random
 import time
-import uuid
 from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import BadInputError, ConflictError, SourceReadError, StorageError
+from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
 from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
 from ..plan.select import select
-from ..schema import FORMAT_VERSION, HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
+from ..schema import HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
+from ._commit import commit, head_row, retry_on_conflict
 from ._rows import rows
 
 if TYPE_CHECKING:
@@ -245,39 +242,11 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Tabl
 
 
 # --------------------------------------------------------------------------- commit
-def _head(snap: Snapshot) -> pa.Table:
-    cfg = {k: v for k, v in snap.config().items() if k not in ("head", "format_version")}
-    meta = json.dumps({**cfg, "format_version": FORMAT_VERSION, "head": uuid.uuid4().hex}, sort_keys=True)
-    return rows(Kind.COLLECTION, 1, meta=[meta])
-
-
 def _commit(col: Collection, snap: Snapshot, table: pa.Table, op: str, record: dict[str, Any]) -> int:
+    """Upsert the changed chunk rows (and the collection row) as one version."""
+    table = pa.concat_tables([head_row(snap), table])
     txn, _ = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all().conflict_retries(0).execute_uncommitted(table)
-    txn.transaction_properties = {
-        "__lance_commit_message": f"{op}: {record['chunks']} chunks, {record['bytes']} bytes",
-        "refstore.operation": op,
-        "refstore.record": json.dumps(record, sort_keys=True),
-    }
-    ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
-    return int(ds.version)
-
-
-def _retrying(col: Collection, attempt: Callable[[Snapshot], HoldReport]) -> HoldReport:
-    from lance.commit import CommitConflictError
-
-    for k in range(8):
-        try:
-            return attempt(col.snapshot())
-        except CommitConflictError:
-            time.sleep(random.uniform(0.01, 0.05) * (k + 1))
-        except OSError as e:
-            if isinstance(e, SourceReadError):
-                raise
-            if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
-                time.sleep(random.uniform(0.01, 0.05) * (k + 1))
-                continue
-            raise StorageError(f"{col.uri}: commit failed: {str(e).splitlines()[0]}") from None
-    raise ConflictError(f"{col.uri}: gave up after 8 attempts: other writers kept committing")
+    return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record)
 
 
 def _inline_blobs(values: list[bytes]) -> pa.Array:
@@ -350,10 +319,10 @@ def hold(
             held=_inline_blobs([b for b in data if b is not None]),
         )  # fmt: skip
         nbytes = int(sum(len(b) for b in data if b is not None))
-        v = _commit(col, snap, pa.concat_tables([_head(snap), held]), "hold", {"chunks": t.num_rows, "bytes": nbytes})
+        v = _commit(col, snap, held, "hold", {"chunks": t.num_rows, "bytes": nbytes})
         return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
 
-    return _retrying(col, attempt)
+    return retry_on_conflict(col, lambda: attempt(col.snapshot()))
 
 
 def release(col: Collection, sel: HoldSelection) -> HoldReport:
@@ -365,9 +334,7 @@ def release(col: Collection, sel: HoldSelection) -> HoldReport:
             return HoldReport(version=snap.version, chunks=0, bytes=0)
         nbytes = int(pc.sum(t.column("length")).as_py() or 0)
         freed = rows(Kind.CHUNK, t.num_rows, **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"})
-        v = _commit(
-            col, snap, pa.concat_tables([_head(snap), freed]), "release", {"chunks": t.num_rows, "bytes": nbytes}
-        )
+        v = _commit(col, snap, freed, "release", {"chunks": t.num_rows, "bytes": nbytes})
         return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
 
-    return _retrying(col, attempt)
+    return retry_on_conflict(col, lambda: attempt(col.snapshot()))

@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import json
 import math
-import random
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConflictError, PlanError, StorageError
+from ..errors import PlanError
 from ..plan.concat import Plan, SourceSlab, make_plan
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
     DEST_COLUMNS,
-    FORMAT_VERSION,
     GLOBAL_KEY_COLUMNS,
     MAX_DIMS,
     MERGE_KEY,
@@ -39,15 +34,14 @@ from ..schema import (
     VALUE_COLUMNS,
     Kind,
 )
-from ._rows import rows
+from ._commit import commit, head_row, retry_on_conflict
+from ._rows import rows, values_equal
 from .collection import Collection, Snapshot, sql_str
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = ["ScanReport", "commit_scan", "diff_counts"]
-
-_MAX_ATTEMPTS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +77,6 @@ class ScanReport:
 
 
 # --------------------------------------------------------------------------- diffs
-def _same(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
-    a_null = pc.is_null(a).to_numpy(zero_copy_only=False)
-    b_null = pc.is_null(b).to_numpy(zero_copy_only=False)
-    eq = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
-    return np.asarray((a_null & b_null) | (~a_null & ~b_null & eq))
-
-
 def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Sequence[str]) -> tuple[int, int, int]:
     """(inserted, updated, deleted) going from ``old`` to ``new`` rows, matched on ``keys``."""
     if old.num_rows == 0 or new.num_rows == 0:
@@ -107,7 +94,7 @@ def diff_counts(old: pa.Table, new: pa.Table, keys: Sequence[str], values: Seque
     ni = jb.column("__n")
     same = np.ones(jb.num_rows, bool)
     for c in values:
-        same &= _same(new.column(c).take(ni), old.column(c).take(oi))
+        same &= values_equal(new.column(c).take(ni), old.column(c).take(oi))
     return inserted, int((~same).sum()), deleted
 
 
@@ -376,22 +363,7 @@ def _attempt(
         sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
         meta=[_source_meta(orders[r.source.location], r.sort_units, r.groups) for r in results],
     )
-    head = rows(
-        Kind.COLLECTION,
-        1,
-        meta=[
-            json.dumps(
-                {
-                    **{k: v for k, v in snap.config().items() if k not in ("head", "concat_dim", "format_version")},
-                    **{k: v for k, v in settings.items() if v is not None},
-                    "format_version": FORMAT_VERSION,
-                    "concat_dim": dim,
-                    "head": uuid.uuid4().hex,
-                },
-                sort_keys=True,
-            )
-        ],
-    )
+    head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim})
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
 
     unsupported = tuple(
@@ -426,14 +398,8 @@ def _attempt(
         f"{record['sources']['unchanged']} unchanged, {record['sources']['failed']} failed sources; "
         f"refs +{ins} ~{upd} -{dele}"
     )
-    txn.transaction_properties = {
-        "__lance_commit_message": message,
-        "refstore.operation": "scan",
-        "refstore.record": json.dumps(record, sort_keys=True),
-    }
-    ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
     return ScanReport(
-        version=int(ds.version),
+        version=commit(col, txn, "scan", message, record),
         committed=True,
         new=len(results) - len(changed),
         changed=len(changed),
@@ -464,16 +430,4 @@ def commit_scan(
             raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
                             f"with --concat-dim {concat_dim}")  # fmt: skip
         return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed))
-    from lance.commit import CommitConflictError
-
-    for attempt in range(_MAX_ATTEMPTS):
-        try:
-            return _attempt(col, results, concat_dim, counts, settings or {})
-        except CommitConflictError:
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-        except OSError as e:
-            if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
-                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-                continue
-            raise StorageError(f"{col.uri}: commit failed: {str(e).splitlines()[0]}") from None
-    raise ConflictError(f"{col.uri}: gave up after {_MAX_ATTEMPTS} attempts: other writers kept committing")
+    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}))

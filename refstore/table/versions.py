@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, NotFoundError, StorageError
 from ..schema import Kind
+from ._rows import values_equal
 
 if TYPE_CHECKING:
     from .collection import Collection, Snapshot
@@ -108,10 +109,6 @@ _VIEW = "kind = 'chunk' AND g0 >= -1"
 _VALUE_COLS = ["source", "offset", "length", "filter_mask", "inline"]
 
 
-def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray[Any, Any]:
-    return np.asarray(pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False), bool)
-
-
 def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> tuple[pa.Table, pa.Table]:
     """The view rows that can differ between ``sa`` (older) and ``sb``: rows of ``sb`` written
     after ``sa`` (Lance's per-row version tracking, exact with stable row ids) or belonging to a
@@ -189,7 +186,7 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
     pa_idx, pb_idx = jb_both.column("__a"), jb_both.column("__b")
     same = np.ones(jb_both.num_rows, bool)
     for c in _VALUE_COLS:
-        same &= _same(va.column(c).take(pa_idx), vb.column(c).take(pb_idx))
+        same &= values_equal(va.column(c).take(pa_idx), vb.column(c).take(pb_idx))
     if changed:  # the bytes behind every reference of a changed source are new
         in_changed = pc.is_in(vb.column("source").take(pb_idx), pa.array(changed, pa.string()))
         same &= ~in_changed.to_numpy(zero_copy_only=False)
