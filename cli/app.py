@@ -397,6 +397,9 @@ def demo(
         raise typer.Exit(1)
 
 
+from . import publish as _publish  # noqa: E402, F401  (registers emit and remap)
+
+
 def main() -> None:
     import warnings
 

@@ -18,6 +18,7 @@ from .errors import (
     StaleSourceError,
     StaleSourceWarning,
     StorageError,
+    UnexpressibleError,
     UnsupportedArrayError,
 )
 from .read import Array, ReadOptions, VerifyReport, verify
@@ -60,6 +61,7 @@ __all__ = [
     "StaleSourceError",
     "StaleSourceWarning",
     "StorageError",
+    "UnexpressibleError",
     "UnsupportedArrayError",
     "VerifyReport",
     "__version__",

@@ -20,6 +20,7 @@ __all__ = [
     "StaleSourceError",
     "StaleSourceWarning",
     "StorageError",
+    "UnexpressibleError",
     "UnsupportedArrayError",
 ]
 
@@ -47,6 +48,11 @@ class PlanError(BadInputError):
 
 class UnsupportedArrayError(BadInputError):
     """The array was scanned but nothing can decode it (e.g. an HDF5 scaleoffset filter)."""
+
+
+class UnexpressibleError(BadInputError):
+    """A published form cannot express an array (an era boundary, a short last strip, a codec the
+    form's readers lack): refused, naming the array, rather than writing a store that reads wrong."""
 
 
 class NotFoundError(RefstoreError, KeyError):

@@ -60,6 +60,9 @@ class ArrayMeta:
     """Global arrays only: when codecs, chunks, dtype, fill or packing attributes change along the
     concat dimension, one entry per era (``index, axis, start, stop`` in elements, and that
     era's ``dtype, chunks, codecs, fill_value, attrs``, ``first_source``, ``last_source``)."""
+    short_edge: bool = False
+    """The chunks cut by the array's end are stored short (a TIFF's last strip), not full size:
+    refstore's reader handles that; zarr-shaped forms cannot express it."""
 
     @property
     def ndim(self) -> int:
@@ -84,6 +87,8 @@ class ArrayMeta:
 
     def to_json(self) -> str:
         extra: dict[str, Any] = {"eras": list(self.eras)} if self.eras else {}
+        if self.short_edge:
+            extra["short_edge"] = True
         return json.dumps(
             {
                 **extra,
@@ -117,12 +122,13 @@ class ArrayMeta:
             status=d["status"],
             reason=d["reason"],
             eras=tuple(d.get("eras", ())),
+            short_edge=bool(d.get("short_edge", False)),
         )
 
     def with_shape(self, shape: tuple[int, ...], eras: tuple[dict[str, Any], ...] = ()) -> ArrayMeta:
         return ArrayMeta(
             self.name, self.dims, shape, self.chunks, self.dtype, self.fill_value,
-            self.codecs, self.attrs, self.status, self.reason, eras,
+            self.codecs, self.attrs, self.status, self.reason, eras, self.short_edge,
         )  # fmt: skip
 
     def era_meta(self, era: dict[str, Any]) -> ArrayMeta:
@@ -131,7 +137,7 @@ class ArrayMeta:
         shape[int(era["axis"])] = int(era["stop"]) - int(era["start"])
         return ArrayMeta(
             self.name, self.dims, tuple(shape), tuple(era["chunks"]), era["dtype"], era["fill_value"],
-            tuple(era["codecs"]), era["attrs"], self.status, self.reason,
+            tuple(era["codecs"]), era["attrs"], self.status, self.reason, (), self.short_edge,
         )  # fmt: skip
 
 

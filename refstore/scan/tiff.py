@@ -281,7 +281,8 @@ class TiffScanner:
                 assert self.concat_dim is not None
                 dims, shape, chunk = (self.concat_dim, *dims), (1, *shape), (1, *chunk)
                 keys = np.concatenate([np.zeros((len(keys), 1), np.int64), keys], axis=1)
-            metas.append(self._meta(name, shape, chunk, dt, fill, attrs, codecs=codecs, dims=dims))
+            short = not page.is_tiled and shape[-3 if len(shape) == 3 and not separate else -2] % rows != 0
+            metas.append(self._meta(name, shape, chunk, dt, fill, attrs, codecs=codecs, dims=dims, short_edge=short))
             parts.append(_Chunks(name, keys, offsets, counts))
         sort_value: float | None = None
         if lead:
@@ -322,6 +323,7 @@ class TiffScanner:
         codecs: tuple[dict[str, Any], ...] = (),
         dims: tuple[str, ...] | None = None,
         reason: str | None = None,
+        short_edge: bool = False,
     ) -> ArrayMeta:
         if reason is None and len(shape) > MAX_DIMS:
             reason = f"{len(shape)} dimensions"
@@ -336,4 +338,5 @@ class TiffScanner:
             attrs=attrs,
             status="ok" if reason is None else "unsupported",
             reason=reason,
+            short_edge=short_edge,
         )

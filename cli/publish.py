@@ -1,0 +1,98 @@
+"""Publishing commands: ``emit`` and ``remap add|list|remove`` (registered on the main app)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+import refstore
+
+from .app import AsOfOpt, JsonOpt, _collection, _dump, _progress, app, out
+
+__all__ = ["remap_app"]
+
+remap_app = typer.Typer(
+    help="Rules that turn a source location as scanned into the location published (longest prefix wins).",
+    no_args_is_help=True,
+)
+app.add_typer(remap_app, name="remap")
+
+
+@app.command()
+def emit(
+    fmt: Annotated[
+        str,
+        typer.Argument(metavar="FORMAT", help="kerchunk-json, kerchunk-parquet, icechunk, parquet, sqlite or vrt."),
+    ],
+    dest: Annotated[str, typer.Argument(metavar="OUT", help="File or folder to write (replaced atomically).")],
+    as_of: AsOfOpt = None,
+    no_remap: Annotated[bool, typer.Option("--no-remap", help="Keep source locations as scanned.")] = False,
+    skip_unexpressible: Annotated[
+        bool, typer.Option("--skip-unexpressible", help="Leave out arrays the form cannot express (listed).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a published form of one version; the same REF and options give byte-identical output."""
+    from refstore.emit import emit as _emit
+
+    col = refstore.Collection.open(_collection())
+    with _progress() as p:
+        task = p.add_task(f"emitting {fmt}", total=None)
+        rep = _emit(
+            col, fmt, dest, as_of=as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible,
+            progress=lambda d, t: p.update(task, completed=d, total=t),
+        )  # fmt: skip
+    if as_json:
+        _dump(rep.to_json())
+        return
+    for name, why in rep.skipped.items():
+        out.print(f"[yellow]skipped[/yellow] {name}: {why}")
+    out.print(f"wrote {rep.format} {rep.out}: {rep.arrays} arrays, {rep.refs} references (version {rep.version})")
+
+
+@remap_app.command("add")
+def remap_add(
+    prefix: Annotated[str, typer.Argument(help="Location prefix as scanned (a path or its file:// URL, or a URL).")],
+    replacement: Annotated[str, typer.Argument(help="What the prefix becomes in published forms.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Add (or replace) a rule: one new version."""
+    from refstore.table.remap import add_rule
+
+    v = add_rule(refstore.Collection.open(_collection()), prefix, replacement)
+    if as_json:
+        _dump({"version": v})
+    else:
+        out.print(f"remap rule set (version {v})")
+
+
+@remap_app.command("list")
+def remap_list(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
+    """The rules of a version (default latest)."""
+    from refstore.table.remap import remap_rules
+
+    rules = remap_rules(refstore.Collection.open(_collection()).snapshot(as_of))
+    if as_json:
+        _dump([r.to_json() for r in rules])
+        return
+    t = Table("prefix", "replacement")
+    for r in rules:
+        t.add_row(r.prefix, r.replacement)
+    out.print(t)
+
+
+@remap_app.command("remove")
+def remap_remove(
+    prefix: Annotated[str, typer.Argument(help="The rule's prefix (either spelling of a local path).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove a rule: one new version."""
+    from refstore.table.remap import remove_rule
+
+    v = remove_rule(refstore.Collection.open(_collection()), prefix)
+    if as_json:
+        _dump({"version": v})
+    else:
+        out.print(f"remap rule removed (version {v})")

@@ -1,0 +1,181 @@
+"""What every emitter reads: one collection version, with remap rules applied to locations.
+
+Everything here is frozen by one Lance version (``Snapshot``): array metadata, chunk rows,
+sources, remap rules. References stay columnar: ``refs(name)`` is one Arrow table per array,
+sorted by chunk key (C order), so every emit of the same version is byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._keys import GLOBAL_KEY_COLUMNS
+from ..plan.remap import RemapRule, apply_remap, remap_one
+from ..schema import Kind
+
+if TYPE_CHECKING:
+    from ..scan._types import ArrayMeta
+    from ..table.collection import Snapshot
+
+__all__ = ["EmitReport", "EmitSource"]
+
+
+@dataclass(frozen=True, slots=True)
+class EmitReport:
+    """What an emit wrote: ``arrays`` and ``refs`` (chunk references, inline chunks included)
+    written; ``skipped`` arrays the form cannot express, with the reason."""
+
+    format: str
+    out: str
+    version: int
+    tag: str | None
+    arrays: int
+    refs: int
+    skipped: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "out": self.out,
+            "version": self.version,
+            "tag": self.tag,
+            "arrays": self.arrays,
+            "refs": self.refs,
+            "skipped": dict(self.skipped),
+            **self.extra,
+        }
+
+
+class EmitSource:
+    """A collection version as emitters see it.
+
+    ``tag``: the tag the caller named (None for a version number or latest); ``tags``: every
+    tag pointing at this version. ``rules``: the version's remap rules (empty with
+    ``remap=False``), applied to every location handed out here.
+    """
+
+    def __init__(self, snap: Snapshot, *, tag: str | None = None, remap: bool = True) -> None:
+        from ..table.remap import remap_rules
+
+        self.snapshot = snap
+        self.version = snap.version
+        self.tag = tag
+        self.rules: list[RemapRule] = remap_rules(snap) if remap else []
+        self._sources: pa.Table | None = None
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def uri(self) -> str:
+        return self.snapshot.collection.uri
+
+    @property
+    def concat_dim(self) -> str | None:
+        return self.snapshot.concat_dim
+
+    @property
+    def tags(self) -> list[str]:
+        from ..table.versions import list_tags
+
+        return sorted(t["name"] for t in list_tags(self.snapshot.collection) if t["version"] == self.version)
+
+    def arrays(self) -> dict[str, ArrayMeta]:
+        """Every global array, sorted by name (unsupported ones included: emitters refuse them)."""
+        return dict(self.snapshot.arrays())
+
+    def group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Group attributes (typed JSON, see ``_values``) by group path (``""`` = root), as found
+        in the first source in order."""
+        t = self.snapshot.rows(Kind.SOURCE, ["source", "sort_value", "meta"])
+        if t.num_rows == 0:
+            return {"": {}}
+        metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+        firsts = sorted(zip(metas, t.column("source").to_pylist(), strict=True),
+                        key=lambda ms: (ms[0].get("order", 0), ms[1]))  # fmt: skip
+        groups = firsts[0][0].get("groups") or {"": {}}
+        return {k: groups[k] for k in sorted(groups)}
+
+    @staticmethod
+    def grid(meta: ArrayMeta) -> tuple[int, ...]:
+        """Chunks per dimension."""
+        return tuple(math.ceil(s / c) if c else 0 for s, c in zip(meta.shape, meta.chunks, strict=True))
+
+    # ------------------------------------------------------------------ locations
+    def published(self, location: str) -> str:
+        """A source location as the published form names it (remapped)."""
+        return remap_one(location, self.rules)
+
+    def sources(self) -> pa.Table:
+        """``location`` (as scanned), ``published``, ``size``, ``mtime_ns``, ``etag``; sorted by
+        published location."""
+        if self._sources is None:
+            t = self.snapshot.rows(Kind.SOURCE, ["source", "size", "mtime_ns", "etag"])
+            pub = apply_remap(t.column("source"), self.rules) if t.num_rows else pa.array([], pa.string())
+            t = pa.table({
+                "location": t.column("source"),
+                "published": pc.cast(pub, pa.string()) if t.num_rows else pub,
+                "size": t.column("size"),
+                "mtime_ns": t.column("mtime_ns"),
+                "etag": t.column("etag"),
+            })  # fmt: skip
+            self._sources = t.take(pc.sort_indices(t, [("published", "ascending")]))
+        return self._sources
+
+    # ------------------------------------------------------------------ references
+    def refs(self, name: str, *, era: int | None = None) -> pa.Table:
+        """Chunk rows of one array in the view, sorted by global key (C order):
+        ``g0..g{ndim-1}`` (int64), ``path`` (published location, dictionary-encoded; inline
+        rows keep their source), ``offset`` (-1 for inline rows), ``length``, ``inline``
+        (bytes, ``b""`` unless inline), ``filter_mask``, ``held_at`` (-1 = not held) and
+        ``_rowid`` (for ``held_bytes``)."""
+        meta = self.snapshot.array(name)
+        ndim = len(meta.shape)
+        t = self.snapshot.chunk_rows(
+            name, columns=("source", "offset", "length", "filter_mask", "inline", "held_at"),
+            with_row_id=True, era=era,
+        )  # fmt: skip
+        keys = [pc.cast(t.column(c), pa.int64()) for c in GLOBAL_KEY_COLUMNS[:ndim]]
+        path = apply_remap(t.column("source"), self.rules) if t.num_rows else pa.array([], pa.dictionary(
+            pa.int32(), pa.string()))  # fmt: skip
+        out = pa.table({
+            **{GLOBAL_KEY_COLUMNS[i]: keys[i] for i in range(ndim)},
+            "path": path,
+            "offset": t.column("offset"),
+            "length": t.column("length"),
+            "inline": t.column("inline"),
+            "filter_mask": t.column("filter_mask"),
+            "held_at": t.column("held_at"),
+            "_rowid": t.column("_rowid"),
+        })  # fmt: skip
+        if ndim and out.num_rows:
+            out = out.take(pc.sort_indices(out, [(GLOBAL_KEY_COLUMNS[i], "ascending") for i in range(ndim)]))
+        return out
+
+    def flat_index(self, meta: ArrayMeta, refs: pa.Table) -> np.ndarray[Any, Any]:
+        """C-order flat chunk index of each row of ``refs`` (int64)."""
+        ndim = len(meta.shape)
+        if ndim == 0:
+            return np.zeros(refs.num_rows, np.int64)
+        keys = tuple(refs.column(GLOBAL_KEY_COLUMNS[i]).to_numpy() for i in range(ndim))
+        flat: np.ndarray[Any, Any] = np.ravel_multi_index(keys, self.grid(meta)).astype(np.int64)
+        return flat
+
+    def held_bytes(self, refs: pa.Table) -> list[bytes]:
+        """The held bytes of the rows of ``refs`` with ``held_at >= 0``, in row order."""
+        mask = pc.greater_equal(refs.column("held_at"), 0)
+        ids = refs.column("_rowid").filter(mask)
+        if len(ids) == 0:
+            return []
+        blobs = self.snapshot.ds.read_blobs("held", ids=ids.combine_chunks(), preserve_order=True)
+        return [bytes(raw) if raw is not None else b"" for _addr, raw in blobs]
+
+    def masked_chunks(self, name: str) -> int:
+        """Chunks whose HDF5 filter mask skips a filter (zarr-shaped forms cannot express them)."""
+        return self.snapshot.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND filter_mask != 0")

@@ -1,0 +1,75 @@
+"""Remap rules stored in the collection: ``remap`` rows (``source`` = canonical prefix, ``meta`` =
+``{"replacement": ...}``), so they are versioned with everything else and frozen by a tag."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from ..errors import BadInputError, NotFoundError
+from ..plan.remap import RemapRule, canonical_prefix
+from ..schema import MERGE_KEY, Kind
+from ._commit import commit, head_row, retry_on_conflict
+from ._rows import rows
+from .collection import sql_str
+
+if TYPE_CHECKING:
+    from .collection import Collection, Snapshot
+
+__all__ = ["add_rule", "remap_rules", "remove_rule"]
+
+
+def remap_rules(snap: Snapshot) -> list[RemapRule]:
+    """The rules of one version, sorted by prefix."""
+    t = snap.rows(Kind.REMAP, ["source", "meta"])
+    out = [RemapRule(p, json.loads(m)["replacement"]) for p, m in zip(
+        t.column("source").to_pylist(), t.column("meta").to_pylist(), strict=True)]  # fmt: skip
+    return sorted(out, key=lambda r: r.prefix)
+
+
+def add_rule(col: Collection, prefix: str, replacement: str) -> int:
+    """Add (or replace) the rule for ``prefix``: one new version; unchanged rules commit nothing."""
+    key = canonical_prefix(prefix)
+    if not replacement:
+        raise BadInputError(f"remap {prefix!r}: the replacement must not be empty")
+
+    def attempt() -> int:
+        snap = col.snapshot()
+        old = {r.prefix: r.replacement for r in remap_rules(snap)}
+        if old.get(key) == replacement:
+            return snap.version
+        row = rows(Kind.REMAP, 1, source=[key], meta=[json.dumps({"replacement": replacement}, sort_keys=True)])
+        table = pa.concat_tables([head_row(snap), row])
+        txn, _ = (
+            snap.ds.merge_insert(MERGE_KEY)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .conflict_retries(0)
+            .execute_uncommitted(table)
+        )
+        record = {"prefix": key, "replacement": replacement, "replaced": old.get(key)}
+        return commit(col, txn, "remap add", f"remap add {key} -> {replacement}", record)
+
+    return retry_on_conflict(col, attempt)
+
+
+def remove_rule(col: Collection, prefix: str) -> int:
+    """Remove the rule for ``prefix`` (either spelling of a local prefix): one new version."""
+    key = canonical_prefix(prefix)
+
+    def attempt() -> int:
+        snap = col.snapshot()
+        if key not in {r.prefix for r in remap_rules(snap)}:
+            raise NotFoundError(f"{col.uri}: no remap rule for prefix {key!r}")
+        txn, _ = (
+            snap.ds.merge_insert(MERGE_KEY)
+            .when_matched_update_all()
+            .when_not_matched_by_source_delete(f"kind = 'remap' AND source = {sql_str(key)}")
+            .conflict_retries(0)
+            .execute_uncommitted(head_row(snap))
+        )
+        return commit(col, txn, "remap remove", f"remap remove {key}", {"prefix": key})
+
+    return retry_on_conflict(col, attempt)

@@ -1,0 +1,279 @@
+"""Zarr metadata for a global array: codec pipelines as zarr v2 (numcodecs ids) and zarr v3
+(``bytes`` + ``numcodecs.*`` / ``imagecodecs_*`` names), dtypes, fill values and attributes.
+
+Shared by every zarr-shaped form (kerchunk JSON/Parquet, Icechunk, the zarr Store over the
+table). What a zarr reader cannot decode the way refstore does raises
+:class:`~refstore.errors.UnexpressibleError` naming the array; a form never writes a store that
+reads wrong.
+
+Codec configs come from the scanners in encode order (HDF5 filter order; TIFF: predictor, then
+compression) — see ``design/formats.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._values import decode_attr, decode_fill
+from .errors import UnexpressibleError
+
+if TYPE_CHECKING:
+    from .scan._types import ArrayMeta
+
+__all__ = [
+    "plain_attrs",
+    "plain_value",
+    "register_codecs",
+    "v2_array",
+    "v2_attrs",
+    "v2_filters",
+    "v3_array",
+    "v3_codecs",
+]
+
+
+# --------------------------------------------------------------------------- attributes
+def plain_value(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return [plain_value(v) for v in value.tolist()] if value.ndim else plain_value(value[()])
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value)  # NaN/Infinity: written as JSON NaN/Infinity (Python's json and zarr read them)
+    if isinstance(value, (np.complexfloating, complex)):
+        return [float(value.real), float(value.imag)]
+    return value
+
+
+def plain_attrs(meta: ArrayMeta) -> dict[str, Any]:
+    """The array's attributes as plain JSON values (typed JSON decoded), sorted by name."""
+    return {k: plain_value(decode_attr(v)) for k, v in sorted(meta.attrs.items())}
+
+
+def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
+    """A fill value as zarr metadata spells it (NaN/Infinity as strings)."""
+    if value is None:
+        return None
+    if dtype.kind == "b":
+        return bool(value)
+    if dtype.kind in "iu":
+        return int(value)
+    if dtype.kind == "f":
+        f = float(value)
+        if math.isnan(f):
+            return "NaN"
+        if math.isinf(f):
+            return "Infinity" if f > 0 else "-Infinity"
+        return f
+    if dtype.kind == "c":
+        return [_json_fill(value.real, np.dtype("f8")), _json_fill(value.imag, np.dtype("f8"))]
+    if dtype.kind in "SV":
+        return base64.b64encode(np.asarray(value, dtype=dtype).tobytes()).decode("ascii")
+    raise UnexpressibleError(f"fill value of dtype {dtype} has no zarr form")
+
+
+# --------------------------------------------------------------------------- checks
+def _check_common(meta: ArrayMeta) -> None:
+    if meta.status != "ok":
+        raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
+    if meta.eras:
+        first = meta.eras[1] if len(meta.eras) > 1 else meta.eras[0]
+        raise UnexpressibleError(
+            f"array {meta.name!r} has {len(meta.eras)} eras (codecs, chunks, dtype or packing change at "
+            f"{first.get('first_source')}); a zarr array has one"
+        )
+    if meta.short_edge:
+        raise UnexpressibleError(
+            f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"
+        )
+    if np.dtype(meta.dtype).kind not in "biufcSV":
+        raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr form")
+
+
+# --------------------------------------------------------------------------- zarr v2
+def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
+    cid = codec["id"]
+    dt = np.dtype(meta.dtype)
+    if cid == "zlib":
+        return {"id": "zlib", "level": int(codec.get("level", 6))}
+    if cid == "shuffle":
+        return {"id": "shuffle", "elementsize": int(codec["elementsize"])}
+    if cid == "fletcher32":
+        return {"id": "fletcher32"}
+    if cid == "zstd":
+        return {"id": "zstd", "level": int(codec.get("level", 0))}
+    if cid == "blosc":
+        return {"id": "blosc"}
+    if cid in ("lz4h5", "lzw", "packbits", "lerc"):
+        return {"id": f"imagecodecs_{cid}"}
+    if cid == "szip":
+        return {
+            "id": "imagecodecs_szip",
+            "options_mask": int(codec["mask"]),
+            "pixels_per_block": int(codec["pixels_per_block"]),
+            "bits_per_pixel": int(codec["bits_per_pixel"]),
+            "pixels_per_scanline": int(codec["pixels_per_scanline"]),
+            "header": True,
+        }
+    if cid == "delta":
+        return {"id": "imagecodecs_delta", "axis": int(codec.get("axis", -1)), "dist": 1,
+                "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
+    if cid == "floatpred":
+        return {"id": "imagecodecs_floatpred", "axis": int(codec.get("axis", -1)), "dist": 1,
+                "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
+    raise UnexpressibleError(f"array {meta.name!r}: codec {cid!r} has no zarr v2 (numcodecs) form")
+
+
+def v2_filters(meta: ArrayMeta) -> list[dict[str, Any]]:
+    """The pipeline as zarr v2 ``filters`` in encode order (``compressor`` stays null: v2
+    decodes the compressor first, then the filters in reverse, so this is equivalent)."""
+    _check_common(meta)
+    return [_v2_codec(meta, c) for c in meta.codecs]
+
+
+def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
+    """``.zarray`` of the array. ``fill_value`` "auto": the CF ``_FillValue`` when the array has
+    one (zarr v2 readers such as xarray mask it), else the stored fill value."""
+    filters = v2_filters(meta)
+    dt = np.dtype(meta.dtype)
+    if fill_value == "auto":
+        if "_FillValue" in meta.attrs:
+            fill_value = np.asarray(decode_attr(meta.attrs["_FillValue"])).astype(dt)[()]
+        else:
+            fill_value = decode_fill(meta.fill_value, dt)
+    return {
+        "chunks": [int(c) for c in meta.chunks],
+        "compressor": None,
+        "dimension_separator": ".",
+        "dtype": dt.str if dt.kind != "b" else "|b1",
+        "fill_value": _json_fill(fill_value, dt),
+        "filters": filters or None,
+        "order": "C",
+        "shape": [int(s) for s in meta.shape],
+        "zarr_format": 2,
+    }
+
+
+def v2_attrs(meta: ArrayMeta) -> dict[str, Any]:
+    """``.zattrs``: the attributes plus ``_ARRAY_DIMENSIONS`` (xarray's dimension names);
+    ``_FillValue`` is carried by ``.zarray``'s fill_value."""
+    attrs = {k: v for k, v in plain_attrs(meta).items() if k != "_FillValue"}
+    return {**attrs, "_ARRAY_DIMENSIONS": list(meta.dims)}
+
+
+# --------------------------------------------------------------------------- zarr v3
+_V3_DTYPES = {
+    "b": {1: "bool"},
+    "i": {1: "int8", 2: "int16", 4: "int32", 8: "int64"},
+    "u": {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"},
+    "f": {2: "float16", 4: "float32", 8: "float64"},
+    "c": {8: "complex64", 16: "complex128"},
+}
+
+
+def _v3_dtype(meta: ArrayMeta) -> str:
+    dt = np.dtype(meta.dtype)
+    name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
+    if name is None:
+        raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr v3 form here")
+    return name
+
+
+def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
+    """The zarr v3 codec chain (array->array, one array->bytes, bytes->bytes), in encode order."""
+    _check_common(meta)
+    dt = np.dtype(meta.dtype)
+    endian = "big" if dt.byteorder == ">" else "little"
+    array_array: list[dict[str, Any]] = []
+    array_bytes: dict[str, Any] | None = None
+    bytes_bytes: list[dict[str, Any]] = []
+    for c in meta.codecs:
+        cid = c["id"]
+        if cid == "delta":
+            if array_bytes is not None:
+                raise UnexpressibleError(f"array {meta.name!r}: predictor after compression")
+            array_array.append({"name": "imagecodecs_delta", "configuration": {"axis": int(c.get("axis", -1)),
+                                                                              "dist": 1}})  # fmt: skip
+        elif cid == "floatpred":
+            array_bytes = {"name": "imagecodecs_floatpred", "configuration": {"axis": int(c.get("axis", -1)),
+                                                                             "dist": 1}}  # fmt: skip
+        elif cid == "lerc":
+            array_bytes = {"name": "imagecodecs_lerc", "configuration": {}}
+        elif cid == "jpeg":
+            raise UnexpressibleError(f"array {meta.name!r}: JPEG tiles with shared tables have no zarr v3 form here")
+        else:
+            v2 = _v2_codec(meta, c)
+            cid2 = v2.pop("id")
+            name = cid2 if cid2.startswith("imagecodecs_") else f"numcodecs.{cid2}"
+            bytes_bytes.append({"name": name, "configuration": v2})
+    if array_bytes is None:
+        array_bytes = {"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 else {"name": "bytes"}
+    return [*array_array, array_bytes, *bytes_bytes]
+
+
+def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``zarr.json`` of the array. Attributes default to the array's, with ``_FillValue``
+    encoded the way xarray's zarr v3 backend reads it."""
+    codecs = v3_codecs(meta)
+    dt = np.dtype(meta.dtype)
+    if attributes is None:
+        attributes = plain_attrs(meta)
+        if "_FillValue" in meta.attrs:
+            attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
+    return {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [int(s) for s in meta.shape],
+        "data_type": _v3_dtype(meta),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in meta.chunks]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "codecs": codecs,
+        "attributes": attributes,
+        "dimension_names": list(meta.dims),
+    }
+
+
+def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:
+    """xarray's zarr v3 ``_FillValue`` attribute encoding (``FillValueCoder``)."""
+    import struct
+
+    v = np.asarray(value).astype(dtype)[()]
+    if dtype.kind == "f":
+        return base64.standard_b64encode(struct.pack("<d", float(v))).decode()
+    if dtype.kind in "iu":
+        return int(v)
+    if dtype.kind == "b":
+        return bool(v)
+    return _json_fill(v, dtype)
+
+
+# --------------------------------------------------------------------------- registration
+_registered = False
+
+
+def register_codecs() -> None:
+    """Make every codec named here known to numcodecs (v2) and zarr (v3). Idempotent."""
+    global _registered
+    if _registered:
+        return
+    import imagecodecs.numcodecs
+
+    imagecodecs.numcodecs.register_codecs(verbose=False)
+    try:
+        import imagecodecs.zarr
+
+        imagecodecs.zarr.register_codecs(verbose=False)
+    except ImportError:  # zarr not installed: v2 names are enough for numcodecs users
+        pass
+    _registered = True
