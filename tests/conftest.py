@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -67,3 +67,11 @@ def series(tmp_path: Path) -> Callable[..., list[Path]]:
         return write_series(tmp_path / folder, days, **kw)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def emit_cases(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """Every collection the emitted forms and the zarr/xarray readers are checked on (built once)."""
+    from ._emit_cases import build_cases
+
+    return build_cases(tmp_path_factory.mktemp("emit-cases"))
