@@ -14,6 +14,7 @@ Use: ``emit_cases`` (session fixture) -> list of ``Case``; ``case.expected(name)
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +81,8 @@ def assert_same(got: Any, expected: np.ndarray[Any, Any], what: str = "") -> Non
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
     if expected.dtype.kind in "biufc":
         native = expected.dtype.newbyteorder("=")
-        assert got.dtype.newbyteorder("=") == native or got.dtype == native, f"{what}: dtype {got.dtype} != {expected.dtype}"
+        same_type = got.dtype.newbyteorder("=") == native or got.dtype == native
+        assert same_type, f"{what}: dtype {got.dtype} != {expected.dtype}"
         a = got.astype(native, copy=False)
         b = expected.astype(native, copy=False)
         assert a.tobytes() == b.tobytes(), f"{what}: values differ"
@@ -118,10 +120,8 @@ def build_cases(root: Path) -> list[Case]:
     cases.append(Case("netcdf3-series", uri))
 
     singles: list[tuple[str, Path]] = [("edge", write_edge_file(gen / "edge.h5"))]
-    try:
+    with contextlib.suppress(ImportError):
         singles.append(("plugins", write_plugin_file(gen / "plugins.h5")))
-    except ImportError:
-        pass
     for name, path in sorted(write_cases(gen / "tiff").items()):
         singles.append((f"tiff-{name}", Path(path)))
     for p in [*hdf5_files_in_shared(), *netcdf3_files_in_shared(), *tiff_files_in_shared()]:
