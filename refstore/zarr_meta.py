@@ -148,7 +148,7 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
     dt = np.dtype(meta.dtype)
     if fill_value == "auto":
         if "_FillValue" in meta.attrs:
-            fill_value = np.asarray(decode_attr(meta.attrs["_FillValue"])).astype(dt)[()]
+            fill_value = np.asarray(decode_attr(meta.attrs["_FillValue"])).astype(dt).ravel()[0]
         else:
             fill_value = decode_fill(meta.fill_value, dt)
     return {
@@ -248,7 +248,7 @@ def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:
     """xarray's zarr v3 ``_FillValue`` attribute encoding (``FillValueCoder``)."""
     import struct
 
-    v = np.asarray(value).astype(dtype)[()]
+    v = np.asarray(value).astype(dtype).ravel()[0]
     if dtype.kind == "f":
         return base64.standard_b64encode(struct.pack("<d", float(v))).decode()
     if dtype.kind in "iu":
