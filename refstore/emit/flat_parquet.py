@@ -1,7 +1,7 @@
 """Flat Parquet: one self-describing Parquet file of every chunk reference of a version.
 
-One row per chunk reference, sorted by ``(array, era, dim_0, dim_1, ...)``: ``array``
-(string), ``era`` (int32), ``dim_0..dim_{n-1}`` (int64 chunk keys on the era's grid; null past
+One row per chunk reference, sorted by ``(array_name, era, dim_0, dim_1, ...)``:
+``array_name`` (string), ``era`` (int32), ``dim_0..dim_{n-1}`` (int64 chunk keys on the era's grid; null past
 the array's rank), ``path`` (published URL; null for inline chunks), ``offset`` (int64; null
 for inline), ``size`` (int64 bytes), ``inline`` (binary; null unless inline) and
 ``filter_mask`` (int32; bit i set = codec i of the pipeline was skipped for this chunk).
@@ -15,7 +15,7 @@ own chunk grid, dtype, fill value, codecs and attributes). Codec configs are ref
 pipeline vocabulary in encode order (``design/formats.md``); attributes and fill values are
 refstore's typed JSON. See ``design/emit.md``.
 
-Writer options are pinned (zstd level 3, dictionary for ``array``/``path``, Parquet 2.6, data
+Writer options are pinned (zstd level 3, dictionary for ``array_name``/``path``, Parquet 2.6, data
 page v1, no stored Arrow schema), so one version and options give byte-identical files; nothing
 time-based is written.
 """
@@ -94,7 +94,7 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
     """The JSON document stored under ``METADATA_KEY``."""
     s = src.sources()
     sources = [
-        {"published": to_url(p), "scanned": loc, "size": size, "mtime_ns": mt, "etag": et}
+        {"published": to_url(p), "scanned": loc, "size": size, "mtime_ns": mt, "etag": et or None}
         for p, loc, size, mt, et in zip(*(s.column(c).to_pylist() for c in ("published", "location", "size",
                                                                            "mtime_ns", "etag")), strict=True)
     ]  # fmt: skip
@@ -121,7 +121,7 @@ def _rows(src: EmitSource, meta: ArrayMeta, era: int | None, era_index: int, ndi
         urls = pa.array([to_url(u) for u in d.dictionary.to_pylist()], pa.string())
         path = pc.take(urls, d.indices)
     cols: dict[str, Any] = {
-        "array": pa.repeat(pa.scalar(meta.name, pa.string()), n),
+        "array_name": pa.repeat(pa.scalar(meta.name, pa.string()), n),
         "era": pa.repeat(pa.scalar(era_index, pa.int32()), n),
     }
     for i in range(ndim_max):
@@ -152,7 +152,7 @@ def write(
             progress(i + 1, len(arrays))
     table = pa.concat_tables(parts)
     doc = metadata(src, arrays, ndim_max)
-    order = ["array", "era", *(f"dim_{i}" for i in range(ndim_max))]
+    order = ["array_name", "era", *(f"dim_{i}" for i in range(ndim_max))]
     sorting = [pq.SortingColumn(table.schema.get_field_index(c)) for c in order]
     with atomic_output(out) as tmp:
         writer = pq.ParquetWriter(
@@ -161,7 +161,7 @@ def write(
             data_page_version="1.0",
             compression="zstd",
             compression_level=3,
-            use_dictionary=["array", "path"],
+            use_dictionary=["array_name", "path"],
             write_statistics=True,
             store_schema=False,
             write_page_index=False,

@@ -185,7 +185,8 @@ def _fill_db(
         if stmt.strip():
             con.execute(stmt)
     con.executemany("INSERT INTO meta VALUES (?, ?)", _meta_rows(src))
-    extra = (s.column(c).to_pylist() for c in ("size", "mtime_ns", "etag"))
+    etags = [e or None for e in s.column("etag").to_pylist()]
+    extra = (s.column("size").to_pylist(), s.column("mtime_ns").to_pylist(), etags)
     con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)",
                     zip(ids.values(), published, scanned, *extra, strict=True))  # fmt: skip
     con.executemany("INSERT INTO remap VALUES ('scanned', ?, ?)", sorted(zip(published, scanned, strict=True)))

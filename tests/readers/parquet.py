@@ -63,7 +63,7 @@ class _Array:
         ehi = [min(b - s, n) for b, s, n in zip(hi, start, eshape, strict=True)]
         if any(b <= a for a, b in zip(elo, ehi, strict=True)):
             return
-        flt = (ds.field("array") == self.name) & (ds.field("era") == era["index"])
+        flt = (ds.field("array_name") == self.name) & (ds.field("era") == era["index"])
         for i, (a, b, c) in enumerate(zip(elo, ehi, chunks, strict=True)):
             flt &= (ds.field(f"dim_{i}") >= a // c) & (ds.field(f"dim_{i}") <= (b - 1) // c)
         cols = [f"dim_{i}" for i in range(len(lo))] + ["path", "offset", "size", "inline", "filter_mask"]
