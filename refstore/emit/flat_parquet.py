@@ -169,7 +169,8 @@ def write(
         )  # fmt: skip
         try:
             writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
-            writer.add_key_value_metadata({METADATA_KEY: json.dumps(doc, sort_keys=True, separators=(",", ":"))})
+            text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            writer.add_key_value_metadata({METADATA_KEY: text})
         finally:
             writer.close()
     return {"refs": table.num_rows, "row_groups": -(-table.num_rows // ROW_GROUP_ROWS)}

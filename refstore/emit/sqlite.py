@@ -63,8 +63,19 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _strict(obj: Any) -> Any:
+    """Non-finite floats as the strings zarr uses (``NaN``, ``Infinity``): strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return _float_text(obj)
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strict(v) for v in obj]
+    return obj
+
+
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return json.dumps(_strict(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def fill_text(meta: ArrayMeta) -> str:
