@@ -1,0 +1,176 @@
+"""Flat Parquet: one self-describing Parquet file of every chunk reference of a version.
+
+One row per chunk reference, sorted by ``(array_name, era, dim_0, dim_1, ...)``:
+``array_name`` (string), ``era`` (int32), ``dim_0..dim_{n-1}`` (int64 chunk keys on the era's grid; null past
+the array's rank), ``path`` (published URL; null for inline chunks), ``offset`` (int64; null
+for inline), ``size`` (int64 bytes), ``inline`` (binary; null unless inline) and
+``filter_mask`` (int32; bit i set = codec i of the pipeline was skipped for this chunk).
+Row groups of ``ROW_GROUP_ROWS`` rows with min/max statistics, so a filter on the array and
+chunk key reads one row group (pyarrow, DuckDB).
+
+Everything else is JSON under the Parquet key-value metadata key ``refstore`` (``METADATA_KEY``):
+format, version and tags, sources (published and scanned locations, size, mtime, etag), the
+remap rules applied, group attributes and every array's metadata with its eras (each with its
+own chunk grid, dtype, fill value, codecs and attributes). Codec configs are refstore's
+pipeline vocabulary in encode order (``design/formats.md``); attributes and fill values are
+refstore's typed JSON. See ``design/emit.md``.
+
+Writer options are pinned (zstd level 3, dictionary for ``array_name``/``path``, Parquet 2.6, data
+page v1, no stored Arrow schema), so one version and options give byte-identical files; nothing
+time-based is written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._keys import GLOBAL_KEY_COLUMNS
+from ..errors import UnexpressibleError
+from ..plan.remap import to_url
+from ._common import atomic_output
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..scan._types import ArrayMeta
+    from ._input import EmitSource
+
+__all__ = ["FORMAT", "METADATA_KEY", "ROW_GROUP_ROWS", "check", "metadata", "write"]
+
+FORMAT = "refstore-flat-parquet/1"
+"""``format`` in the metadata; a reader refuses other values."""
+METADATA_KEY = "refstore"
+"""The Parquet key-value metadata key holding the JSON document."""
+ROW_GROUP_ROWS = 8192
+"""Rows per row group: small enough that a key lookup reads little, large enough to compress."""
+
+
+def check(src: EmitSource, meta: ArrayMeta) -> None:
+    """Only arrays refstore itself cannot decode are refused: eras, short strips and filter
+    masks are all expressible here."""
+    if meta.status != "ok":
+        raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
+
+
+def _eras(meta: ArrayMeta) -> list[dict[str, Any]]:
+    """Every era of the array (one covering the whole array when it has no era boundary)."""
+    keep = ("first_source", "last_source")
+    if meta.eras:
+        out = []
+        for e in meta.eras:
+            em = meta.era_meta(e)
+            out.append({
+                "index": int(e["index"]), "axis": int(e["axis"]), "start": int(e["start"]), "stop": int(e["stop"]),
+                "shape": list(em.shape), "chunks": list(em.chunks), "dtype": em.dtype, "fill_value": em.fill_value,
+                "codecs": list(em.codecs), "attrs": em.attrs, **{k: e[k] for k in keep if k in e},
+            })  # fmt: skip
+        return out
+    return [{
+        "index": 0, "axis": 0 if meta.shape else None, "start": 0, "stop": int(meta.shape[0]) if meta.shape else None,
+        "shape": list(meta.shape), "chunks": list(meta.chunks), "dtype": meta.dtype, "fill_value": meta.fill_value,
+        "codecs": list(meta.codecs), "attrs": meta.attrs,
+    }]  # fmt: skip
+
+
+def _array_doc(meta: ArrayMeta) -> dict[str, Any]:
+    dtype = np.result_type(*[np.dtype(e["dtype"]) for e in meta.eras]).str if meta.eras else np.dtype(meta.dtype).str
+    return {
+        "dims": list(meta.dims),
+        "shape": [int(s) for s in meta.shape],
+        "dtype": dtype,
+        "fill_value": meta.fill_value,
+        "attrs": meta.attrs,
+        "short_edge": bool(meta.short_edge),
+        "eras": _eras(meta),
+    }
+
+
+def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict[str, Any]:
+    """The JSON document stored under ``METADATA_KEY``."""
+    s = src.sources()
+    sources = [
+        {"published": to_url(p), "scanned": loc, "size": size, "mtime_ns": mt, "etag": et or None}
+        for p, loc, size, mt, et in zip(*(s.column(c).to_pylist() for c in ("published", "location", "size",
+                                                                           "mtime_ns", "etag")), strict=True)
+    ]  # fmt: skip
+    return {
+        "format": FORMAT,
+        "version": src.version,
+        "tags": src.tags,
+        "concat_dim": src.concat_dim,
+        "key_columns": [f"dim_{i}" for i in range(key_columns)],
+        "remap": {"applied": bool(src.rules), "rules": [r.to_json() for r in src.rules]},
+        "sources": sources,
+        "groups": src.group_attrs(),
+        "arrays": {m.name: _array_doc(m) for m in arrays},
+    }
+
+
+def _rows(src: EmitSource, meta: ArrayMeta, era: int | None, era_index: int, ndim_max: int) -> pa.Table:
+    t = src.refs(meta.name, era=era)
+    n = t.num_rows
+    inline = pc.less(t.column("offset"), 0)
+    path: Any = pa.array([], pa.string())
+    if n:  # published URLs: remap work per distinct location, as the source column is dictionary-encoded
+        d = t.column("path").combine_chunks()
+        urls = pa.array([to_url(u) for u in d.dictionary.to_pylist()], pa.string())
+        path = pc.take(urls, d.indices)
+    cols: dict[str, Any] = {
+        "array_name": pa.repeat(pa.scalar(meta.name, pa.string()), n),
+        "era": pa.repeat(pa.scalar(era_index, pa.int32()), n),
+    }
+    for i in range(ndim_max):
+        cols[f"dim_{i}"] = t.column(GLOBAL_KEY_COLUMNS[i]) if i < meta.ndim else pa.nulls(n, pa.int64())
+    cols["path"] = pc.if_else(inline, pa.scalar(None, pa.string()), path)
+    cols["offset"] = pc.if_else(inline, pa.scalar(None, pa.int64()), pc.cast(t.column("offset"), pa.int64()))
+    cols["size"] = pc.if_else(inline, pc.cast(pc.binary_length(t.column("inline")), pa.int64()),
+                              pc.cast(t.column("length"), pa.int64()))  # fmt: skip
+    cols["inline"] = pc.if_else(inline, pc.cast(t.column("inline"), pa.binary()), pa.scalar(None, pa.binary()))
+    cols["filter_mask"] = pc.cast(t.column("filter_mask"), pa.int32())
+    return pa.table(cols)
+
+
+def write(
+    src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    arrays = sorted(arrays, key=lambda m: m.name.encode("utf-8"))
+    ndim_max = max((m.ndim for m in arrays), default=0)
+    parts: list[pa.Table] = []
+    for i, meta in enumerate(arrays):
+        if meta.eras:
+            parts += [_rows(src, meta, int(e["index"]), int(e["index"]), ndim_max) for e in meta.eras]
+        else:
+            parts.append(_rows(src, meta, None, 0, ndim_max))
+        if progress is not None:
+            progress(i + 1, len(arrays))
+    table = pa.concat_tables(parts)
+    doc = metadata(src, arrays, ndim_max)
+    order = ["array_name", "era", *(f"dim_{i}" for i in range(ndim_max))]
+    sorting = [pq.SortingColumn(table.schema.get_field_index(c)) for c in order]
+    with atomic_output(out) as tmp:
+        writer = pq.ParquetWriter(
+            tmp, table.schema,
+            version="2.6",
+            data_page_version="1.0",
+            compression="zstd",
+            compression_level=3,
+            use_dictionary=["array_name", "path"],
+            write_statistics=True,
+            store_schema=False,
+            write_page_index=False,
+            sorting_columns=sorting,
+        )  # fmt: skip
+        try:
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            writer.add_key_value_metadata({METADATA_KEY: text})
+        finally:
+            writer.close()
+    return {"refs": table.num_rows, "row_groups": -(-table.num_rows // ROW_GROUP_ROWS)}
