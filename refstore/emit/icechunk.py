@@ -65,6 +65,7 @@ _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "co
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     check_zarr(src, meta, zarr_format=3)
+    v3_array(meta)  # dtypes and fill values without a zarr v3 form
 
 
 def credentials(prefixes: list[str]) -> dict[str, Any]:
@@ -190,8 +191,22 @@ def _array_doc(meta: ArrayMeta) -> bytes:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        md = ArrayV3Metadata.from_dict(v3_array(meta))
+        doc = v3_array(meta)
+        doc["attributes"] = _finite(doc.get("attributes") or {})
+        md = ArrayV3Metadata.from_dict(doc)
         return md.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()  # type: ignore[no-any-return]
+
+
+def _finite(value: Any) -> Any:
+    """JSON without NaN/Infinity literals (Icechunk's JSON parser refuses them): non-finite
+    floats as the strings zarr v3 uses for fill values."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return "NaN" if np.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _group_doc(attrs: dict[str, Any]) -> bytes:
@@ -200,7 +215,7 @@ def _group_doc(attrs: dict[str, Any]) -> bytes:
 
     from .._values import decode_attr
 
-    plain = {k: plain_value(decode_attr(v)) for k, v in sorted(attrs.items())}
+    plain = {k: _finite(plain_value(decode_attr(v))) for k, v in sorted(attrs.items())}
     return GroupMetadata(attributes=plain, zarr_format=3).to_buffer_dict(  # type: ignore[no-any-return]
         default_buffer_prototype())["zarr.json"].to_bytes()  # fmt: skip
 
