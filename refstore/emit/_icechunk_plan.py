@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -184,8 +185,9 @@ def boxes(coords: np.ndarray[Any, np.dtype[np.int64]], rows: np.ndarray[Any, np.
         order = np.argsort(c[:, 0], kind="stable")
         g = c[order, 0]
         cuts = np.concatenate([[0], np.nonzero(np.diff(g) > floor)[0] + 1, [len(g)]])
-        return [b for a, z in zip(cuts[:-1], cuts[1:], strict=True)
-                for b in boxes(coords, rows[order[a:z]], slack=slack, floor=max(floor, int(g[z - 1] - g[a]) + 1))]  # fmt: skip
+        runs = [(int(a), int(z)) for a, z in pairwise(cuts)]
+        return [b for a, z in runs
+                for b in boxes(coords, rows[order[a:z]], slack=slack, floor=max(floor, int(g[z - 1] - g[a]) + 1))]
     if shape[0] == 1:  # one hyper-row: split along the next axis
         sub = boxes(coords[:, 1:], rows, slack=slack, floor=floor)
         return [Box((int(lo[0]), *b.origin), (1, *b.shape), b.cells, b.rows) for b in sub]
@@ -193,7 +195,7 @@ def boxes(coords: np.ndarray[Any, np.dtype[np.int64]], rows: np.ndarray[Any, np.
     order = np.argsort(c[:, 0], kind="stable")
     g0 = c[order, 0]
     starts = np.concatenate([[0], np.nonzero(np.diff(g0))[0] + 1, [len(g0)]])
-    for a, b in zip(starts[:-1], starts[1:], strict=True):
+    for a, b in pairwise(starts):
         out += boxes(coords, rows[order[a:b]], slack=slack, floor=floor)
     return out
 

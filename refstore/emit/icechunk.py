@@ -27,6 +27,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -84,12 +85,13 @@ def credentials(prefixes: list[str]) -> dict[str, Any]:
             creds[p] = ic.s3_from_env_credentials()
         elif p.startswith("gs://"):
             creds[p] = ic.gcs_from_env_credentials()
-    return ic.containers_credentials(creds)  # type: ignore[no-any-return]
+    return ic.containers_credentials(creds)
 
 
 def _container(prefix: str) -> Any:
     import icechunk as ic
 
+    store: Any
     if prefix.startswith("file://"):
         store = ic.local_filesystem_store(prefix[len("file://") :])
     elif prefix.startswith(("http://", "https://")):
@@ -123,8 +125,8 @@ class _Locations:
         t = src.sources()
         by_loc: dict[str, str] = {}
         tokens: dict[str, str] = {}
-        for loc, pub, mt, etag in zip(t.column("location").to_pylist(), t.column("published").to_pylist(),
-                                      t.column("mtime_ns").to_pylist(), t.column("etag").to_pylist(), strict=True):  # fmt: skip
+        cols = [t.column(c).to_pylist() for c in ("location", "published", "mtime_ns", "etag")]
+        for loc, pub, mt, etag in zip(*cols, strict=True):
             url = encode_url(to_url(pub))
             by_loc[pub] = url
             tokens[url] = checksum_token(loc, pub, mt, etag)
@@ -194,7 +196,7 @@ def _array_doc(meta: ArrayMeta) -> bytes:
         doc = v3_array(meta)
         doc["attributes"] = _finite(doc.get("attributes") or {})
         md = ArrayV3Metadata.from_dict(doc)
-        return md.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()  # type: ignore[no-any-return]
+        return md.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
 
 
 def _finite(value: Any) -> Any:
@@ -216,7 +218,7 @@ def _group_doc(attrs: dict[str, Any]) -> bytes:
     from .._values import decode_attr
 
     plain = {k: _finite(plain_value(decode_attr(v))) for k, v in sorted(attrs.items())}
-    return GroupMetadata(attributes=plain, zarr_format=3).to_buffer_dict(  # type: ignore[no-any-return]
+    return GroupMetadata(attributes=plain, zarr_format=3).to_buffer_dict(
         default_buffer_prototype())["zarr.json"].to_bytes()  # fmt: skip
 
 
@@ -341,7 +343,7 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
     if meta_doc is not None:
         _run(_set(store, f"{name}/zarr.json", meta_doc))
     counts.deleted += len(d.delete)
-    rows = np.union1d(d.write, np.array(redo, np.int64))
+    rows = np.sort(np.concatenate([d.write, np.array(redo, np.int64)])) if redo else d.write
     st = want.state
     virt = rows[st.kind[rows] == VIRTUAL]
     nat = rows[st.kind[rows] == NATIVE]
@@ -352,8 +354,11 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
                               checksum=_checksum(tokens[st.token[r]]) if st.token[r] >= 0 else None)  # fmt: skip
     elif len(virt):
         tok = st.token[virt]
-        for t in np.unique(tok):
-            group = virt[tok == t]
+        order = np.argsort(tok, kind="stable")
+        cuts = np.concatenate([[0], np.nonzero(np.diff(tok[order]))[0] + 1, [len(order)]])
+        for a, z in pairwise(cuts):
+            group = np.sort(virt[order[a:z]])
+            t = int(tok[order[a]])
             checksum = _checksum(tokens[int(t)]) if t >= 0 else None
             for b in boxes(want.coords, group):
                 size = int(np.prod(b.shape))
@@ -549,6 +554,6 @@ class _quiet(warnings.catch_warnings):
     """Icechunk and zarr warnings that say nothing about this emit (local storage, numcodecs
     names outside the v3 spec)."""
 
-    def __enter__(self) -> None:  # type: ignore[override]
+    def __enter__(self) -> None:
         super().__enter__()
         warnings.simplefilter("ignore")
