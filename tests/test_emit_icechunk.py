@@ -167,6 +167,8 @@ def test_remapped_sources_get_their_own_container_and_no_checksum(tmp_path: Path
     got = open_form(out, None)
     expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(copy.glob("*.nc"))])
     assert_same(got["sst"][...], expected, "sst from the mirror")
+    again = emit(refstore.Collection.open(col), "icechunk", out)  # references without checksums are kept too
+    assert not again.extra["committed"] and again.extra["written"] == 0
     # credentials are never persisted: without authorization the read fails
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -178,11 +180,15 @@ def test_remapped_sources_get_their_own_container_and_no_checksum(tmp_path: Path
 
 def test_held_chunks_are_native(tmp_path: Path, new_collection: Any) -> None:
     col, data = _series(tmp_path, new_collection, days=2)
-    hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
     out = str(tmp_path / "repo.icechunk")
-    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    emit(refstore.Collection.open(col), "icechunk", out)
+    before = open_repo(out).lookup_branch("main")
+    hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
+    rep = emit(refstore.Collection.open(col), "icechunk", out)  # held: the same chunks become native
+    d = open_repo(out).diff(from_snapshot_id=before, to_branch="main")
+    assert set(d.updated_chunks) == {"/sst"} and not d.updated_arrays
     n_sst = refstore.open(col).snapshot.count("chunk", "array = 'sst'")
-    assert rep.extra["native"] >= n_sst
+    assert rep.extra["native"] == n_sst == len(d.updated_chunks["/sst"]) and rep.extra["written"] == 0
     kinds = {r[1] for r in _all_refs(out)["chunks"]["sst"]}
     assert kinds == {"native"}
     expected = refstore.open(col)["sst"][...]

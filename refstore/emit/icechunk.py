@@ -142,6 +142,7 @@ class _Wanted:
     state: ChunkState
     coords: np.ndarray[Any, np.dtype[np.int64]]  # (n, ndim)
     native: dict[int, bytes]  # row -> bytes of native rows
+    grid: tuple[int, ...]
 
 
 def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[str, int],
@@ -183,7 +184,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
         length=np.where(native, 0, t.column("length").to_numpy()).astype(np.uint64),
         token=token.astype(np.int64),
     )
-    return _Wanted(state, coords, rows)
+    return _Wanted(state, coords, rows, src.grid(meta))
 
 
 # --------------------------------------------------------------------------- metadata
@@ -278,9 +279,11 @@ async def _set(store: Any, key: str, value: bytes) -> None:
 
 
 async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_index: dict[str, int],
-                token_index: dict[str, int], old_tokens: dict[str, str]) -> ChunkState:  # fmt: skip
+                token_index: dict[str, int], old_tokens: dict[str, str], *, known: bool) -> ChunkState:  # fmt: skip
     """The chunk references the repository holds for one array, in the wanted vocabulary
-    (locations it does not know get -2, tokens from the previous commit's metadata)."""
+    (locations it does not know get -2). Checksum tokens come from the previous commit's
+    metadata (``known``: written by refstore; a URL missing there had none); without it every
+    token counts as unknown, so every reference is rewritten."""
     parts: list[tuple[Any, ...]] = []
     async for batch in store.array_chunk_iterator(name, 262_144):
         parts.append(batch)
@@ -291,7 +294,7 @@ async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_ind
     paths = pa.array([s for p in parts for s in p[2]], pa.string()).dictionary_encode()
     uniq = paths.dictionary.to_pylist()
     code = np.array([url_index.get(u, -2) for u in uniq] or [0], np.int64)
-    tok = np.array([token_index.get(old_tokens.get(u, "?"), -2) if old_tokens.get(u, "?") else -1
+    tok = np.array([token_index.get(t, -2) if (t := old_tokens.get(u, "" if known else "?")) else -1
                     for u in uniq] or [0], np.int64)  # fmt: skip
     idx = paths.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     virtual = kinds == 2
@@ -326,7 +329,7 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
     """Make the array's chunks in the session equal ``want``; ``meta_doc``: its new zarr.json,
     written after the deletes (a shape may shrink) and before the writes (or grow)."""
     name = meta.name
-    grid = tuple(int(g) for g in np.ceil(np.divide(meta.shape, meta.chunks)).astype(np.int64)) if meta.shape else ()
+    grid = want.grid
     d = diff_states(want.state, have)
     # native chunks held by both: rewrite only when their bytes differ
     keys_h = [_key(name, np.unravel_index(int(have.flat[h]), grid) if grid else ()) for _w, h in d.compare_native]
@@ -514,7 +517,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
             have = ChunkState.empty()
         else:
             have = _run(_have(store, meta.name, len(meta.shape), grids[meta.name], url_index, token_index,
-                              old_tokens if old else {}))  # fmt: skip
+                              old_tokens, known=bool(old)))  # fmt: skip
         meta_doc = doc if before != doc else None
         _write_array(store, meta, want, have, locs.urls, token_list, counts, meta_doc=meta_doc)
         if progress is not None:
