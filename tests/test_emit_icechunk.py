@@ -261,3 +261,32 @@ def test_refuses_a_folder_that_is_not_a_repository(tmp_path: Path, new_collectio
     with pytest.raises(BadInputError, match="not an Icechunk repository"):
         emit(refstore.Collection.open(col), "icechunk", str(out))
     assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_remap_to_s3_reads_through_an_s3_container(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test",
+                     "AWS_SECRET_ACCESS_KEY": "test", "AWS_ALLOW_HTTP": "true"}.items():  # fmt: skip
+            monkeypatch.setenv(k, v)
+        col, data = _series(tmp_path, new_collection, days=2)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="archive")
+        for p in sorted(data.glob("*.nc")):
+            s3.upload_file(str(p), "archive", f"oisst/{p.name}")
+        from refstore.table.remap import add_rule
+
+        add_rule(refstore.Collection.open(col), str(data) + "/", "s3://archive/oisst/")
+        out = str(tmp_path / "repo.icechunk")
+        rep = emit(refstore.Collection.open(col), "icechunk", out)
+        assert rep.extra["containers"] == ["s3://archive/oisst/"]
+        got = open_form(out, None)
+        expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(data.glob("*.nc"))])
+        assert_same(got["sst"][...], expected, "sst from S3")
+    finally:
+        server.stop()
