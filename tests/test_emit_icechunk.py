@@ -290,3 +290,23 @@ def test_remap_to_s3_reads_through_an_s3_container(tmp_path: Path, new_collectio
         assert_same(got["sst"][...], expected, "sst from S3")
     finally:
         server.stop()
+
+
+def test_newer_version_with_sources_elsewhere_adds_a_container(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=2)
+    out = str(tmp_path / "repo.icechunk")
+    first = emit(refstore.Collection.open(col), "icechunk", out)
+    assert first.extra["containers"] == [f"file://{data}/"]
+    later = tmp_path / "later"
+    later.mkdir()
+    write_day(later / "oisst-avhrr-v02r01.20240103.nc", date(2024, 1, 3))
+    refstore.scan(col, [str(later)], concat_dim="time")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["containers"] == sorted([f"file://{data}/", f"file://{later}/"])
+    cfg = ic.Repository.fetch_config(ic.local_filesystem_storage(out))
+    assert sorted(cfg.virtual_chunk_containers) == rep.extra["containers"]
+    got = open_form(out, None)
+    ds = refstore.open(col)
+    assert ds["sst"].shape[0] == 3
+    for name in ds.arrays:
+        assert_same(got[name][...], ds[name][...], name)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -396,13 +395,18 @@ def _splits(arrays: list[ArrayMeta], grids: dict[str, tuple[int, ...]]) -> dict[
     return out
 
 
+def _rx_escape(name: str) -> str:
+    """A literal for Icechunk's (Rust) regex: only its meta characters escaped."""
+    return "".join("\\" + ch if ch in "\\.+*?()|[]{}^$#&-~" else ch for ch in name)
+
+
 def _splitting_config(splits: dict[str, int]) -> Any:
     import icechunk as ic
 
     if not splits:
         return None
     return ic.ManifestSplittingConfig.from_dict({
-        ic.ManifestSplitCondition.path_matches(f"^/{re.escape(name)}$"): {ic.ManifestSplitDimCondition.Axis(0): rows}
+        ic.ManifestSplitCondition.path_matches(f"^/{_rx_escape(name)}$"): {ic.ManifestSplitDimCondition.Axis(0): rows}
         for name, rows in sorted(splits.items())
     })  # fmt: skip
 
@@ -459,15 +463,14 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         old = _info(repo.lookup_snapshot(repo.lookup_branch(BRANCH)))
         if old and old.get("uri") != src.uri:
             raise BadInputError(f"{path}: holds collection {old.get('uri')}, not {src.uri}; emit into a new folder")
-        if new or old.get("splits", {}) != splits:
+        prefixes = sorted({*have_prefixes, *new})
+        if new or old.get("splits", {}) != splits:  # new containers or splits: saved before the commit
             for p in new:
                 cfg.set_virtual_chunk_container(_container(p))
             cfg.manifest = ic.ManifestConfig(splitting=_splitting_config(splits))
-            prefixes = sorted({*have_prefixes, *new})
             with _quiet():
                 repo = ic.Repository.open(storage, config=cfg, authorize_virtual_chunk_access=credentials(prefixes))
                 repo.save_config()
-        prefixes = sorted({*have_prefixes, *new})
     tag_names = sorted({*src.tags, *([src.tag] if src.tag else []), f"refstore-v{src.version}"})
     existing_tags = set(repo.list_tags())
     for name in tag_names:
