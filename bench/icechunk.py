@@ -61,6 +61,9 @@ def _floor(work: Path, col: str) -> float:
 
 
 def run(n_refs: int) -> dict[str, Any]:
+    import icechunk  # noqa: F401  (imports are not part of the emit)
+    import zarr  # noqa: F401
+
     import refstore
     from refstore.emit import emit
 
