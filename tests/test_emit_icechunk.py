@@ -310,3 +310,36 @@ def test_newer_version_with_sources_elsewhere_adds_a_container(tmp_path: Path, n
     assert ds["sst"].shape[0] == 3
     for name in ds.arrays:
         assert_same(got[name][...], ds[name][...], name)
+
+
+def _eras(folder: Path) -> Path:
+    folder.mkdir()
+    for i, chunks in enumerate([(1, 12), (2, 6)]):
+        with h5py.File(folder / f"e{i}.h5", "w") as f:
+            t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 2 * i, maxshape=(None,), chunks=(2,))
+            t.make_scale("time")
+            x = f.create_dataset("x", data=np.ones((2, 12), "f4") * i, chunks=chunks, compression="gzip")
+            x.dims[0].attach_scale(t)
+    return folder
+
+
+@pytest.mark.parametrize("what", ["short_strip", "jpeg_gray", "filter_mask", "eras"])
+def test_refuses_what_zarr_v3_cannot_express(tmp_path: Path, new_collection: Any, what: str) -> None:
+    from refstore.errors import UnexpressibleError
+    from refstore.fixtures.edge import write_edge_file
+    from refstore.fixtures.tiff import write_cases
+
+    col = new_collection()
+    if what == "eras":
+        refstore.scan(col, [str(_eras(tmp_path / "eras"))], concat_dim="time")
+        why = "array 'x' has 2 eras"
+    elif what == "filter_mask":
+        refstore.scan(col, [str(write_edge_file(tmp_path / "edge.h5"))])
+        why = "array 'filter_mask': 1 chunks skip a filter"
+    else:
+        refstore.scan(col, [str(write_cases(tmp_path / "tiff")[what])])
+        why = {"short_strip": "array 'image': its last chunk", "jpeg_gray": "array 'image': JPEG"}[what]
+    out = tmp_path / "repo.icechunk"
+    with pytest.raises(UnexpressibleError, match=why):
+        emit(refstore.Collection.open(col), "icechunk", str(out))
+    assert not out.exists()
