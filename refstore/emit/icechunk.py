@@ -63,6 +63,12 @@ _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "co
 """zarr.json keys whose change invalidates an array's chunks (others update in place)."""
 
 
+_LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error"
+"""Icechunk's log filter while emitting (unless ``ICECHUNK_LOG`` is set): its two warnings on
+every local repository (not safe for concurrent commits; readback metadata) say nothing about
+an emit, which commits from one process."""
+
+
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     check_zarr(src, meta, zarr_format=3)
     v3_array(meta)  # dtypes and fill values without a zarr v3 form
@@ -440,6 +446,8 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
           *, fresh: bool) -> dict[str, Any]:  # fmt: skip
     import icechunk as ic
 
+    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
+        ic.set_logs_filter(_LOGS)
     storage = ic.local_filesystem_storage(path)
     locs = _Locations.of(src)
     grids = {m.name: src.grid(m) for m in arrays}
