@@ -343,3 +343,20 @@ def test_refuses_what_zarr_v3_cannot_express(tmp_path: Path, new_collection: Any
     with pytest.raises(UnexpressibleError, match=why):
         emit(refstore.Collection.open(col), "icechunk", str(out))
     assert not out.exists()
+
+
+def test_scalar_contiguous_and_empty_arrays(tmp_path: Path, new_collection: Any) -> None:
+    src = tmp_path / "s.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("s", data=np.float64(3.5))
+        f.create_dataset("v", data=np.arange(10, dtype=">i4"))
+        f.create_dataset("empty", shape=(0, 4), dtype="f4", chunks=(1, 4), maxshape=(None, 4))
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.refs == rep.extra["written"] == 2
+    got = open_form(out, None)
+    with h5py.File(src) as f:
+        for name in ("s", "v", "empty"):
+            assert_same(got[name][...], f[name][()], name)
