@@ -263,7 +263,7 @@ def test_refuses_a_folder_that_is_not_a_repository(tmp_path: Path, new_collectio
     assert (out / "keep.txt").read_text() == "mine"
 
 
-def test_remap_to_s3_reads_through_an_s3_container(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+def test_remap_to_s3_and_http_reads_through_their_containers(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
     moto_server = pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -278,7 +278,7 @@ def test_remap_to_s3_reads_through_an_s3_container(tmp_path: Path, new_collectio
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
         s3.create_bucket(Bucket="archive")
         for p in sorted(data.glob("*.nc")):
-            s3.upload_file(str(p), "archive", f"oisst/{p.name}")
+            s3.upload_file(str(p), "archive", f"oisst/{p.name}", ExtraArgs={"ACL": "public-read"})
         from refstore.table.remap import add_rule
 
         add_rule(refstore.Collection.open(col), str(data) + "/", "s3://archive/oisst/")
@@ -288,6 +288,12 @@ def test_remap_to_s3_reads_through_an_s3_container(tmp_path: Path, new_collectio
         got = open_form(out, None)
         expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(data.glob("*.nc"))])
         assert_same(got["sst"][...], expected, "sst from S3")
+        # the same objects over plain HTTP (path-style URLs): an http container
+        add_rule(refstore.Collection.open(col), str(data) + "/", f"{endpoint}/archive/oisst/")
+        out = str(tmp_path / "repo-http.icechunk")
+        rep = emit(refstore.Collection.open(col), "icechunk", out)
+        assert rep.extra["containers"] == [f"{endpoint}/archive/oisst/"]
+        assert_same(open_form(out, None)["sst"][...], expected, "sst over HTTP")
     finally:
         server.stop()
 
