@@ -263,7 +263,7 @@ def test_refuses_a_folder_that_is_not_a_repository(tmp_path: Path, new_collectio
     assert (out / "keep.txt").read_text() == "mine"
 
 
-def test_remap_to_s3_and_http_reads_through_their_containers(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+def test_remap_to_s3_and_http_containers(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
     moto_server = pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
