@@ -7,6 +7,7 @@ No Icechunk, no I/O: numpy arrays in, numpy arrays out (see ``design/emit.md``).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -52,7 +53,8 @@ def _root(url: str) -> str:
 def container_prefixes(urls: list[str], existing: list[str] | None = None) -> list[str]:
     """One virtual chunk container per scheme and authority (bucket, host; one for local files):
     the longest common folder of its locations. URLs already under an ``existing`` prefix need
-    no new container. Sorted, each ending in ``/``."""
+    no new container (a new prefix may enclose an existing one: Icechunk resolves nested
+    prefixes). Sorted, each ending in ``/``."""
     existing = existing or []
     todo = sorted({u for u in urls if not any(u.startswith(p) for p in existing)})
     groups: dict[str, list[str]] = {}
@@ -60,16 +62,8 @@ def container_prefixes(urls: list[str], existing: list[str] | None = None) -> li
         groups.setdefault(_root(u), []).append(u)
     out: list[str] = []
     for root, members in sorted(groups.items()):
-        folders = [m[: m.rindex("/") + 1] for m in members]
-        common = folders[0]
-        for f in folders[1:]:
-            n = 0
-            for a, b in zip(common, f, strict=False):
-                if a != b:
-                    break
-                n += 1
-            common = common[:n]
-        common = common[: common.rindex("/") + 1] if "/" in common else root
+        common = os.path.commonprefix([m[: m.rindex("/") + 1] for m in members])  # noqa: RUF071 (cut back to a "/" next)
+        common = common[: common.rindex("/") + 1]
         out.append(common if len(common) >= len(root) else root)
     return sorted(out)
 
