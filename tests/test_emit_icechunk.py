@@ -1,0 +1,368 @@
+"""The Icechunk form: reproducible references, incremental commits of a newer version, tags,
+checksums, held chunks, remapped containers, split manifests, and xarray over the repository
+against xarray over the original netCDF files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import warnings
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+import refstore
+from refstore.emit import emit
+from refstore.errors import BadInputError
+from refstore.fixtures.oisst import write_day, write_series
+from refstore.table import HoldSelection, create_tag, hold
+
+from ._emit_cases import assert_same
+from .readers.icechunk import open_form, open_repo
+
+ic = pytest.importorskip("icechunk")
+zarr = pytest.importorskip("zarr")
+
+
+def _series(tmp_path: Path, new_collection: Any, days: int = 3) -> tuple[str, Path]:
+    data = tmp_path / "oisst"
+    write_series(data, days)
+    col = new_collection()
+    refstore.scan(col, [str(data)], concat_dim="time")
+    return col, data
+
+
+def _all_refs(out: str, ref: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every node's zarr.json and every chunk (coords, kind, location, offset, length; native
+    chunks by their bytes), in a stable order."""
+    repo = open_repo(out)
+    session = repo.readonly_session(**(ref or {"branch": "main"}))
+    store = session.store
+
+    async def collect() -> dict[str, Any]:
+        from zarr.core.buffer import default_buffer_prototype
+
+        proto = default_buffer_prototype()
+        docs: dict[str, Any] = {}
+        async for key in store.list():
+            if key.endswith("zarr.json"):
+                docs[key] = json.loads((await store.get(key, proto)).to_bytes())
+        chunks: dict[str, Any] = {}
+        for key, doc in sorted(docs.items()):
+            if doc["node_type"] != "array":
+                continue
+            name = key[: -len("/zarr.json")]
+            rows = []
+            async for coords, kinds, paths, offs, lens, _inl in store.array_chunk_iterator(name, 1000):
+                for j in range(len(kinds)):
+                    c = tuple(int(x) for x in coords[j])
+                    if kinds[j] == 2:
+                        rows.append((c, "virtual", paths[j], int(offs[j]), int(lens[j])))
+                    else:
+                        k = f"{name}/c/" + "/".join(map(str, c)) if c else f"{name}/c"
+                        rows.append((c, "native", (await store.get(k, proto)).to_bytes(), 0, 0))
+            chunks[name] = sorted(rows)
+        return {"docs": docs, "chunks": chunks}
+
+    return asyncio.run(collect())
+
+
+def test_same_ref_gives_identical_metadata_and_references(tmp_path: Path, new_collection: Any) -> None:
+    col, _ = _series(tmp_path, new_collection)
+    c = refstore.Collection.open(col)
+    a, b = str(tmp_path / "a.icechunk"), str(tmp_path / "b.icechunk")
+    ra, rb = emit(c, "icechunk", a), emit(c, "icechunk", b)
+    assert ra.refs == rb.refs > 0
+    got_a, got_b = _all_refs(a), _all_refs(b)
+    assert got_a == got_b
+    assert "sst" in got_a["chunks"] and any(r[1] == "native" for r in got_a["chunks"]["ice"])  # compact: native
+    assert all(r[2].startswith("file://") for r in got_a["chunks"]["sst"])
+
+
+def test_newer_version_commits_only_what_changed(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=3)
+    c = refstore.Collection.open(col)
+    create_tag(c, "release-2026-10")
+    v1 = c.latest_version
+    out = str(tmp_path / "repo.icechunk")
+    rep1 = emit(c, "icechunk", out, as_of="release-2026-10")
+    assert set(rep1.extra["tags"]) == {f"refstore-v{v1}", "release-2026-10"}
+    repo = open_repo(out)
+    snap1 = repo.lookup_tag("release-2026-10")
+    info = repo.lookup_snapshot(snap1)
+    assert info.message == f"refstore {c.uri} version {v1} (release-2026-10)"
+    assert info.metadata["refstore"]["version"] == v1
+
+    # the same version again: nothing new
+    rep_same = emit(refstore.Collection.open(col), "icechunk", out)
+    assert not rep_same.extra["committed"] and rep_same.extra["written"] == 0
+    assert len(list(open_repo(out).ancestry(branch="main"))) == len(list(repo.ancestry(branch="main")))
+
+    # one new day
+    write_day(data / "oisst-avhrr-v02r01.20240104.nc", date(2024, 1, 4))
+    refstore.scan(col, [str(data)], concat_dim="time")
+    c = refstore.Collection.open(col)
+    v2 = c.latest_version
+    rep2 = emit(c, "icechunk", out)
+    assert rep2.extra["committed"] and rep2.version == v2
+    repo = open_repo(out)
+    d = repo.diff(from_tag="release-2026-10", to_branch="main")
+    ds_new = refstore.open(col)
+    timed = {n for n in ds_new.arrays if ds_new[n].dims and ds_new[n].dims[0] == "time"}
+    assert d.updated_chunks, "the new day wrote no chunks"
+    for path, coords in d.updated_chunks.items():
+        name = path.lstrip("/")
+        assert name in timed, f"{name} has no time axis but was rewritten"
+        assert {cc[0] for cc in coords} == {3}, f"{name}: chunks outside the new day rewritten"
+    n_new = sum(len(v) for v in d.updated_chunks.values())
+    assert n_new == sum(refstore.open(col).snapshot.count("chunk", f"array = '{n}' AND g0 = 3") for n in timed)
+    assert rep2.extra["written"] + rep2.extra["native"] == n_new
+    assert not d.new_arrays and not d.deleted_arrays and {p.lstrip("/") for p in d.updated_arrays} <= timed
+
+    # the older tag still reads the older data; main reads the newer version
+    old = open_form(out, None, tag="release-2026-10")
+    new = open_form(out, None)
+    ds_old = refstore.open(col, as_of=v1)
+    for name in ds_old.arrays:
+        assert_same(old[name][...], ds_old[name][...], f"old {name}")
+        assert_same(new[name][...], ds_new[name][...], f"new {name}")
+    assert old["sst"].shape[0] == 3 and new["sst"].shape[0] == 4
+
+    # emitting the newer version again commits nothing
+    rep3 = emit(c, "icechunk", out)
+    assert not rep3.extra["committed"]
+
+
+def test_stale_source_is_refused_by_icechunk_checksum(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=1)
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    assert_same(open_form(out, None)["sst"][...], refstore.open(col)["sst"][...], "sst")
+    f = next(data.glob("*.nc"))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))  # the file changed after its scan
+    with pytest.raises(Exception, match="changed"):
+        open_form(out, None)["sst"][...]
+
+
+def test_remapped_sources_get_their_own_container_and_no_checksum(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=2)
+    copy = tmp_path / "mirror"
+    shutil.copytree(data, copy, copy_function=shutil.copyfile)  # new mtimes: the scan's do not apply
+    from refstore.table.remap import add_rule
+
+    add_rule(refstore.Collection.open(col), str(data) + "/", str(copy) + "/")
+    shutil.move(str(data), str(tmp_path / "moved-away"))
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["containers"] == [f"file://{copy}/"]
+    cfg = ic.Repository.fetch_config(ic.local_filesystem_storage(out))
+    assert sorted(cfg.virtual_chunk_containers) == [f"file://{copy}/"]
+    got = open_form(out, None)
+    expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(copy.glob("*.nc"))])
+    assert_same(got["sst"][...], expected, "sst from the mirror")
+    again = emit(refstore.Collection.open(col), "icechunk", out)  # references without checksums are kept too
+    assert not again.extra["committed"] and again.extra["written"] == 0
+    # credentials are never persisted: without authorization the read fails
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bare = ic.Repository.open(ic.local_filesystem_storage(out))
+        arr = zarr.open_array(bare.readonly_session(branch="main").store, path="sst", mode="r")
+        with pytest.raises(Exception, match="authorize"):
+            arr[...]
+
+
+def test_held_chunks_are_native(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=2)
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    before = open_repo(out).lookup_branch("main")
+    hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
+    rep = emit(refstore.Collection.open(col), "icechunk", out)  # held: the same chunks become native
+    d = open_repo(out).diff(from_snapshot_id=before, to_branch="main")
+    assert set(d.updated_chunks) == {"/sst"} and not d.updated_arrays
+    n_sst = refstore.open(col).snapshot.count("chunk", "array = 'sst'")
+    assert rep.extra["native"] == n_sst == len(d.updated_chunks["/sst"]) and rep.extra["written"] == 0
+    kinds = {r[1] for r in _all_refs(out)["chunks"]["sst"]}
+    assert kinds == {"native"}
+    expected = refstore.open(col)["sst"][...]
+    shutil.move(str(data), str(tmp_path / "gone"))  # held chunks need no source
+    assert_same(open_form(out, None)["sst"][...], expected, "held sst")
+
+
+def test_big_array_has_split_manifests(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+    from refstore.emit import _icechunk_plan
+
+    monkeypatch.setattr(_icechunk_plan, "SPLIT_REFS", 1000)
+    src = tmp_path / "many.h5"
+    rows = 4000
+    with h5py.File(src, "w") as f:
+        t = f.create_dataset("row", data=np.arange(rows, dtype="f8"), chunks=(rows,))
+        t.make_scale("row")
+        x = f.create_dataset("x", shape=(rows, 8), dtype="f4", chunks=(1, 8))
+        x[...] = np.arange(rows * 8, dtype="f4").reshape(rows, 8)
+        x.dims[0].attach_scale(t)
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["written"] >= rows
+    repo = open_repo(out)
+    manifests = repo.list_manifest_files(repo.lookup_branch("main"))
+    assert len(manifests) >= rows // 1000, manifests
+    got = open_form(out, None)["x"]
+    with h5py.File(src) as f:
+        assert_same(got[1990:2010], f["x"][1990:2010], "x across a split")
+
+
+def test_xarray_over_the_repository_equals_xarray_over_the_netcdf_files(tmp_path: Path, new_collection: Any) -> None:
+    xr = pytest.importorskip("xarray")
+    col, data = _series(tmp_path, new_collection, days=3)
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    repo = open_repo(out)
+    from refstore.zarr_meta import register_codecs
+
+    register_codecs()
+    files = sorted(data.glob("*.nc"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = xr.open_zarr(repo.readonly_session(branch="main").store, consolidated=False, zarr_format=3)
+        parts = [xr.open_dataset(p, engine="netcdf4") for p in files]
+        want = xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="override")
+        compared = []
+        for name in sorted(set(want.variables) & set(got.variables)):
+            a, b = got[name], want[name]
+            assert a.dims == b.dims, name
+            if a.dtype == b.dtype:
+                np.testing.assert_array_equal(a.values, b.values, err_msg=name)
+            else:  # packed data: zarr attributes carry no float32 scale_factor, so xarray decodes to float64
+                assert a.dtype.kind == b.dtype.kind == "f", (name, a.dtype, b.dtype)
+                np.testing.assert_allclose(a.values, b.values, rtol=1e-6, err_msg=name)
+                assert np.array_equal(np.isnan(a.values), np.isnan(b.values)), name
+            compared.append(name)
+        for p in parts:
+            p.close()
+    assert {"sst", "anom", "time", "lat", "lon"} <= set(compared)
+    assert str(got["time"].values[0])[:10] == "2024-01-01"
+
+
+def test_refuses_a_folder_that_is_not_a_repository(tmp_path: Path, new_collection: Any) -> None:
+    col, _ = _series(tmp_path, new_collection, days=1)
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(BadInputError, match="not an Icechunk repository"):
+        emit(refstore.Collection.open(col), "icechunk", str(out))
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_remap_to_s3_and_http_containers(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test",
+                     "AWS_SECRET_ACCESS_KEY": "test", "AWS_ALLOW_HTTP": "true"}.items():  # fmt: skip
+            monkeypatch.setenv(k, v)
+        col, data = _series(tmp_path, new_collection, days=2)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="archive")
+        for p in sorted(data.glob("*.nc")):
+            s3.upload_file(str(p), "archive", f"oisst/{p.name}", ExtraArgs={"ACL": "public-read"})
+        from refstore.table.remap import add_rule
+
+        add_rule(refstore.Collection.open(col), str(data) + "/", "s3://archive/oisst/")
+        out = str(tmp_path / "repo.icechunk")
+        rep = emit(refstore.Collection.open(col), "icechunk", out)
+        assert rep.extra["containers"] == ["s3://archive/oisst/"]
+        got = open_form(out, None)
+        expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(data.glob("*.nc"))])
+        assert_same(got["sst"][...], expected, "sst from S3")
+        # the same objects over plain HTTP (path-style URLs): an http container
+        add_rule(refstore.Collection.open(col), str(data) + "/", f"{endpoint}/archive/oisst/")
+        out = str(tmp_path / "repo-http.icechunk")
+        rep = emit(refstore.Collection.open(col), "icechunk", out)
+        assert rep.extra["containers"] == [f"{endpoint}/archive/oisst/"]
+        assert_same(open_form(out, None)["sst"][...], expected, "sst over HTTP")
+    finally:
+        server.stop()
+
+
+def test_newer_version_with_sources_elsewhere_adds_a_container(tmp_path: Path, new_collection: Any) -> None:
+    col, data = _series(tmp_path, new_collection, days=2)
+    out = str(tmp_path / "repo.icechunk")
+    first = emit(refstore.Collection.open(col), "icechunk", out)
+    assert first.extra["containers"] == [f"file://{data}/"]
+    later = tmp_path / "later"
+    later.mkdir()
+    write_day(later / "oisst-avhrr-v02r01.20240103.nc", date(2024, 1, 3))
+    refstore.scan(col, [str(later)], concat_dim="time")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["containers"] == sorted([f"file://{data}/", f"file://{later}/"])
+    cfg = ic.Repository.fetch_config(ic.local_filesystem_storage(out))
+    assert sorted(cfg.virtual_chunk_containers) == rep.extra["containers"]
+    got = open_form(out, None)
+    ds = refstore.open(col)
+    assert ds["sst"].shape[0] == 3
+    for name in ds.arrays:
+        assert_same(got[name][...], ds[name][...], name)
+
+
+def _eras(folder: Path) -> Path:
+    folder.mkdir()
+    for i, chunks in enumerate([(1, 12), (2, 6)]):
+        with h5py.File(folder / f"e{i}.h5", "w") as f:
+            t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 2 * i, maxshape=(None,), chunks=(2,))
+            t.make_scale("time")
+            x = f.create_dataset("x", data=np.ones((2, 12), "f4") * i, chunks=chunks, compression="gzip")
+            x.dims[0].attach_scale(t)
+    return folder
+
+
+@pytest.mark.parametrize("what", ["short_strip", "jpeg_gray", "filter_mask", "eras"])
+def test_refuses_what_zarr_v3_cannot_express(tmp_path: Path, new_collection: Any, what: str) -> None:
+    from refstore.errors import UnexpressibleError
+    from refstore.fixtures.edge import write_edge_file
+    from refstore.fixtures.tiff import write_cases
+
+    col = new_collection()
+    if what == "eras":
+        refstore.scan(col, [str(_eras(tmp_path / "eras"))], concat_dim="time")
+        why = "array 'x' has 2 eras"
+    elif what == "filter_mask":
+        refstore.scan(col, [str(write_edge_file(tmp_path / "edge.h5"))])
+        why = "array 'filter_mask': 1 chunks skip a filter"
+    else:
+        refstore.scan(col, [str(write_cases(tmp_path / "tiff")[what])])
+        why = {"short_strip": "array 'image': its last chunk", "jpeg_gray": "array 'image': JPEG"}[what]
+    out = tmp_path / "repo.icechunk"
+    with pytest.raises(UnexpressibleError, match=why):
+        emit(refstore.Collection.open(col), "icechunk", str(out))
+    assert not out.exists()
+
+
+def test_scalar_contiguous_and_empty_arrays(tmp_path: Path, new_collection: Any) -> None:
+    src = tmp_path / "s.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("s", data=np.float64(3.5))
+        f.create_dataset("v", data=np.arange(10, dtype=">i4"))
+        f.create_dataset("empty", shape=(0, 4), dtype="f4", chunks=(1, 4), maxshape=(None, 4))
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.refs == rep.extra["written"] == 2
+    got = open_form(out, None)
+    with h5py.File(src) as f:
+        for name in ("s", "v", "empty"):
+            assert_same(got[name][...], f[name][()], name)
