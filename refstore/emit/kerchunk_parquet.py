@@ -1,7 +1,8 @@
 """kerchunk Parquet: fsspec's ``LazyReferenceMapper`` layout, with zarr v2 metadata.
 
 ``OUT/.zmetadata`` holds ``{"metadata": {".zgroup": {...}, "sst/.zarray": {...}, ...},
-"record_size": N}`` (metadata as JSON objects). Each array ``A`` has ``OUT/A/refs.<k>.parq``,
+"record_size": N, "zarr_consolidated_format": 1}`` (metadata as JSON objects; also valid zarr v2
+consolidated metadata). Each array ``A`` has ``OUT/A/refs.<k>.parq``,
 ``k = 0 .. ceil(chunks / N) - 1``: row ``i`` of the array's references is the chunk whose C-order
 flat index is ``k * N + i``, and every file has exactly ``N`` rows. Columns: ``path`` (string,
 null unless a reference), ``offset`` and ``size`` (int64; 0 unless a reference), ``raw``
@@ -10,8 +11,9 @@ absent chunk (zarr reads the fill value).
 
 Built columnar: the rows of an array are scattered into the padded grid with numpy and
 ``pyarrow.compute.take`` (work per distinct URL, never per chunk), and written with pinned
-Parquet options (zstd, statistics only for the integer columns, format 2.6, data pages v1, one row group per file), so the
-bytes depend only on the version, the options and the pyarrow release. Held bytes are a cache:
+Parquet options (zstd, statistics only for the integer columns, format 2.6, data pages v1, one
+row group per file), so the bytes depend only on the version, the options and the pyarrow
+release. Held bytes are a cache:
 the references point at the (remapped) sources.
 
 Open with ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (v2), or
@@ -34,9 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..plan.remap import to_url
-from ..zarr_meta import v2_array, v2_attrs
 from ._common import atomic_output, check_zarr
-from .kerchunk_json import group_metadata
+from .kerchunk_json import _dictionary, consolidated, v2_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,15 +87,6 @@ def record_size(src: EmitSource, arrays: list[ArrayMeta]) -> int:
     return max(1, min(MAX_RECORD_SIZE, max((_n_chunks(src, m) for m in arrays), default=1)))
 
 
-def _dictionary(col: pa.ChunkedArray) -> pa.DictionaryArray:
-    """One dictionary array for a (possibly chunked) dictionary-encoded string column."""
-    if col.num_chunks == 1 and pa.types.is_dictionary(col.type):
-        return col.chunk(0)
-    if pa.types.is_dictionary(col.type):
-        col = pc.cast(col, pa.string())
-    return pc.dictionary_encode(col.combine_chunks())
-
-
 def _scatter(values: pa.Array, where: np.ndarray[Any, Any], total: int) -> pa.Array:
     """``total`` rows, null except ``values[j]`` at row ``where[j]``."""
     idx = np.full(total, -1, np.int64)
@@ -134,11 +126,7 @@ def write(
     src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     rs = record_size(src, arrays)
-    metadata: dict[str, Any] = dict(group_metadata(src, arrays))
-    for meta in arrays:
-        metadata[f"{meta.name}/.zarray"] = v2_array(meta)
-        metadata[f"{meta.name}/.zattrs"] = v2_attrs(meta)
-    doc = {"metadata": {k: metadata[k] for k in sorted(metadata)}, "record_size": rs}
+    doc = {**consolidated(v2_metadata(src, arrays)), "record_size": rs}
     n_refs = 0
     files = 0
     with atomic_output(out, directory=True) as tmp:
