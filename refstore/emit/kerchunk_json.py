@@ -4,8 +4,8 @@
 "sst/0.0.0": ["{{u0}}", offset, length], "lat/0": "base64:..."}}``. One template per distinct
 published URL (in URL order), metadata values as JSON strings (plus ``.zmetadata``, zarr v2
 consolidated metadata, so zarr and xarray open it without listing), inline chunks base64,
-absent chunks absent (zarr reads the fill value). Metadata keys come first, sorted, then each
-array's chunks in C order, so the file is byte-identical for one version and options.
+absent chunks absent (zarr reads the fill value). Each array's chunks come first, in C order,
+then the metadata keys, sorted, so the file is byte-identical for one version and options.
 
 Chunk entries are built column-wise with ``pyarrow.compute`` string kernels and written from the
 Arrow buffer: no Python object per chunk (inline chunks, which are few, are base64-encoded one
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["check", "chunk_keys", "consolidated", "group_metadata", "v2_chunk_keys", "v2_metadata", "write"]
+__all__ = ["check", "chunk_keys", "consolidated", "group_metadata", "v2_chunk_keys", "v2_metadata", "v2_zarray", "write"]
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
@@ -70,12 +71,25 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
     return out
 
 
-def v2_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[str, Any]]:
+def v2_zarray(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
+    """``.zarray`` of an array with ``n_refs`` chunk references (inline ones included).
+
+    zarr v2 has one fill value for two jobs: what absent chunks read as, and (for xarray) the CF
+    ``_FillValue`` to mask. With a ``_FillValue`` attribute both agree. Without one, an array
+    whose chunks are all present gets ``fill_value: null`` (xarray masks nothing, as on the
+    source); one with absent chunks keeps its stored fill value, so they read right (and xarray
+    masks that value)."""
+    if "_FillValue" not in meta.attrs and n_refs >= math.prod(src.grid(meta)):
+        return v2_array(meta, fill_value=None)
+    return v2_array(meta)
+
+
+def v2_metadata(src: EmitSource, arrays: list[ArrayMeta], n_refs: dict[str, int]) -> dict[str, dict[str, Any]]:
     """Every zarr v2 metadata document of the form (groups, ``.zarray``, ``.zattrs``) as
-    objects, sorted by key."""
+    objects, sorted by key; ``n_refs``: chunk references per array (see :func:`v2_zarray`)."""
     docs: dict[str, dict[str, Any]] = dict(group_metadata(src, arrays))
     for meta in arrays:
-        docs[f"{meta.name}/.zarray"] = v2_array(meta)
+        docs[f"{meta.name}/.zarray"] = v2_zarray(src, meta, n_refs[meta.name])
         docs[f"{meta.name}/.zattrs"] = v2_attrs(meta)
     return {k: docs[k] for k in sorted(docs)}
 
@@ -107,16 +121,16 @@ def _s(text: str) -> pa.Scalar:
 
 
 def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[str, str]) -> pa.Array:
-    """``,"name/i.j":["{{u3}}",offset,length]`` (or ``,"name/i.j":"base64:..."`` for inline
+    """``"name/i.j":["{{u3}}",offset,length],`` (or ``"name/i.j":"base64:...",`` for inline
     chunks) per row, built column-wise; the caller writes the value buffer as is."""
-    prefix = "," + json.dumps(meta.name)[:-1] + "/"
+    prefix = json.dumps(meta.name)[:-1] + "/"
     keys = v2_chunk_keys(meta, refs)
     d = _dictionary(refs.column("path"))
     names = pa.array([templates[to_url(p)] for p in d.dictionary.to_pylist()], _STR)
     tpl = pc.take(names, d.indices)
     out = pc.binary_join_element_wise(
         _s(prefix), keys, _s('":["{{'), tpl, _s('}}",'), pc.cast(refs.column("offset"), _STR), _s(","),
-        pc.cast(refs.column("length"), _STR), _s("]"), _s(""),
+        pc.cast(refs.column("length"), _STR), _s("],"), _s(""),
     )  # fmt: skip
     inline = pc.less(refs.column("offset"), 0).combine_chunks()
     if pc.any(inline).as_py():
@@ -124,7 +138,7 @@ def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[s
         blobs = refs.column("inline").take(pa.array(rows)).to_pylist()
         ikeys = keys.take(pa.array(rows)).to_pylist()
         b64 = [base64.b64encode(b or b"").decode("ascii") for b in blobs]
-        texts = [f'{prefix}{k}":"base64:{v}"' for k, v in zip(ikeys, b64, strict=True)]
+        texts = [f'{prefix}{k}":"base64:{v}",' for k, v in zip(ikeys, b64, strict=True)]
         idx = np.full(refs.num_rows, -1, np.int64)
         idx[rows] = np.arange(len(rows))
         full = pc.take(pa.array(texts, _STR), pa.array(idx, mask=idx < 0))
@@ -153,24 +167,24 @@ def _value_bytes(arr: pa.Array) -> memoryview:
 def write(
     src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    docs = v2_metadata(src, arrays)
-    meta_refs = {k: _dumps(v) for k, v in docs.items()}
-    meta_refs[".zmetadata"] = _dumps(consolidated(docs))
     urls: dict[str, str] = {}
     for p in src.sources().column("published").to_pylist():
         urls.setdefault(to_url(p), f"u{len(urls)}")
     templates = {v: k for k, v in urls.items()}
-    n_refs = 0
+    n_refs: dict[str, int] = {}
     with atomic_output(out) as tmp, open(tmp, "wb") as f:
         head = f'{{"version":1,"templates":{_dumps(templates)},"refs":{{'
         f.write(head.encode("ascii"))
-        f.write(",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in sorted(meta_refs.items())).encode("ascii"))
-        for i, meta in enumerate(arrays):
+        for i, meta in enumerate(arrays):  # chunk entries, each followed by a comma
             t = src.refs(meta.name)
             if t.num_rows:
                 f.write(_value_bytes(_entries(src, meta, t, urls)))
-            n_refs += t.num_rows
+            n_refs[meta.name] = t.num_rows
             if progress is not None:
                 progress(i + 1, len(arrays))
+        docs = v2_metadata(src, arrays, n_refs)  # metadata last: the fill values need the counts
+        meta_refs = {k: _dumps(v) for k, v in docs.items()}
+        meta_refs[".zmetadata"] = _dumps(consolidated(docs))
+        f.write(",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in sorted(meta_refs.items())).encode("ascii"))
         f.write(b"}}")
-    return {"refs": n_refs}
+    return {"refs": sum(n_refs.values())}

@@ -126,12 +126,9 @@ def write(
     src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     rs = record_size(src, arrays)
-    doc = {**consolidated(v2_metadata(src, arrays)), "record_size": rs}
-    n_refs = 0
+    n_refs: dict[str, int] = {}
     files = 0
     with atomic_output(out, directory=True) as tmp:
-        with open(os.path.join(tmp, ".zmetadata"), "w", encoding="utf-8") as f:
-            f.write(json.dumps(doc, sort_keys=True, separators=(",", ":")))
         for i, meta in enumerate(arrays):
             refs = src.refs(meta.name)
             n_files = math.ceil(_n_chunks(src, meta) / rs)
@@ -141,8 +138,11 @@ def write(
             for k in range(n_files):
                 pq.write_table(table.slice(k * rs, rs), os.path.join(folder, f"refs.{k}.parq"), row_group_size=rs,
                                **_PARQUET_OPTIONS)  # fmt: skip
-            n_refs += refs.num_rows
+            n_refs[meta.name] = refs.num_rows
             files += n_files
             if progress is not None:
                 progress(i + 1, len(arrays))
-    return {"refs": n_refs, "record_size": rs, "files": files}
+        doc = {**consolidated(v2_metadata(src, arrays, n_refs)), "record_size": rs}
+        with open(os.path.join(tmp, ".zmetadata"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    return {"refs": sum(n_refs.values()), "record_size": rs, "files": files}

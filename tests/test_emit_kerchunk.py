@@ -1,0 +1,158 @@
+"""kerchunk forms beyond the round trip: the Parquet layout row by row against h5py's chunk index,
+both forms opened by xarray (CF decoding) equal to xarray on the source files, the JSON document
+against the fsspec reference spec."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import refstore
+from refstore.emit import emit
+from refstore.emit.kerchunk_parquet import SCHEMA
+
+from .readers import kerchunk_parquet as parquet_reader
+
+
+def _case(cases: list[Any], cid: str) -> Any:
+    for c in cases:
+        if c.id == cid:
+            return c
+    pytest.skip(f"no case {cid}")
+
+
+def _h5_chunk(d: h5py.Dataset, idx: tuple[int, ...]) -> tuple[int, int] | None:
+    """(byte offset, size) of one chunk as h5py reports it; None when unwritten."""
+    info = d.id.get_chunk_info_by_coord(tuple(i * c for i, c in zip(idx, d.chunks, strict=True)))
+    return None if info.byte_offset is None else (int(info.byte_offset), int(info.size))
+
+
+def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path) -> None:
+    case = _case(emit_cases, "edge")
+    out = tmp_path / "edge.parq"
+    rep = emit(refstore.Collection.open(case.uri), "kerchunk-parquet", str(out), skip_unexpressible=True)
+    zmeta = json.loads((out / ".zmetadata").read_text())
+    rs = zmeta["record_size"]
+    assert rep.extra["record_size"] == rs and zmeta["zarr_consolidated_format"] == 1
+    assert isinstance(zmeta["metadata"]["partial/.zarray"], dict)  # objects, not strings
+    url = "file://" + case.source
+    with h5py.File(case.source) as f:
+        for key, zarray in zmeta["metadata"].items():
+            if not key.endswith("/.zarray"):
+                continue
+            name = key[: -len("/.zarray")]
+            grid = [math.ceil(s / c) for s, c in zip(zarray["shape"], zarray["chunks"], strict=True)] or [1]
+            n = math.prod(grid)
+            files = sorted((out / name).glob("refs.*.parq"))
+            assert len(files) == math.ceil(n / rs), name
+            rows = []
+            for k in range(len(files)):
+                pf = pq.ParquetFile(out / name / f"refs.{k}.parq")
+                assert pf.schema_arrow == SCHEMA and pf.metadata.num_rows == rs, name
+                rows += pf.read().to_pylist()
+            assert all(r["path"] is None and r["raw"] is None for r in rows[n:]), f"{name}: padding"
+            d = f[name]
+            for flat in range(n):
+                r = rows[flat]
+                if d.chunks is None:  # contiguous or compact: one chunk
+                    if d.id.get_offset() is None:
+                        expected_raw = d[()].tobytes() if d.id.get_storage_size() else None
+                        assert r["raw"] == expected_raw and r["path"] is None, name
+                    else:
+                        assert (r["path"], r["offset"], r["size"]) == (url, d.id.get_offset(), d.id.get_storage_size())
+                    continue
+                ref = _h5_chunk(d, tuple(int(i) for i in np.unravel_index(flat, grid)))
+                if ref is None:  # unwritten: absent
+                    assert r["path"] is None and r["raw"] is None, f"{name}[{flat}]"
+                else:
+                    assert (r["path"], r["offset"], r["size"], r["raw"]) == (url, *ref, None), f"{name}[{flat}]"
+        assert _h5_chunk(f["partial"], (1, 1)) is None  # absent chunks ...
+    # ... which both engines read as the fill value
+    arrays = parquet_reader.open_form(str(out), case)
+    got = arrays["partial"][...]
+    assert (got[16:32] == 7).all()
+    np.testing.assert_array_equal(got, case.expected("partial", (slice(0, 50), slice(0, 37))))
+
+
+def _xarray_on_sources(case: Any) -> Any:
+    import xarray as xr
+
+    src = refstore.Collection.open(case.uri).snapshot().rows("source", ["source"]).column("source").to_pylist()
+    parts = [xr.open_dataset(p, engine="netcdf4") for p in sorted(src)]
+    return xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="equals", join="exact")
+
+
+def _xarray_on_form(out: Path) -> Any:
+    import xarray as xr
+
+    with warnings.catch_warnings():  # pandas >= 3.1 deprecates fastparquet, fsspec's default engine
+        warnings.filterwarnings("ignore", "The 'fastparquet' engine is deprecated", DeprecationWarning)
+        ds = xr.open_dataset("reference://", engine="zarr", storage_options={"fo": str(out),
+                             "remote_protocol": "file"})  # fmt: skip
+        return ds.load()
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate dimension names present")  # netCDF3 fixture's grid(station, station)
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+@pytest.mark.parametrize("cid", ["oisst-series", "netcdf3-series"])
+def test_xarray_opens_form_like_the_sources(emit_cases: list[Any], tmp_path: Path, fmt: str, cid: str) -> None:
+    """xarray with its defaults (consolidated metadata, CF decoding of times, masks, scales)
+    on the form equals xarray on the netCDF sources."""
+    case = _case(emit_cases, cid)
+    out = tmp_path / f"out.{fmt}"
+    emit(refstore.Collection.open(case.uri), fmt, str(out))
+    got = _xarray_on_form(out)
+    expected = _xarray_on_sources(case)
+    assert sorted(got.data_vars) == sorted(expected.data_vars)
+    for name, var in expected.variables.items():
+        g = got[name]
+        assert g.dims == var.dims, name
+        if var.dtype.kind in "mM":
+            np.testing.assert_array_equal(g.values, var.values, err_msg=name)
+        elif {"scale_factor", "add_offset"} & set(var.encoding):
+            # zarr attributes are JSON: a float32 scale_factor comes back as a float, and xarray
+            # unpacks to float64 instead of float32 (kerchunk's own output does the same)
+            assert g.dtype.kind == "f", name
+            np.testing.assert_allclose(g.values, var.values, rtol=1e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(g.values, var.values, err_msg=name, strict=True)
+        for attr in ("units", "long_name", "calendar"):
+            if attr in var.attrs:
+                assert g.attrs.get(attr) == var.attrs[attr], f"{name}.{attr}"
+    assert dict(got.attrs) | dict(expected.attrs) == dict(got.attrs)  # group attributes from the first source
+
+
+def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_path: Path) -> None:
+    """Version 1: templates for every URL, metadata as JSON strings, references as
+    [template, offset, length] equal to h5py's chunk index, inline chunks as base64, and
+    consolidated metadata equal to the per-key documents."""
+    case = _case(emit_cases, "edge")
+    out = tmp_path / "edge.json"
+    emit(refstore.Collection.open(case.uri), "kerchunk-json", str(out), skip_unexpressible=True)
+    doc = json.loads(out.read_text())
+    assert doc["version"] == 1 and set(doc) == {"version", "templates", "refs"}
+    assert list(doc["templates"].values()) == ["file://" + case.source]
+    (tpl,) = doc["templates"]
+    refs = doc["refs"]
+    zmeta = json.loads(refs[".zmetadata"])
+    assert zmeta["zarr_consolidated_format"] == 1
+    assert zmeta["metadata"] == {k: json.loads(v) for k, v in refs.items() if k.rsplit("/", 1)[-1].startswith(".z")
+                                 and k != ".zmetadata"}  # fmt: skip
+    with h5py.File(case.source) as f:
+        d = f["partial"]
+        grid = [math.ceil(s / c) for s, c in zip(d.shape, d.chunks, strict=True)]
+        for idx in np.ndindex(*grid):
+            ref = _h5_chunk(d, idx)
+            key = "partial/" + ".".join(map(str, idx))
+            assert refs.get(key) == (None if ref is None else ["{{" + tpl + "}}", *ref]), key
+        assert refs["compact/0.0"] == "base64:" + base64.b64encode(f["compact"][()].tobytes()).decode()
+        assert refs["scalar/0"] == ["{{" + tpl + "}}", f["scalar"].id.get_offset(), 8]
