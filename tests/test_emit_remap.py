@@ -85,30 +85,30 @@ def test_remap_cli_add_list_remove(tmp_path: Path, series) -> None:
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and data in r.stderr
 
 
-@pytest.mark.parametrize("fmt", FORMS)
-def test_remap_longest_prefix_no_remap_versions_and_identical_bytes(tmp_path: Path, series, fmt: str) -> None:
+def test_remap_longest_prefix_no_remap_versions_and_identical_bytes(tmp_path: Path, series) -> None:
     files = series(3)
     col = _collection(tmp_path, files)
     data = str(files[0].parent)
     _ok("-C", col, "tag", "before-remap")
     _ok("-C", col, "remap", "add", f"file://{data}/", "https://example.org/all/", "--json")
     _ok("-C", col, "remap", "add", str(files[1]), "https://example.org/one/day2.nc", "--json")
-    out = tmp_path / "out"
-    _ok("-C", col, "emit", fmt, str(out), "--json")
-    names = [p.name for p in files]
-    assert _urls(fmt, out) == {f"https://example.org/all/{names[0]}", "https://example.org/one/day2.nc",
-                               f"https://example.org/all/{names[2]}"}  # fmt: skip
-    # the same version and options: byte-identical, in another process
-    first = _tree(out)
-    _ok("-C", col, "emit", fmt, str(out), "--json")
-    assert _tree(out) == first
-    # --no-remap: the locations as scanned
-    _ok("-C", col, "emit", fmt, str(out), "--no-remap", "--json")
-    assert _urls(fmt, out) == {f"file://{p}" for p in files}
-    # rules are versioned: the tag taken before them has none, and diff says the rules changed
-    _ok("-C", col, "emit", fmt, str(out), "--as-of", "before-remap", "--json")
-    assert _urls(fmt, out) == {f"file://{p}" for p in files}
     assert _ok("-C", col, "diff", "before-remap", "--json")["remap_changed"] is True
+    names = [p.name for p in files]
+    for fmt in FORMS:
+        out = tmp_path / f"out-{fmt}"
+        _ok("-C", col, "emit", fmt, str(out), "--json")
+        assert _urls(fmt, out) == {f"https://example.org/all/{names[0]}", "https://example.org/one/day2.nc",
+                                   f"https://example.org/all/{names[2]}"}, fmt  # fmt: skip
+        # the same version and options: byte-identical, in another process
+        first = _tree(out)
+        _ok("-C", col, "emit", fmt, str(out), "--json")
+        assert _tree(out) == first, fmt
+        # --no-remap: the locations as scanned
+        _ok("-C", col, "emit", fmt, str(out), "--no-remap", "--json")
+        assert _urls(fmt, out) == {f"file://{p}" for p in files}, fmt
+        # rules are versioned: the tag taken before them has none
+        _ok("-C", col, "emit", fmt, str(out), "--as-of", "before-remap", "--json")
+        assert _urls(fmt, out) == {f"file://{p}" for p in files}, fmt
 
 
 @pytest.mark.parametrize("fmt", FORMS)
@@ -134,43 +134,47 @@ def test_remapped_form_reads_the_moved_sources(tmp_path: Path, series, fmt: str)
 @pytest.mark.parametrize("fmt", FORMS)
 def test_as_of_an_older_tag_emits_that_version(tmp_path: Path, series, fmt: str) -> None:
     import refstore
+    from refstore.emit import emit
+    from refstore.table.versions import create_tag
 
     files = series(3)
-    col = _collection(tmp_path, files[:2])
-    _ok("-C", col, "tag", "two-days")
-    _ok("-C", col, "scan", str(files[2]), "--json")
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(p) for p in files[:2]], concat_dim="time")
+    create_tag(refstore.Collection.open(col), "two-days")
+    refstore.scan(col, [str(files[2])])
     old, new = tmp_path / "old", tmp_path / "new"
-    rep = _ok("-C", col, "emit", fmt, str(old), "--as-of", "two-days", "--json")
-    assert rep["tag"] == "two-days" and rep["version"] == refstore.Collection.open(col).snapshot("two-days").version
-    _ok("-C", col, "emit", fmt, str(new), "--json")
-    a, b = _open(fmt, old)["sst"], _open(fmt, new)["sst"]
-    got_old, got_new = a[...], b[...]
+    rep = emit(refstore.Collection.open(col), fmt, str(old), as_of="two-days")
+    assert rep.tag == "two-days" and rep.version == refstore.Collection.open(col).snapshot("two-days").version
+    emit(refstore.Collection.open(col), fmt, str(new))
+    got_old, got_new = _open(fmt, old)["sst"][...], _open(fmt, new)["sst"][...]
     assert got_old.shape[0] == 2 and got_new.shape[0] == 3
     np.testing.assert_array_equal(got_old, refstore.open(col, as_of="two-days")["sst"][...])
     np.testing.assert_array_equal(got_new, refstore.open(col)["sst"][...])
 
 
-@pytest.mark.parametrize("fmt", FORMS)
-def test_refused_arrays_exit_2_naming_the_array_and_skip_lists_them(tmp_path: Path, fmt: str) -> None:
+def test_refused_arrays_exit_2_naming_the_array_and_skip_lists_them(tmp_path: Path) -> None:
+    import refstore
     from refstore.fixtures.edge import write_edge_file
 
     path = write_edge_file(tmp_path / "edge.h5")
     col = str(tmp_path / "edge")
-    _ok("-C", col, "init")
-    _ok("-C", col, "scan", str(path), "--json")
-    out = tmp_path / "out"
-    r = run("-C", col, "emit", fmt, str(out))
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    (line,) = r.stderr.strip().splitlines()
-    assert "array '" in line and "--skip-unexpressible" in line
-    assert not out.exists()
-    rep = _ok("-C", col, "emit", fmt, str(out), "--skip-unexpressible", "--json")
-    skipped = set(rep["skipped"])
-    assert {"scaleoffset", "scaleoffset_float", "filter_mask"} <= skipped
-    assert any(f"'{name}'" in line for name in skipped)
-    arrays = _open(fmt, out)
-    assert not skipped & set(arrays) and "partial" in arrays
-    r = run("-C", col, "emit", fmt, str(out), "--skip-unexpressible")
+    refstore.init(col)
+    refstore.scan(col, [str(path)])
+    for fmt in FORMS:
+        out = tmp_path / f"out-{fmt}"
+        r = run("-C", col, "emit", fmt, str(out))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, fmt
+        (line,) = r.stderr.strip().splitlines()
+        assert "array '" in line and "--skip-unexpressible" in line
+        assert not out.exists()
+        rep = _ok("-C", col, "emit", fmt, str(out), "--skip-unexpressible", "--json")
+        skipped = set(rep["skipped"])
+        assert {"scaleoffset", "scaleoffset_float", "filter_mask"} <= skipped
+        assert any(f"'{name}'" in line for name in skipped)
+        arrays = _open(fmt, out)
+        assert not skipped & set(arrays) and "partial" in arrays
+    r = run("-C", col, "emit", "kerchunk-json", str(tmp_path / "again.json"), "--skip-unexpressible")
     assert r.returncode == 0 and all(name in r.stdout for name in skipped)
 
 
