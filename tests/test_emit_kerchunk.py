@@ -156,3 +156,22 @@ def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_pat
             assert refs.get(key) == (None if ref is None else ["{{" + tpl + "}}", *ref]), key
         assert refs["compact/0.0"] == "base64:" + base64.b64encode(f["compact"][()].tobytes()).decode()
         assert refs["scalar/0"] == ["{{" + tpl + "}}", f["scalar"].id.get_offset(), 8]
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+def test_held_chunks_leave_the_references_on_the_sources(tmp_path: Path, series, fmt: str) -> None:
+    """Held bytes are a cache: holding chunks changes the version, not the references."""
+    from refstore.table.hold import HoldSelection, hold
+
+    from .test_emit_remap import _tree
+
+    files = series(2)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(p) for p in files], concat_dim="time")
+    before, after = tmp_path / "before", tmp_path / "after"
+    emit(refstore.Collection.open(col), fmt, str(before))
+    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
+    assert rep.chunks > 0
+    emit(refstore.Collection.open(col), fmt, str(after))
+    assert _tree(after) == _tree(before)

@@ -68,17 +68,23 @@ def test_remap_cli_add_list_remove(tmp_path: Path, series) -> None:
     col = _collection(tmp_path, files)
     data = str(files[0].parent)
     v1 = _ok("-C", col, "remap", "add", data + "/", "https://example.org/a/", "--json")["version"]
-    assert _ok("-C", col, "remap", "list", "--json") == [{"prefix": data + "/", "replacement": "https://example.org/a/"}]
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": data + "/", "replacement": "https://example.org/a/"}
+    ]
     # the file:// spelling names the same rule: it replaces it
     v2 = _ok("-C", col, "remap", "add", f"file://{data}/", "https://example.org/b/", "--json")["version"]
     assert v2 > v1
-    assert _ok("-C", col, "remap", "list", "--json") == [{"prefix": data + "/", "replacement": "https://example.org/b/"}]
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": data + "/", "replacement": "https://example.org/b/"}
+    ]
     # the same rule again commits nothing
     assert _ok("-C", col, "remap", "add", data + "/", "https://example.org/b/", "--json")["version"] == v2
     _ok("-C", col, "remap", "add", str(files[0]), "https://example.org/one.nc", "--json")
     assert [r["prefix"] for r in _ok("-C", col, "remap", "list", "--json")] == [data + "/", str(files[0])]
     v4 = _ok("-C", col, "remap", "remove", f"file://{data}/", "--json")["version"]
-    assert _ok("-C", col, "remap", "list", "--json") == [{"prefix": str(files[0]), "replacement": "https://example.org/one.nc"}]
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": str(files[0]), "replacement": "https://example.org/one.nc"}
+    ]
     assert _ok("-C", col, "remap", "list", "--as-of", str(v2), "--json")[0]["replacement"] == "https://example.org/b/"
     assert v4 > v2
     r = run("-C", col, "remap", "remove", data + "/")

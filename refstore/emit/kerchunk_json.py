@@ -37,7 +37,17 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["check", "chunk_keys", "consolidated", "group_metadata", "v2_chunk_keys", "v2_metadata", "v2_zarray", "write"]
+__all__ = [
+    "check",
+    "chunk_keys",
+    "consolidated",
+    "group_metadata",
+    "string_dictionary",
+    "v2_chunk_keys",
+    "v2_metadata",
+    "v2_zarray",
+    "write",
+]
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
@@ -125,7 +135,7 @@ def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[s
     chunks) per row, built column-wise; the caller writes the value buffer as is."""
     prefix = json.dumps(meta.name)[:-1] + "/"
     keys = v2_chunk_keys(meta, refs)
-    d = _dictionary(refs.column("path"))
+    d = string_dictionary(refs.column("path"))
     names = pa.array([templates[to_url(p)] for p in d.dictionary.to_pylist()], _STR)
     tpl = pc.take(names, d.indices)
     out = pc.binary_join_element_wise(
@@ -146,7 +156,7 @@ def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[s
     return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
-def _dictionary(col: pa.ChunkedArray) -> pa.DictionaryArray:
+def string_dictionary(col: pa.ChunkedArray) -> pa.DictionaryArray:
     """One dictionary array for a (possibly chunked) string column."""
     if col.num_chunks == 1 and pa.types.is_dictionary(col.type):
         return col.chunk(0)

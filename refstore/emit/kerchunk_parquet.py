@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from ..plan.remap import to_url
 from ._common import atomic_output, check_zarr
-from .kerchunk_json import _dictionary, consolidated, v2_metadata
+from .kerchunk_json import consolidated, string_dictionary, v2_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,7 +107,7 @@ def padded_refs(src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> 
     off[flat[ref]] = offsets[ref]
     size[flat[ref]] = lengths[ref]
     if refs.num_rows:
-        d = _dictionary(refs.column("path"))
+        d = string_dictionary(refs.column("path"))
         urls = pa.array([to_url(p) for p in d.dictionary.to_pylist()], pa.string())
         idx = np.full(rows, -1, np.int64)
         idx[flat[ref]] = d.indices.to_numpy(zero_copy_only=False)[ref]
