@@ -64,9 +64,10 @@ def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Pa
             for flat in range(n):
                 r = rows[flat]
                 if d.chunks is None:  # contiguous or compact: one chunk
-                    if d.id.get_offset() is None:
-                        expected_raw = d[()].tobytes() if d.id.get_storage_size() else None
-                        assert r["raw"] == expected_raw and r["path"] is None, name
+                    if d.id.get_offset() is None:  # compact (inline), or never written: the fill inline
+                        assert r["raw"] == d[()].tobytes() and r["path"] is None, name
+                        if not d.id.get_storage_size():
+                            assert zarray["fill_value"] is None, name
                     else:
                         assert (r["path"], r["offset"], r["size"]) == (url, d.id.get_offset(), d.id.get_storage_size())
                     continue
@@ -101,6 +102,27 @@ def _xarray_on_form(out: Path) -> Any:
         return ds.load()
 
 
+def _assert_like(got: Any, expected: Any, what: str) -> None:
+    """Every variable of ``expected`` (xarray on the sources) in ``got`` (xarray on the form), with
+    its dims, values (NaN where masked) and main attributes."""
+    for name, var in expected.variables.items():
+        g = got[name]
+        assert g.dims == var.dims, f"{what}: {name}"
+        if var.dtype.kind in "mM":
+            np.testing.assert_array_equal(g.values, var.values, err_msg=f"{what}: {name}")
+        elif {"scale_factor", "add_offset"} & set(var.encoding):
+            # zarr attributes are JSON: a float32 scale_factor comes back as a float, and xarray
+            # unpacks to float64 instead of float32 (kerchunk's own output does the same)
+            assert g.dtype.kind == "f", f"{what}: {name}"
+            scale = float(np.nanmax(np.abs(var.values), initial=0.0)) if var.size else 0.0
+            np.testing.assert_allclose(g.values, var.values, rtol=1e-6, atol=1e-6 * scale, err_msg=f"{what}: {name}")
+        else:
+            np.testing.assert_array_equal(g.values, var.values, err_msg=f"{what}: {name}", strict=True)
+        for attr in ("units", "long_name", "calendar", "grid_mapping"):
+            if attr in var.attrs:
+                assert g.attrs.get(attr) == var.attrs[attr], f"{what}: {name}.{attr}"
+
+
 @pytest.mark.filterwarnings("ignore:Duplicate dimension names present")  # netCDF3 fixture's grid(station, station)
 @pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
 @pytest.mark.parametrize("cid", ["oisst-series", "netcdf3-series"])
@@ -113,22 +135,37 @@ def test_xarray_opens_form_like_the_sources(emit_cases: list[Any], tmp_path: Pat
     got = _xarray_on_form(out)
     expected = _xarray_on_sources(case)
     assert sorted(got.data_vars) == sorted(expected.data_vars)
-    for name, var in expected.variables.items():
-        g = got[name]
-        assert g.dims == var.dims, name
-        if var.dtype.kind in "mM":
-            np.testing.assert_array_equal(g.values, var.values, err_msg=name)
-        elif {"scale_factor", "add_offset"} & set(var.encoding):
-            # zarr attributes are JSON: a float32 scale_factor comes back as a float, and xarray
-            # unpacks to float64 instead of float32 (kerchunk's own output does the same)
-            assert g.dtype.kind == "f", name
-            np.testing.assert_allclose(g.values, var.values, rtol=1e-6, err_msg=name)
-        else:
-            np.testing.assert_array_equal(g.values, var.values, err_msg=name, strict=True)
-        for attr in ("units", "long_name", "calendar"):
-            if attr in var.attrs:
-                assert g.attrs.get(attr) == var.attrs[attr], f"{name}.{attr}"
+    _assert_like(got, expected, cid)
     assert dict(got.attrs) | dict(expected.attrs) == dict(got.attrs)  # group attributes from the first source
+
+
+def test_xarray_on_every_shared_netcdf_file(emit_cases: list[Any], tmp_path: Path) -> None:
+    """Every file of ../shared/data that xarray's netCDF4 engine opens: both forms open in xarray
+    and equal it (attribute-only scalars such as grid_mapping variables included)."""
+    import xarray as xr
+
+    from refstore.zarr_meta import register_codecs
+
+    register_codecs()
+    checked = 0
+    for case in emit_cases:
+        if case.source is None or "/generated/" in case.source or not case.source.endswith((".nc", ".cdf")):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the files' own CF oddities
+            expected = xr.open_dataset(case.source, engine="netcdf4").load()
+        for fmt in ("kerchunk-json", "kerchunk-parquet"):
+            out = tmp_path / f"{checked}.{fmt}"
+            rep = emit(refstore.Collection.open(case.uri), fmt, str(out), skip_unexpressible=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = _xarray_on_form(out)
+            assert not rep.skipped, f"{case.id}: {rep.skipped}"
+            assert set(got.variables) == set(expected.variables), case.id
+            _assert_like(got, expected, f"{fmt} {case.id}")
+            checked += 1
+    if not checked:
+        pytest.skip("../shared/data has no netCDF files")
 
 
 def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
+from .._values import decode_fill
 from ..plan.remap import to_url
 from ..zarr_meta import v2_array, v2_attrs
 from ._common import atomic_output, check_zarr
@@ -41,6 +42,7 @@ __all__ = [
     "check",
     "chunk_keys",
     "consolidated",
+    "fill_chunk",
     "group_metadata",
     "string_dictionary",
     "v2_chunk_keys",
@@ -63,9 +65,10 @@ def _dumps(obj: Any) -> str:
 
 def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[str, Any]]:
     """``.zgroup``/``.zattrs`` documents (as objects) for the root and every group holding an
-    emitted array; group attributes from the collection's first source."""
+    emitted array; group attributes from the collection's first source (length-1 arrays as
+    scalars)."""
     from .._values import decode_attr
-    from ..zarr_meta import plain_value
+    from ..zarr_meta import scalar_value
 
     groups = src.group_attrs()
     paths = {""}
@@ -76,9 +79,19 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
     for g in sorted(paths):
         prefix = f"{g}/" if g else ""
         out[f"{prefix}.zgroup"] = {"zarr_format": 2}
-        attrs = {k: plain_value(decode_attr(v)) for k, v in sorted((groups.get(g) or {}).items())}
+        attrs = {k: scalar_value(decode_attr(v)) for k, v in sorted((groups.get(g) or {}).items())}
         out[f"{prefix}.zattrs"] = attrs
     return out
+
+
+def fill_chunk(src: EmitSource, meta: ArrayMeta, n_refs: int) -> bytes | None:
+    """The bytes of the one chunk of a never-written, uncompressed, single-chunk array without
+    a ``_FillValue`` attribute (netCDF's attribute-only scalars such as ``grid_mapping``
+    variables), written inline so its ``.zarray`` can say ``fill_value: null``; else None."""
+    if n_refs or meta.codecs or "_FillValue" in meta.attrs or math.prod(src.grid(meta)) != 1:
+        return None
+    dt = np.dtype(meta.dtype)
+    return np.full(meta.chunks, decode_fill(meta.fill_value, dt), dtype=dt).tobytes()
 
 
 def v2_zarray(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
@@ -86,10 +99,13 @@ def v2_zarray(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
 
     zarr v2 has one fill value for two jobs: what absent chunks read as, and (for xarray) the CF
     ``_FillValue`` to mask. With a ``_FillValue`` attribute both agree. Without one, an array
-    whose chunks are all present gets ``fill_value: null`` (xarray masks nothing, as on the
-    source); one with absent chunks keeps its stored fill value, so they read right (and xarray
+    whose chunks are all present (or whose one chunk is written inline, see
+    :func:`fill_chunk`) gets ``fill_value: null``: xarray masks nothing, as on the source. Any
+    other array with absent chunks keeps its stored fill value, so they read right (and xarray
     masks that value)."""
-    if "_FillValue" not in meta.attrs and n_refs >= math.prod(src.grid(meta)):
+    if "_FillValue" not in meta.attrs and (
+        n_refs >= math.prod(src.grid(meta)) or fill_chunk(src, meta, n_refs) is not None
+    ):
         return v2_array(meta, fill_value=None)
     return v2_array(meta)
 
@@ -189,6 +205,10 @@ def write(
             t = src.refs(meta.name)
             if t.num_rows:
                 f.write(_value_bytes(_entries(src, meta, t, urls)))
+            fill = fill_chunk(src, meta, t.num_rows)
+            if fill is not None:
+                key = json.dumps(f"{meta.name}/{'.'.join(['0'] * len(meta.shape)) or '0'}")
+                f.write(f'{key}:"base64:{base64.b64encode(fill).decode("ascii")}",'.encode("ascii"))
             n_refs[meta.name] = t.num_rows
             if progress is not None:
                 progress(i + 1, len(arrays))
