@@ -1,12 +1,16 @@
 """kerchunk forms beyond the round trip: the Parquet layout row by row against h5py's chunk index,
 both forms opened by xarray (CF decoding) equal to xarray on the source files, the JSON document
-against the fsspec reference spec."""
+against the fsspec reference spec, and a golden JSON document.
+
+Regenerate the golden file (after a deliberate change of the form, never by hand):
+``REFSTORE_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_emit_kerchunk.py -k golden``."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,8 @@ from refstore.emit import emit
 from refstore.emit.kerchunk_parquet import SCHEMA
 
 from .readers import kerchunk_parquet as parquet_reader
+
+GOLDEN = Path(__file__).parent / "golden" / "kerchunk_edge.json"
 
 
 def _case(cases: list[Any], cid: str) -> Any:
@@ -212,3 +218,23 @@ def test_held_chunks_leave_the_references_on_the_sources(tmp_path: Path, series,
     assert rep.chunks > 0
     emit(refstore.Collection.open(col), fmt, str(after))
     assert _tree(after) == _tree(before)
+
+
+def test_golden_json(tmp_path: Path) -> None:
+    """The generated edge-case file, remapped to a fixed URL, emits exactly the golden document
+    (compared indented, so a change reads as a diff)."""
+    from refstore.fixtures.edge import write_edge_file
+    from refstore.table.remap import add_rule
+
+    path = write_edge_file(tmp_path / "edge.h5")
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(path)])
+    add_rule(refstore.Collection.open(col), str(path), "https://example.org/golden/edge.h5")
+    out = tmp_path / "edge.json"
+    emit(refstore.Collection.open(col), "kerchunk-json", str(out), skip_unexpressible=True)
+    text = json.dumps(json.loads(out.read_text()), indent=1) + "\n"
+    if os.environ.get("REFSTORE_REGENERATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "kerchunk JSON changed: regenerate tests/golden (see this module's docstring)"
