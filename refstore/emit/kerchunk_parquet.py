@@ -13,8 +13,7 @@ Built columnar: the rows of an array are scattered into the padded grid with num
 ``pyarrow.compute.take`` (work per distinct URL, never per chunk), and written with pinned
 Parquet options (zstd, statistics only for the integer columns, format 2.6, data pages v1, one
 row group per file), so the bytes depend only on the version, the options and the pyarrow
-release. Held bytes are a cache:
-the references point at the (remapped) sources.
+release. Held bytes are a cache: the references point at the (remapped) sources.
 
 Open with ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (v2), or
 xarray ``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``. fsspec
