@@ -421,4 +421,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # run as ``python -m refstore.cli.app``: this module is ``__main__``, and ``publish`` registered
+    # its commands on the imported ``refstore.cli.app``; run that one
+    from refstore.cli.app import main as _main
+
+    _main()

@@ -28,6 +28,7 @@ __all__ = [
     "plain_attrs",
     "plain_value",
     "register_codecs",
+    "scalar_value",
     "v2_array",
     "v2_attrs",
     "v2_filters",
@@ -53,6 +54,15 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, (np.complexfloating, complex)):
         return [float(value.real), float(value.imag)]
     return value
+
+
+def scalar_value(value: Any) -> Any:
+    """:func:`plain_value`, with a 1-element 1-d array as its element: netCDF has no scalar
+    attributes, and netCDF4-python and xarray read length-1 ones as scalars (xarray unpacks
+    with a list ``scale_factor`` to an object array)."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size == 1:
+        value = value[0]
+    return plain_value(value)
 
 
 def plain_attrs(meta: ArrayMeta) -> dict[str, Any]:
@@ -165,9 +175,10 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
 
 
 def v2_attrs(meta: ArrayMeta) -> dict[str, Any]:
-    """``.zattrs``: the attributes plus ``_ARRAY_DIMENSIONS`` (xarray's dimension names);
-    ``_FillValue`` is carried by ``.zarray``'s fill_value."""
-    attrs = {k: v for k, v in plain_attrs(meta).items() if k != "_FillValue"}
+    """``.zattrs``: the attributes (length-1 arrays as scalars, see :func:`scalar_value`) plus
+    ``_ARRAY_DIMENSIONS`` (xarray's dimension names); ``_FillValue`` is carried by
+    ``.zarray``'s fill_value."""
+    attrs = {k: scalar_value(decode_attr(v)) for k, v in sorted(meta.attrs.items()) if k != "_FillValue"}
     return {**attrs, "_ARRAY_DIMENSIONS": list(meta.dims)}
 
 

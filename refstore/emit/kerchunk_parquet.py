@@ -1,0 +1,150 @@
+"""kerchunk Parquet: fsspec's ``LazyReferenceMapper`` layout, with zarr v2 metadata.
+
+``OUT/.zmetadata`` holds ``{"metadata": {".zgroup": {...}, "sst/.zarray": {...}, ...},
+"record_size": N, "zarr_consolidated_format": 1}`` (metadata as JSON objects; also valid zarr v2
+consolidated metadata). Each array ``A`` has ``OUT/A/refs.<k>.parq``,
+``k = 0 .. ceil(chunks / N) - 1``: row ``i`` of the array's references is the chunk whose C-order
+flat index is ``k * N + i``, and every file has exactly ``N`` rows. Columns: ``path`` (string,
+null unless a reference), ``offset`` and ``size`` (int64; 0 unless a reference), ``raw``
+(binary, the inline chunk bytes, else null). A row whose ``path`` and ``raw`` are both null is an
+absent chunk (zarr reads the fill value); see ``kerchunk_json.v2_zarray`` for fill values.
+
+Built columnar: the rows of an array are scattered into the padded grid with numpy and
+``pyarrow.compute.take`` (work per distinct URL, never per chunk), and written with pinned
+Parquet options (zstd, statistics only for the integer columns, format 2.6, data pages v1, one
+row group per file), so the bytes depend only on the version, the options and the pyarrow
+release. Held bytes are a cache: the references point at the (remapped) sources.
+
+Open with ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (v2), or
+xarray ``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``. fsspec
+reads the files with fastparquet by default; with ``LazyReferenceMapper(OUT, engine="pyarrow")``
+under pandas 3, a null ``path`` reaches fsspec as NaN and absent chunks fail to read unless
+``pandas.set_option("future.infer_string", False)`` (see ``design/emit.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..plan.remap import to_url
+from ._common import atomic_output, check_zarr
+from .kerchunk_json import consolidated, fill_chunk, string_dictionary, v2_metadata
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..scan._types import ArrayMeta
+    from ._input import EmitSource
+
+__all__ = ["MAX_RECORD_SIZE", "SCHEMA", "check", "padded_refs", "record_size", "write"]
+
+MAX_RECORD_SIZE = 100_000
+"""Rows per ``refs.<k>.parq`` file (kerchunk's and VirtualiZarr's default); smaller when no array
+has that many chunks."""
+
+SCHEMA = pa.schema([
+    pa.field("path", pa.string()),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("size", pa.int64(), nullable=False),
+    pa.field("raw", pa.binary()),
+])  # fmt: skip
+
+_PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 3,
+    "use_dictionary": ["path"],
+    # fastparquet reads an int64 column without statistics (null count) as float64
+    "write_statistics": ["offset", "size"],
+    "version": "2.6",
+    "data_page_version": "1.0",
+    "store_schema": True,
+    "write_page_index": False,
+    "write_page_checksum": False,
+}
+"""Pinned so the bytes do not follow pyarrow's defaults (the footer's ``created_by`` names the
+pyarrow release and nothing else varies)."""
+
+
+def check(src: EmitSource, meta: ArrayMeta) -> None:
+    check_zarr(src, meta, zarr_format=2)
+
+
+def _n_chunks(src: EmitSource, meta: ArrayMeta) -> int:
+    return math.prod(src.grid(meta))
+
+
+def record_size(src: EmitSource, arrays: list[ArrayMeta]) -> int:
+    """Rows per file: the largest array's chunk count, at most :data:`MAX_RECORD_SIZE`."""
+    return max(1, min(MAX_RECORD_SIZE, max((_n_chunks(src, m) for m in arrays), default=1)))
+
+
+def _scatter(values: pa.Array, where: np.ndarray[Any, Any], total: int) -> pa.Array:
+    """``total`` rows, null except ``values[j]`` at row ``where[j]``."""
+    idx = np.full(total, -1, np.int64)
+    idx[where] = np.arange(len(where), dtype=np.int64)
+    return pc.take(values, pa.array(idx, mask=idx < 0))
+
+
+def padded_refs(src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> pa.Table:
+    """The array's references as ``rows`` rows (a multiple of the record size) in C-order flat
+    chunk index, with :data:`SCHEMA`."""
+    flat = src.flat_index(meta, refs)
+    offsets = refs.column("offset").to_numpy()
+    lengths = refs.column("length").to_numpy()
+    inline = offsets < 0
+    ref = ~inline
+    off = np.zeros(rows, np.int64)
+    size = np.zeros(rows, np.int64)
+    off[flat[ref]] = offsets[ref]
+    size[flat[ref]] = lengths[ref]
+    if refs.num_rows:
+        d = string_dictionary(refs.column("path"))
+        urls = pa.array([to_url(p) for p in d.dictionary.to_pylist()], pa.string())
+        idx = np.full(rows, -1, np.int64)
+        idx[flat[ref]] = d.indices.to_numpy(zero_copy_only=False)[ref]
+        path = pc.take(urls, pa.array(idx, mask=idx < 0))
+    else:
+        path = pa.nulls(rows, pa.string())
+    fill = fill_chunk(src, meta, refs.num_rows)
+    if inline.any():
+        values = pc.cast(refs.column("inline").filter(pa.array(inline)).combine_chunks(), pa.binary())
+        raw = _scatter(values, flat[inline], rows)
+    elif fill is not None:
+        raw = _scatter(pa.array([fill], pa.binary()), np.zeros(1, np.int64), rows)
+    else:
+        raw = pa.nulls(rows, pa.binary())
+    return pa.Table.from_arrays([path, pa.array(off), pa.array(size), raw], schema=SCHEMA)
+
+
+def write(
+    src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    rs = record_size(src, arrays)
+    n_refs: dict[str, int] = {}
+    files = 0
+    with atomic_output(out, directory=True) as tmp:
+        for i, meta in enumerate(arrays):
+            refs = src.refs(meta.name)
+            n_files = math.ceil(_n_chunks(src, meta) / rs)
+            table = padded_refs(src, meta, refs, n_files * rs)
+            folder = os.path.join(tmp, *meta.name.split("/"))
+            os.makedirs(folder, exist_ok=True)
+            for k in range(n_files):
+                pq.write_table(table.slice(k * rs, rs), os.path.join(folder, f"refs.{k}.parq"), row_group_size=rs,
+                               **_PARQUET_OPTIONS)  # fmt: skip
+            n_refs[meta.name] = refs.num_rows
+            files += n_files
+            if progress is not None:
+                progress(i + 1, len(arrays))
+        doc = {**consolidated(v2_metadata(src, arrays, n_refs)), "record_size": rs}
+        with open(os.path.join(tmp, ".zmetadata"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    return {"refs": sum(n_refs.values()), "record_size": rs, "files": files}

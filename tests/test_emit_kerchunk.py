@@ -1,0 +1,240 @@
+"""kerchunk forms beyond the round trip: the Parquet layout row by row against h5py's chunk index,
+both forms opened by xarray (CF decoding) equal to xarray on the source files, the JSON document
+against the fsspec reference spec, and a golden JSON document.
+
+Regenerate the golden file (after a deliberate change of the form, never by hand):
+``REFSTORE_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_emit_kerchunk.py -k golden``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import refstore
+from refstore.emit import emit
+from refstore.emit.kerchunk_parquet import SCHEMA
+
+from .readers import kerchunk_parquet as parquet_reader
+
+GOLDEN = Path(__file__).parent / "golden" / "kerchunk_edge.json"
+
+
+def _case(cases: list[Any], cid: str) -> Any:
+    for c in cases:
+        if c.id == cid:
+            return c
+    pytest.skip(f"no case {cid}")
+
+
+def _h5_chunk(d: h5py.Dataset, idx: tuple[int, ...]) -> tuple[int, int] | None:
+    """(byte offset, size) of one chunk as h5py reports it; None when unwritten."""
+    info = d.id.get_chunk_info_by_coord(tuple(i * c for i, c in zip(idx, d.chunks, strict=True)))
+    return None if info.byte_offset is None else (int(info.byte_offset), int(info.size))
+
+
+def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path) -> None:
+    case = _case(emit_cases, "edge")
+    out = tmp_path / "edge.parq"
+    rep = emit(refstore.Collection.open(case.uri), "kerchunk-parquet", str(out), skip_unexpressible=True)
+    zmeta = json.loads((out / ".zmetadata").read_text())
+    rs = zmeta["record_size"]
+    assert rep.extra["record_size"] == rs and zmeta["zarr_consolidated_format"] == 1
+    assert isinstance(zmeta["metadata"]["partial/.zarray"], dict)  # objects, not strings
+    url = "file://" + case.source
+    with h5py.File(case.source) as f:
+        for key, zarray in zmeta["metadata"].items():
+            if not key.endswith("/.zarray"):
+                continue
+            name = key[: -len("/.zarray")]
+            grid = [math.ceil(s / c) for s, c in zip(zarray["shape"], zarray["chunks"], strict=True)] or [1]
+            n = math.prod(grid)
+            files = sorted((out / name).glob("refs.*.parq"))
+            assert len(files) == math.ceil(n / rs), name
+            rows = []
+            for k in range(len(files)):
+                pf = pq.ParquetFile(out / name / f"refs.{k}.parq")
+                assert pf.schema_arrow == SCHEMA and pf.metadata.num_rows == rs, name
+                rows += pf.read().to_pylist()
+            assert all(r["path"] is None and r["raw"] is None for r in rows[n:]), f"{name}: padding"
+            d = f[name]
+            for flat in range(n):
+                r = rows[flat]
+                if d.chunks is None:  # contiguous or compact: one chunk
+                    if d.id.get_offset() is None:  # compact (inline), or never written: the fill inline
+                        assert r["raw"] == d[()].tobytes() and r["path"] is None, name
+                        if not d.id.get_storage_size():
+                            assert zarray["fill_value"] is None, name
+                    else:
+                        assert (r["path"], r["offset"], r["size"]) == (url, d.id.get_offset(), d.id.get_storage_size())
+                    continue
+                ref = _h5_chunk(d, tuple(int(i) for i in np.unravel_index(flat, grid)))
+                if ref is None:  # unwritten: absent
+                    assert r["path"] is None and r["raw"] is None, f"{name}[{flat}]"
+                else:
+                    assert (r["path"], r["offset"], r["size"], r["raw"]) == (url, *ref, None), f"{name}[{flat}]"
+        assert _h5_chunk(f["partial"], (1, 1)) is None  # absent chunks ...
+    # ... which both engines read as the fill value
+    arrays = parquet_reader.open_form(str(out), case)
+    got = arrays["partial"][...]
+    assert (got[16:32] == 7).all()
+    np.testing.assert_array_equal(got, case.expected("partial", (slice(0, 50), slice(0, 37))))
+
+
+def _xarray_on_sources(case: Any) -> Any:
+    import xarray as xr
+
+    src = refstore.Collection.open(case.uri).snapshot().rows("source", ["source"]).column("source").to_pylist()
+    parts = [xr.open_dataset(p, engine="netcdf4") for p in sorted(src)]
+    return xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="equals", join="exact")
+
+
+def _xarray_on_form(out: Path) -> Any:
+    import xarray as xr
+
+    with warnings.catch_warnings():  # pandas >= 3.1 deprecates fastparquet, fsspec's default engine
+        warnings.filterwarnings("ignore", "The 'fastparquet' engine is deprecated", DeprecationWarning)
+        ds = xr.open_dataset("reference://", engine="zarr", storage_options={"fo": str(out),
+                             "remote_protocol": "file"})  # fmt: skip
+        return ds.load()
+
+
+def _assert_like(got: Any, expected: Any, what: str) -> None:
+    """Every variable of ``expected`` (xarray on the sources) in ``got`` (xarray on the form), with
+    its dims, values (NaN where masked) and main attributes."""
+    for name, var in expected.variables.items():
+        g = got[name]
+        assert g.dims == var.dims, f"{what}: {name}"
+        if var.dtype.kind in "mM":
+            np.testing.assert_array_equal(g.values, var.values, err_msg=f"{what}: {name}")
+        elif {"scale_factor", "add_offset"} & set(var.encoding):
+            # zarr attributes are JSON: a float32 scale_factor comes back as a float, and xarray
+            # unpacks to float64 instead of float32 (kerchunk's own output does the same)
+            assert g.dtype.kind == "f", f"{what}: {name}"
+            scale = float(np.nanmax(np.abs(var.values), initial=0.0)) if var.size else 0.0
+            np.testing.assert_allclose(g.values, var.values, rtol=1e-6, atol=1e-6 * scale, err_msg=f"{what}: {name}")
+        else:
+            np.testing.assert_array_equal(g.values, var.values, err_msg=f"{what}: {name}", strict=True)
+        for attr in ("units", "long_name", "calendar", "grid_mapping"):
+            if attr in var.attrs:
+                assert g.attrs.get(attr) == var.attrs[attr], f"{what}: {name}.{attr}"
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate dimension names present")  # netCDF3 fixture's grid(station, station)
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+@pytest.mark.parametrize("cid", ["oisst-series", "netcdf3-series"])
+def test_xarray_opens_form_like_the_sources(emit_cases: list[Any], tmp_path: Path, fmt: str, cid: str) -> None:
+    """xarray with its defaults (consolidated metadata, CF decoding of times, masks, scales)
+    on the form equals xarray on the netCDF sources."""
+    case = _case(emit_cases, cid)
+    out = tmp_path / f"out.{fmt}"
+    emit(refstore.Collection.open(case.uri), fmt, str(out))
+    got = _xarray_on_form(out)
+    expected = _xarray_on_sources(case)
+    assert sorted(got.data_vars) == sorted(expected.data_vars)
+    _assert_like(got, expected, cid)
+    assert dict(got.attrs) | dict(expected.attrs) == dict(got.attrs)  # group attributes from the first source
+
+
+def test_xarray_on_every_shared_netcdf_file(emit_cases: list[Any], tmp_path: Path) -> None:
+    """Every file of ../shared/data that xarray's netCDF4 engine opens: both forms open in xarray
+    and equal it (attribute-only scalars such as grid_mapping variables included)."""
+    import xarray as xr
+
+    from refstore.zarr_meta import register_codecs
+
+    register_codecs()
+    checked = 0
+    for case in emit_cases:
+        if case.source is None or "/generated/" in case.source or not case.source.endswith((".nc", ".cdf")):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the files' own CF oddities
+            expected = xr.open_dataset(case.source, engine="netcdf4").load()
+        for fmt in ("kerchunk-json", "kerchunk-parquet"):
+            out = tmp_path / f"{checked}.{fmt}"
+            rep = emit(refstore.Collection.open(case.uri), fmt, str(out), skip_unexpressible=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = _xarray_on_form(out)
+            assert not rep.skipped, f"{case.id}: {rep.skipped}"
+            assert set(got.variables) == set(expected.variables), case.id
+            _assert_like(got, expected, f"{fmt} {case.id}")
+            checked += 1
+    if not checked:
+        pytest.skip("../shared/data has no netCDF files")
+
+
+def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_path: Path) -> None:
+    """Version 1: templates for every URL, metadata as JSON strings, references as
+    [template, offset, length] equal to h5py's chunk index, inline chunks as base64, and
+    consolidated metadata equal to the per-key documents."""
+    case = _case(emit_cases, "edge")
+    out = tmp_path / "edge.json"
+    emit(refstore.Collection.open(case.uri), "kerchunk-json", str(out), skip_unexpressible=True)
+    doc = json.loads(out.read_text())
+    assert doc["version"] == 1 and set(doc) == {"version", "templates", "refs"}
+    assert list(doc["templates"].values()) == ["file://" + case.source]
+    (tpl,) = doc["templates"]
+    refs = doc["refs"]
+    zmeta = json.loads(refs[".zmetadata"])
+    assert zmeta["zarr_consolidated_format"] == 1
+    assert zmeta["metadata"] == {k: json.loads(v) for k, v in refs.items() if k.rsplit("/", 1)[-1].startswith(".z")
+                                 and k != ".zmetadata"}  # fmt: skip
+    with h5py.File(case.source) as f:
+        d = f["partial"]
+        grid = [math.ceil(s / c) for s, c in zip(d.shape, d.chunks, strict=True)]
+        for idx in np.ndindex(*grid):
+            ref = _h5_chunk(d, idx)
+            key = "partial/" + ".".join(map(str, idx))
+            assert refs.get(key) == (None if ref is None else ["{{" + tpl + "}}", *ref]), key
+        assert refs["compact/0.0"] == "base64:" + base64.b64encode(f["compact"][()].tobytes()).decode()
+        assert refs["scalar/0"] == ["{{" + tpl + "}}", f["scalar"].id.get_offset(), 8]
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+def test_held_chunks_leave_the_references_on_the_sources(tmp_path: Path, series, fmt: str) -> None:
+    """Held bytes are a cache: holding chunks changes the version, not the references."""
+    from refstore.table.hold import HoldSelection, hold
+
+    from .test_emit_remap import _tree
+
+    files = series(2)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(p) for p in files], concat_dim="time")
+    before, after = tmp_path / "before", tmp_path / "after"
+    emit(refstore.Collection.open(col), fmt, str(before))
+    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",)))
+    assert rep.chunks > 0
+    emit(refstore.Collection.open(col), fmt, str(after))
+    assert _tree(after) == _tree(before)
+
+
+def test_golden_json(tmp_path: Path) -> None:
+    """The generated edge-case file, remapped to a fixed URL, emits exactly the golden document
+    (compared indented, so a change reads as a diff)."""
+    from refstore.fixtures.edge import write_edge_file
+    from refstore.table.remap import add_rule
+
+    path = write_edge_file(tmp_path / "edge.h5")
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(path)])
+    add_rule(refstore.Collection.open(col), str(path), "https://example.org/golden/edge.h5")
+    out = tmp_path / "edge.json"
+    emit(refstore.Collection.open(col), "kerchunk-json", str(out), skip_unexpressible=True)
+    text = json.dumps(json.loads(out.read_text()), indent=1) + "\n"
+    if os.environ.get("REFSTORE_REGENERATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "kerchunk JSON changed: regenerate tests/golden (see this module's docstring)"

@@ -1,0 +1,253 @@
+"""Remap rules and reproducible emits, through the command line users run: rules added, listed
+and removed (JSON), longest prefix wins, a path and its file:// URL are one rule, --no-remap,
+rules versioned with the collection, --as-of an older tag, byte-identical emits, refusals
+(exit 2, one line naming the array) and --skip-unexpressible. Properties of plan/remap.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refstore.errors import BadInputError
+from refstore.plan.remap import RemapRule, apply_remap, canonical_prefix, remap_one
+
+from ._cli import run
+from .readers import kerchunk_json, kerchunk_parquet
+
+FORMS = ("kerchunk-json", "kerchunk-parquet")
+
+
+def _ok(*args: str) -> Any:
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout) if "--json" in args else r.stdout
+
+
+def _collection(tmp_path: Path, files: list[Path], name: str = "col") -> str:
+    col = str(tmp_path / name)
+    _ok("-C", col, "init")
+    _ok("-C", col, "scan", *map(str, files), "--concat-dim", "time", "--json")
+    return col
+
+
+def _urls(fmt: str, out: Path) -> set[str]:
+    """Every location an emitted kerchunk form points at."""
+    if fmt == "kerchunk-json":
+        doc = json.loads(out.read_text())
+        used = {v[0] for v in doc["refs"].values() if isinstance(v, list)}
+        return {doc["templates"][u[2:-2]] if u.startswith("{{") else u for u in used}
+    paths: set[str] = set()
+    for f in out.rglob("refs.*.parq"):
+        paths.update(p for p in pq.read_table(f, columns=["path"]).column("path").to_pylist() if p is not None)
+    return paths
+
+
+def _tree(out: Path) -> dict[str, bytes]:
+    if out.is_file():
+        return {"": out.read_bytes()}
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def _open(fmt: str, out: Path) -> dict[str, Any]:
+    reader = kerchunk_json if fmt == "kerchunk-json" else kerchunk_parquet
+    return reader.open_form(str(out), None)
+
+
+def test_remap_cli_add_list_remove(tmp_path: Path, series) -> None:
+    files = series(2)
+    col = _collection(tmp_path, files)
+    data = str(files[0].parent)
+    v1 = _ok("-C", col, "remap", "add", data + "/", "https://example.org/a/", "--json")["version"]
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": data + "/", "replacement": "https://example.org/a/"}
+    ]
+    # the file:// spelling names the same rule: it replaces it
+    v2 = _ok("-C", col, "remap", "add", f"file://{data}/", "https://example.org/b/", "--json")["version"]
+    assert v2 > v1
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": data + "/", "replacement": "https://example.org/b/"}
+    ]
+    # the same rule again commits nothing
+    assert _ok("-C", col, "remap", "add", data + "/", "https://example.org/b/", "--json")["version"] == v2
+    _ok("-C", col, "remap", "add", str(files[0]), "https://example.org/one.nc", "--json")
+    assert [r["prefix"] for r in _ok("-C", col, "remap", "list", "--json")] == [data + "/", str(files[0])]
+    v4 = _ok("-C", col, "remap", "remove", f"file://{data}/", "--json")["version"]
+    assert _ok("-C", col, "remap", "list", "--json") == [
+        {"prefix": str(files[0]), "replacement": "https://example.org/one.nc"}
+    ]
+    assert _ok("-C", col, "remap", "list", "--as-of", str(v2), "--json")[0]["replacement"] == "https://example.org/b/"
+    assert v4 > v2
+    r = run("-C", col, "remap", "remove", data + "/")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and data in r.stderr
+
+
+def test_remap_longest_prefix_no_remap_versions_and_identical_bytes(tmp_path: Path, series) -> None:
+    files = series(3)
+    col = _collection(tmp_path, files)
+    data = str(files[0].parent)
+    _ok("-C", col, "tag", "before-remap")
+    _ok("-C", col, "remap", "add", f"file://{data}/", "https://example.org/all/", "--json")
+    _ok("-C", col, "remap", "add", str(files[1]), "https://example.org/one/day2.nc", "--json")
+    assert _ok("-C", col, "diff", "before-remap", "--json")["remap_changed"] is True
+    names = [p.name for p in files]
+    for fmt in FORMS:
+        out = tmp_path / f"out-{fmt}"
+        _ok("-C", col, "emit", fmt, str(out), "--json")
+        assert _urls(fmt, out) == {f"https://example.org/all/{names[0]}", "https://example.org/one/day2.nc",
+                                   f"https://example.org/all/{names[2]}"}, fmt  # fmt: skip
+        # the same version and options: byte-identical, in another process
+        first = _tree(out)
+        _ok("-C", col, "emit", fmt, str(out), "--json")
+        assert _tree(out) == first, fmt
+        # --no-remap: the locations as scanned
+        _ok("-C", col, "emit", fmt, str(out), "--no-remap", "--json")
+        assert _urls(fmt, out) == {f"file://{p}" for p in files}, fmt
+        # rules are versioned: the tag taken before them has none
+        _ok("-C", col, "emit", fmt, str(out), "--as-of", "before-remap", "--json")
+        assert _urls(fmt, out) == {f"file://{p}" for p in files}, fmt
+
+
+@pytest.mark.parametrize("fmt", FORMS)
+def test_remapped_form_reads_the_moved_sources(tmp_path: Path, series, fmt: str) -> None:
+    """Sources copied elsewhere and the originals removed: the remapped form reads the copies."""
+    import refstore
+    from refstore.emit import emit
+    from refstore.table.remap import add_rule
+
+    files = series(2)
+    col = _collection(tmp_path, files)
+    expected = refstore.open(col)["sst"][...]
+    moved = tmp_path / "moved place"
+    shutil.copytree(files[0].parent, moved)
+    add_rule(refstore.Collection.open(col), str(files[0].parent) + "/", f"file://{moved}/")
+    out = tmp_path / "out"
+    emit(refstore.Collection.open(col), fmt, str(out))
+    shutil.rmtree(files[0].parent)
+    assert _urls(fmt, out) == {f"file://{moved}/{p.name}" for p in files}
+    np.testing.assert_array_equal(_open(fmt, out)["sst"][...], expected)
+
+
+@pytest.mark.parametrize("fmt", FORMS)
+def test_as_of_an_older_tag_emits_that_version(tmp_path: Path, series, fmt: str) -> None:
+    import refstore
+    from refstore.emit import emit
+    from refstore.table.versions import create_tag
+
+    files = series(3)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(p) for p in files[:2]], concat_dim="time")
+    create_tag(refstore.Collection.open(col), "two-days")
+    refstore.scan(col, [str(files[2])])
+    old, new = tmp_path / "old", tmp_path / "new"
+    rep = emit(refstore.Collection.open(col), fmt, str(old), as_of="two-days")
+    assert rep.tag == "two-days" and rep.version == refstore.Collection.open(col).snapshot("two-days").version
+    emit(refstore.Collection.open(col), fmt, str(new))
+    got_old, got_new = _open(fmt, old)["sst"][...], _open(fmt, new)["sst"][...]
+    assert got_old.shape[0] == 2 and got_new.shape[0] == 3
+    np.testing.assert_array_equal(got_old, refstore.open(col, as_of="two-days")["sst"][...])
+    np.testing.assert_array_equal(got_new, refstore.open(col)["sst"][...])
+
+
+def test_refused_arrays_exit_2_naming_the_array_and_skip_lists_them(tmp_path: Path) -> None:
+    import refstore
+    from refstore.fixtures.edge import write_edge_file
+
+    path = write_edge_file(tmp_path / "edge.h5")
+    col = str(tmp_path / "edge")
+    refstore.init(col)
+    refstore.scan(col, [str(path)])
+    for fmt in FORMS:
+        out = tmp_path / f"out-{fmt}"
+        r = run("-C", col, "emit", fmt, str(out))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, fmt
+        (line,) = r.stderr.strip().splitlines()
+        assert "array '" in line and "--skip-unexpressible" in line
+        assert not out.exists()
+        rep = _ok("-C", col, "emit", fmt, str(out), "--skip-unexpressible", "--json")
+        skipped = set(rep["skipped"])
+        assert {"scaleoffset", "scaleoffset_float", "filter_mask"} <= skipped
+        assert any(f"'{name}'" in line for name in skipped)
+        arrays = _open(fmt, out)
+        assert not skipped & set(arrays) and "partial" in arrays
+    r = run("-C", col, "emit", "kerchunk-json", str(tmp_path / "again.json"), "--skip-unexpressible")
+    assert r.returncode == 0 and all(name in r.stdout for name in skipped)
+
+
+# --------------------------------------------------------------------------- properties
+segments = st.lists(st.sampled_from(["a", "b", "ab", "data", "x.nc", "x", "é"]), min_size=1, max_size=4)
+paths = segments.map(lambda s: "/" + "/".join(s))
+prefixes = st.tuples(segments, st.booleans()).map(lambda t: "/" + "/".join(t[0]) + ("/" if t[1] else ""))
+replacements = st.sampled_from(["https://example.org/", "https://example.org/p/", "s3://bucket/k", "/mnt/"])
+rule_sets = st.dictionaries(prefixes, replacements, max_size=5)
+
+
+def _rules(d: dict[str, str], *, file_urls: bool = False) -> list[RemapRule]:
+    return [RemapRule(canonical_prefix(("file://" if file_urls else "") + p), r) for p, r in d.items()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_sets, paths, st.randoms())
+def test_longest_matching_prefix_wins_whatever_the_order(d: dict[str, str], loc: str, rnd: Any) -> None:
+    rules = _rules(d)
+    got = remap_one(loc, rules)
+    matching = [r for r in rules if loc.startswith(r.prefix)]
+    if not matching:
+        assert got == loc
+    else:
+        best = max(matching, key=lambda r: len(r.prefix))
+        assert got == best.replacement + loc[len(best.prefix) :]
+        assert all(len(r.prefix) <= len(best.prefix) for r in matching)
+    shuffled = list(rules)
+    rnd.shuffle(shuffled)
+    assert remap_one(loc, shuffled) == got
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule_sets, st.lists(paths, max_size=8))
+def test_a_path_and_its_file_url_are_one_rule(d: dict[str, str], locs: list[str]) -> None:
+    for p in d:
+        assert canonical_prefix("file://" + p) == canonical_prefix(p)
+    plain, urls = _rules(d), _rules(d, file_urls=True)
+    assert [remap_one(x, plain) for x in locs] == [remap_one(x, urls) for x in locs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(paths, max_size=12), rule_sets)
+def test_column_remap_is_elementwise_and_identity_without_rules(locs: list[str], d: dict[str, str]) -> None:
+    col = pa.array(locs, pa.string())
+    assert pc_decode(apply_remap(col, [])) == locs
+    rules = _rules(d)
+    expected = [remap_one(x, rules) for x in locs]
+    if len(set(expected)) < len(set(locs)):  # two sources published as one: refused
+        with pytest.raises(BadInputError, match="map both"):
+            apply_remap(col, rules)
+    else:
+        assert pc_decode(apply_remap(col, rules)) == expected
+
+
+def pc_decode(arr: pa.Array) -> list[str]:
+    return arr.dictionary_decode().to_pylist()  # type: ignore[no-any-return]
+
+
+def test_relative_prefixes_are_absolute(tmp_path: Path) -> None:
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        assert canonical_prefix("data/") == f"{tmp_path}/data/"
+        assert canonical_prefix("file://data") == f"{tmp_path}/data"
+    finally:
+        os.chdir(here)
+    assert canonical_prefix("s3://bucket/a") == "s3://bucket/a"
+    with pytest.raises(BadInputError):
+        canonical_prefix("")
