@@ -1,4 +1,5 @@
-"""The built-in demo: a small OISST-like daily series, scanned, read and verified."""
+"""The built-in demo: a small OISST-like daily series, scanned, read, verified, tagged, held and
+published in every form."""
 
 from __future__ import annotations
 
@@ -148,8 +149,12 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
     tell("6. log: " + "; ".join(f"v{e.version} {e.operation}" for e in entries))
     held_ok = _hold_demo(coll, data, tell)
     cog = _cog_series(root, tell)
+    from ._demo_publish import publish_demo
+
+    published = publish_demo(coll, root, tell)
     ok = (
         cog
+        and published
         and held_ok
         and bool(
             read_ok
@@ -173,4 +178,5 @@ def run_demo(folder: str | Path, *, days: int = 5, say: Callable[[str], Any] | N
         "diff": d.to_json(),
         "cog_series_ok": cog,
         "hold_ok": held_ok,
+        "published_ok": published,
     }
