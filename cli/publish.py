@@ -26,7 +26,13 @@ def emit(
         str,
         typer.Argument(metavar="FORMAT", help="kerchunk-json, kerchunk-parquet, icechunk, parquet, sqlite or vrt."),
     ],
-    dest: Annotated[str, typer.Argument(metavar="OUT", help="File or folder to write (replaced atomically; an existing Icechunk repository gets a new commit).")],
+    dest: Annotated[
+        str,
+        typer.Argument(
+            metavar="OUT",
+            help="File or folder to write (replaced atomically; an existing Icechunk repository gets a new commit).",
+        ),
+    ],
     as_of: AsOfOpt = None,
     no_remap: Annotated[bool, typer.Option("--no-remap", help="Keep source locations as scanned.")] = False,
     skip_unexpressible: Annotated[
