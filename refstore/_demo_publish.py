@@ -28,7 +28,8 @@ def _zarr_v2_sst(fo: Any) -> np.ndarray[Any, Any]:
 
     fs = fsspec.filesystem("reference", fo=fo, remote_protocol="file", asynchronous=True)
     group = zarr.open_group(zarr.storage.FsspecStore(fs, read_only=True, path=""), mode="r", zarr_format=2)
-    return np.asarray(group["sst"][_WINDOW])
+    sst: Any = group["sst"]
+    return np.asarray(sst[_WINDOW])
 
 
 def _kerchunk_parquet_sst(out: str) -> np.ndarray[Any, Any]:
@@ -46,13 +47,15 @@ def _icechunk_sst(out: str) -> np.ndarray[Any, Any]:
     from icechunk.credentials import LocalFileSystemAccess
 
     storage = ic.local_filesystem_storage(out)
-    prefixes = sorted((ic.Repository.fetch_config(storage).virtual_chunk_containers or {}).keys())
+    config = ic.Repository.fetch_config(storage)
+    prefixes = sorted(((config.virtual_chunk_containers if config else None) or {}).keys())
     creds = ic.containers_credentials({p: LocalFileSystemAccess for p in prefixes if p.startswith("file://")})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # local storage and numcodecs-name warnings
         repo = ic.Repository.open(storage, authorize_virtual_chunk_access=creds)
         group = zarr.open_group(repo.readonly_session(branch="main").store, mode="r", zarr_format=3)
-        return np.asarray(group["sst"][_WINDOW])
+        sst: Any = group["sst"]
+        return np.asarray(sst[_WINDOW])
 
 
 def _parquet_refs(out: str) -> int:
