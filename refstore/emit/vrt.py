@@ -191,19 +191,17 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
         return
     for r in rows:
         if _is_tiff(r["location"]):
-            _tiff_bands(name, r["meta"])
+            _tiff_bands(name, r["meta"], src.concat_dim)
             _tiff_dir(src, name, src.published(r["location"]))
 
 
-def _tiff_bands(name: str, m: ArrayMeta) -> tuple[int | None, int]:
-    """(axis of the band dimension in the source array or None, number of bands)."""
-    if m.ndim == 2:
-        return None, 1
-    if m.ndim == 3 and m.dims[0] == "band":
-        return 0, m.shape[0]
-    if m.ndim == 3 and m.dims[2] == "band":
-        return 2, m.shape[2]
-    raise UnexpressibleError(f"array {name!r}: a TIFF array of shape {m.shape} is not (y, x) plus bands")
+def _tiff_bands(name: str, m: ArrayMeta, concat: str | None) -> tuple[list[str], int]:
+    """How one band of a TIFF slab ``m`` (read by GDAL as ``(y, x)``) fills ``m``'s axes: view
+    items (``newaxis`` for the band and stacking axes, ``:`` for y and x) and the band count."""
+    items = ["newaxis" if d == "band" or d == concat else ":" for d in m.dims]
+    if items.count(":") != 2:
+        raise UnexpressibleError(f"array {name!r}: a TIFF array with dimensions {m.dims} is not (y, x) plus bands")
+    return items, (m.shape[m.dims.index("band")] if "band" in m.dims else 1)
 
 
 # ---------------------------------------------------------------------------- XML
@@ -243,6 +241,16 @@ def _attribute(parent: ET.Element, name: str, enc: dict[str, Any]) -> None:
         ET.SubElement(el, "Value").text = t
 
 
+def _read_dtype(meta: ArrayMeta) -> np.dtype[Any]:
+    """The dtype GDAL's netCDF driver reads the array as: CF ``_Unsigned = "true"`` on a signed
+    integer array makes it the unsigned type of the same size (the same bits)."""
+    dt = np.dtype(meta.dtype)
+    enc = meta.attrs.get("_Unsigned")
+    if dt.kind == "i" and enc is not None and str(enc.get("value", "")).lower() == "true":
+        return np.dtype(f"u{dt.itemsize}")
+    return dt
+
+
 def _scalar_attr(meta: ArrayMeta, key: str) -> Any:
     enc = meta.attrs.get(key)
     if enc is None or enc["type"] in ("str", "bytes") or enc.get("shape") not in (None, [], [1]):
@@ -277,20 +285,18 @@ def _sources(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> int:
         # an axis the slab lacks: the stacking dimension (a TIFF series)
         stack = meta.dims.index(concat) if m.ndim < meta.ndim and concat in meta.dims else None
         if _is_tiff(r["location"]):
-            band_axis, bands = _tiff_bands(meta.name, m)
+            base, bands = _tiff_bands(meta.name, m, concat)
             ifd = _tiff_dir(src, meta.name, location)
             filename = path if ifd == 0 else f"GTIFF_DIR:{ifd + 1}:{path}"
             for b in range(bands):
-                items = [":", ":"]  # a band reads as (y, x)
-                if band_axis is not None:
-                    items.insert(band_axis, "newaxis")
-                shape = [1 if i == "newaxis" else s for i, s in zip(items, _yx(m, band_axis), strict=True)]
+                items = list(base)
+                shape = [1 if i == "newaxis" else s for i, s in zip(items, m.shape, strict=True)]
                 dest = list(r["dest"])
-                if band_axis is not None:
-                    dest[band_axis + (1 if stack is not None and stack <= band_axis else 0)] += b
                 if stack is not None:
                     items.insert(stack, "newaxis")
                     shape.insert(stack, 1)
+                if "band" in meta.dims:
+                    dest[meta.dims.index("band")] += b
                 el = ET.SubElement(parent, "Source")
                 ET.SubElement(el, "SourceFilename").text = filename
                 ET.SubElement(el, "SourceBand").text = str(b + 1)
@@ -316,16 +322,8 @@ def _sources(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> int:
     return n
 
 
-def _yx(m: ArrayMeta, band_axis: int | None) -> list[int]:
-    """The source slab's shape with its band axis set to 1 (one band per Source)."""
-    shape = list(m.shape)
-    if band_axis is not None:
-        shape[band_axis] = 1
-    return shape
-
-
 def _inline(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> None:
-    from ..read.array import Dataset
+    from .._api import Dataset
 
     values = np.asarray(Dataset(src.snapshot)[meta.name][...]).ravel()
     ET.SubElement(parent, "InlineValues").text = " ".join(_num(v) for v in values.tolist())
@@ -407,7 +405,8 @@ def write(
         first_group = next((j for j, c in enumerate(parent) if c.tag == "Group"), len(parent))
         el = ET.Element("Array", {"name": leaf})
         parent.insert(first_group, el)
-        gt = gdal_type(meta.dtype)
+        read_dt = _read_dtype(meta)
+        gt = gdal_type(read_dt.str)
         assert gt is not None
         ET.SubElement(el, "DataType").text = gt
         for d in meta.dims:
@@ -420,6 +419,8 @@ def write(
         if nodata is None:
             nodata = _scalar_attr(meta, "nodata")
         if nodata is not None:
+            if read_dt.kind == "u" and np.dtype(meta.dtype).kind == "i":
+                nodata = np.asarray(nodata, np.dtype(meta.dtype)).view(read_dt)[()]
             ET.SubElement(el, "NoDataValue").text = _num(nodata)
         offset, scale = _scalar_attr(meta, "add_offset"), _scalar_attr(meta, "scale_factor")
         if offset is not None:

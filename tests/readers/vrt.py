@@ -1,10 +1,16 @@
 """GDAL multidimensional VRT, read by GDAL itself: ``gdalmdimtranslate out.vrt out.nc`` (the
-whole dataset at once when it is small, else ``-array name=...,view=[...]`` per window), the
-netCDF result read with netCDF4-python as stored (no masking or scaling).
+whole dataset at once, when it is small), the netCDF result read with netCDF4-python as stored
+(no masking or scaling). An array of a large dataset is translated from a copy of the VRT
+that holds only that array (its XML unchanged); a window of a large array is read with ``gdalmdiminfo -detailed
+-limit N -array NAME`` (GDAL prints the first and last values along each dimension as JSON):
+GDAL 3.6.2's ``gdalmdimtranslate -array/-subset`` on a multidimensional VRT whose sources are
+files hangs (a VRT opened inside a VRT deadlocks on close), so it cannot read windows.
 
 GDAL 3.6 has no Int8 or Bool type: its drivers read int8 as Int16 and a TIFF mask as Byte, and
 the VRT declares the same. Those two are narrowed back to the catalogued dtype here, and only
-when that is exact (values in range), so a wrong value still fails the comparison.
+when that is exact (values in range), so a wrong value still fails the comparison. A signed
+array with CF ``_Unsigned = "true"`` is read by GDAL's netCDF driver as unsigned (the same
+bits); it is viewed back as the stored signed type.
 """
 
 from __future__ import annotations
@@ -69,10 +75,16 @@ def _narrow(a: np.ndarray[Any, Any], want: np.dtype[Any], name: str) -> np.ndarr
     if want.kind == "b" and a.dtype.kind == "u":
         assert np.isin(a, (0, 1)).all(), f"{name}: a mask read with values other than 0/1"
         return a.astype(bool)
+    if want.kind == "i" and a.dtype.kind == "u" and a.dtype.itemsize == want.itemsize:
+        return a.view(want)  # CF _Unsigned: GDAL reads the same bits as unsigned
     if want.kind == "i" and want.itemsize == 1 and a.dtype.kind == "i":
         assert (a >= -128).all() and (a <= 127).all(), f"{name}: int8 values out of range"
         return a.astype(want)
     return a
+
+
+_GDAL_NP = {"Byte": "u1", "UInt16": "u2", "Int16": "i2", "UInt32": "u4", "Int32": "i4", "UInt64": "u8",
+            "Int64": "i8", "Float32": "f4", "Float64": "f8"}  # fmt: skip
 
 
 class _Form:
@@ -125,13 +137,54 @@ class _Form:
                    for s, n in zip(sel, shape, strict=True))  # fmt: skip
         if full and self.nbytes() <= WHOLE_MAX_BYTES:
             got = _read_nc(self.whole(), name)
+        elif full and int(np.prod(shape, dtype=np.int64)) * self.itemsize[name] <= WHOLE_MAX_BYTES:
+            got = _read_nc(self._only(name), name)
         else:
-            view = ",".join(f"{s.start or 0}:{n if s.stop is None else s.stop}" for s, n in zip(sel, shape, strict=True))
-            out = os.path.join(self.tmp, f"part-{len(os.listdir(self.tmp))}.nc")
-            spec = f"name=/{name}" + (f",view=[{view}]" if shape else "")
-            translate(self.vrt, out, "-array", spec)
-            got = _read_nc(out, None)
+            assert all(s.start in (None, 0) and s.step in (None, 1) for s in sel), "windows start at 0"
+            got = self._info_window(name, tuple(n if s.stop is None else min(s.stop, n)
+                                                for s, n in zip(sel, shape, strict=True)))  # fmt: skip
         return _narrow(got, self.dtypes.get(name, got.dtype), name)
+
+    def _only(self, name: str) -> str:
+        """``name`` translated from a copy of the VRT without the other arrays."""
+        tree = ET.parse(self.vrt)
+
+        def prune(group: ET.Element, path: str) -> None:
+            for a in group.findall("Array"):
+                if (path + "/" if path else "") + a.get("name", "") != name:
+                    group.remove(a)
+            for g in group.findall("Group"):
+                prune(g, (path + "/" if path else "") + g.get("name", ""))
+
+        top = tree.getroot().find("Group")
+        assert top is not None
+        prune(top, "")
+        base = os.path.join(self.tmp, f"only-{len(os.listdir(self.tmp))}")
+        tree.write(base + ".vrt", encoding="unicode")
+        translate(base + ".vrt", base + ".nc")
+        return base + ".nc"
+
+    def _info_window(self, name: str, window: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        """The first ``window`` values along each dimension, from ``gdalmdiminfo -detailed``."""
+        import json
+
+        tool = shutil.which("gdalmdiminfo")
+        assert tool is not None
+        limit = 2 * max(window)
+        res = subprocess.run([tool, "-detailed", "-limit", str(limit), "-array", "/" + name, self.vrt],
+                             capture_output=True, text=True, env=_env(), check=False)  # fmt: skip
+        assert res.returncode == 0, f"gdalmdiminfo -array {name} {self.vrt} failed: {res.stderr.strip()}"
+        doc = json.loads(res.stdout)
+        dtype = np.dtype(_GDAL_NP[doc["datatype"]])
+
+        def crop(v: Any, depth: int) -> Any:
+            if depth == len(window):
+                return v
+            items = [x for x in v if not (isinstance(x, str) and x == "[...]")][: window[depth]]
+            return [crop(x, depth + 1) for x in items]
+
+        values = crop(doc["values"], 0)
+        return np.array(values, dtype=np.float64 if dtype.kind == "f" else dtype).astype(dtype)
 
 
 class GdalArray:
