@@ -176,12 +176,13 @@ def test_unexpressible_arrays_are_refused_by_name(tmp_path: Path) -> None:
     refstore.init(col)
     refstore.scan(col, [str(d)])
     c = refstore.Collection.open(col)
-    for name, why in (("empty", "size 0"), ("names", "S2"), ("half", "f2")):
-        with pytest.raises(UnexpressibleError, match=rf"array '{name}'.*{why}|{why}.*array '{name}'"):
-            from refstore.emit import EmitSource
-            from refstore.emit.vrt import check
+    from refstore.emit import EmitSource
+    from refstore.emit.vrt import check
 
-            check(EmitSource(c.snapshot()), c.snapshot().array(name))
+    src = EmitSource(c.snapshot())
+    for name, why in (("empty", "size 0"), ("names", "S2"), ("half", "f2")):
+        with pytest.raises(UnexpressibleError, match=rf"array '{name}'.*{why}"):
+            check(src, c.snapshot().array(name))
     with pytest.raises(UnexpressibleError, match="skip-unexpressible"):
         emit(c, "vrt", str(tmp_path / "x.vrt"))
     assert not (tmp_path / "x.vrt").exists()  # nothing partial left behind
@@ -212,7 +213,7 @@ def test_codec_eras_are_no_limit_but_packing_eras_are_refused(tmp_path: Path) ->
     with _nc(out) as ds:
         assert_same(ds["x"][...], refstore.open(codecs_only.uri)["x"][...], "x across eras")
     packing = series("b", (0.1, 0.01), ("<i2", "<i2"))
-    with pytest.raises(UnexpressibleError, match="array 'x'.*packing"):
+    with pytest.raises(UnexpressibleError, match=r"array 'x'.*packing"):
         emit(packing, "vrt", str(tmp_path / "b.vrt"))
 
 
@@ -249,7 +250,7 @@ def test_remote_tiff_overviews_are_refused(tmp_path: Path) -> None:
     refstore.init(col)
     refstore.scan(col, [str(cases["striped_tiled_overview"])])
     add_rule(refstore.Collection.open(col), str(tmp_path / "tiff") + "/", "https://host/tiff/")
-    with pytest.raises(UnexpressibleError, match="array 'overview_1'.*remote TIFF"):
+    with pytest.raises(UnexpressibleError, match=r"array 'overview_1'.*remote TIFF"):
         emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
     rep = emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"), skip_unexpressible=True)
     assert list(rep.skipped) == ["overview_1"]
