@@ -11,7 +11,9 @@ and ``<DestSlab>``. GDAL reads the source files with its own drivers, so codecs,
 codecs/chunks, short strips and HDF5 filter masks are no limit. Coordinates synthesised by the
 scan (a TIFF series' ``time``) are written as ``<InlineValues>``.
 
-Refused (``UnexpressibleError``): unsupported arrays, strings/compound/float16 dtypes, zero-size
+Arrays refstore records as unsupported because no Python decoder exists for an HDF5 filter
+(scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
+Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), strings/compound/float16 dtypes, zero-size
 dimensions, eras that differ in dtype, fill value or CF packing attributes, and TIFF IFDs other
 than the first of a TIFF that is not local (their IFD number is read from the file).
 
@@ -64,6 +66,9 @@ _TYPES: dict[str, str] = {
 _PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units")
 _IFD_NAME = re.compile(r"^(image(_\d+)?|overview_\d+|mask(_\d+)?|mask_overview_\d+)$")
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+_LIBHDF5_DECODES = re.compile(r"^HDF5 filter \S+ \(id \d+\) has no decoder")
+"""Arrays refstore cannot decode but GDAL can: libhdf5 applies its own filters (scaleoffset,
+nbit) and registered plugins (bitshuffle, with HDF5_PLUGIN_PATH) when GDAL reads the source."""
 _INLINE_MAX = 1 << 20
 """Synthesised arrays (no array in the source file) up to this many elements are inlined."""
 
@@ -125,15 +130,22 @@ def _ifd_numbers(location: str, size: int, mtime_ns: int) -> dict[str, int]:
 
 def _vars(src: EmitSource, name: str) -> list[dict[str, Any]]:
     """The placed slabs of ``name`` in placement order: ``location``, ``meta`` (the source's
-    ArrayMeta) and ``dest`` (offset in the global array)."""
+    ArrayMeta) and ``dest`` (offset in the global array). An unsupported array is not placed by
+    the scan; held by one source with the global shape, it sits at the origin."""
     from ..table.collection import sql_str
 
-    t = src.snapshot.vars(f"array = {sql_str(name)} AND d0 != {NOT_PLACED}")
+    t = src.snapshot.vars(f"array = {sql_str(name)}")
     meta = src.snapshot.array(name)
     rows = []
     for r in t.to_pylist():
-        dest = tuple(int(r[c]) for c in DEST_COLUMNS[: meta.ndim])
-        rows.append({"location": r["source"], "meta": ArrayMeta.from_json(r["meta"]), "dest": dest})
+        m = ArrayMeta.from_json(r["meta"])
+        if r["d0"] != NOT_PLACED:
+            dest = tuple(int(r[c]) for c in DEST_COLUMNS[: meta.ndim])
+        elif meta.status != "ok" and t.num_rows == 1 and m.shape == meta.shape:
+            dest = (0,) * meta.ndim
+        else:
+            continue
+        rows.append({"location": r["source"], "meta": m, "dest": dest})
     rows.sort(key=lambda r: (r["dest"], r["location"]))
     return rows
 
@@ -167,7 +179,7 @@ def _synthesised(name: str, rows: list[dict[str, Any]]) -> bool:
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     """Refuse what a GDAL multidimensional VRT cannot express so that GDAL reads it equal."""
     name = meta.name
-    if meta.status != "ok":
+    if meta.status != "ok" and not _LIBHDF5_DECODES.match(meta.reason or ""):
         raise UnexpressibleError(f"array {name!r} is recorded as unsupported: {meta.reason}")
     if gdal_type(meta.dtype) is None:
         raise UnexpressibleError(f"array {name!r}: GDAL has no data type that reads {meta.dtype} as stored")

@@ -35,7 +35,9 @@ def _env() -> dict[str, str]:
     try:
         import hdf5plugin
 
-        env.setdefault("HDF5_PLUGIN_PATH", hdf5plugin.PLUGIN_PATH)  # zstd, lz4, blosc for GDAL's libhdf5
+        # zstd, lz4, blosc, bitshuffle for GDAL's libhdf5. Set, not defaulted: importing netCDF4
+        # points HDF5_PLUGIN_PATH at its own plugins, which lack lz4 (GDAL then reads fill values)
+        env["HDF5_PLUGIN_PATH"] = hdf5plugin.PLUGIN_PATH
     except ImportError:
         pass
     return env
