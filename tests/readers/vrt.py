@@ -181,7 +181,7 @@ class _Form:
 
         def crop(v: Any, depth: int) -> Any:
             if depth == len(window):
-                return v
+                return float(v.replace("Infinity", "inf")) if isinstance(v, str) else v  # "NaN"
             items = [x for x in v if not (isinstance(x, str) and x == "[...]")][: window[depth]]
             return [crop(x, depth + 1) for x in items]
 
