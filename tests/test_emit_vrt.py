@@ -113,6 +113,24 @@ def test_emit_twice_same_bytes_and_no_remap(tmp_path: Path) -> None:
     assert names == {str(p.resolve()) for p in files}
 
 
+def test_as_of_an_older_tag_emits_that_version(tmp_path: Path) -> None:
+    from refstore.fixtures.oisst import write_series
+    from refstore.table import create_tag
+
+    col, _ = _series(tmp_path, days=2)
+    create_tag(refstore.Collection.open(col), "two-days")
+    more = write_series(tmp_path / "data", 3)
+    refstore.scan(col, [str(tmp_path / "data")], concat_dim="time")
+    old, new = tmp_path / "old.vrt", tmp_path / "new.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(old), as_of="two-days")
+    emit(refstore.Collection.open(col), "vrt", str(new))
+    dims = [{d.get("name"): d.get("size") for d in ET.parse(p).getroot().iter("Dimension")} for p in (old, new)]
+    sizes = [d["time"] for d in dims]
+    assert sizes == ["2", "3"]
+    assert len(ET.parse(old).getroot().findall(".//Array[@name='sst']/Source")) == 2
+    assert str(more[2].resolve()) in new.read_text(encoding="utf-8")
+
+
 # ---------------------------------------------------------------------------- read by GDAL
 @needs_gdal
 def test_series_translates_keeping_cf_attributes(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ scan (a TIFF series' ``time``) are written as ``<InlineValues>``.
 
 Arrays refstore records as unsupported because no Python decoder exists for an HDF5 filter
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
-Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), strings/compound/float16 dtypes, zero-size
-dimensions, eras that differ in dtype, fill value or CF packing attributes, and TIFF IFDs other
-than the first of a TIFF that is not local (their IFD number is read from the file).
+Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
+float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or CF packing
+attributes, and TIFF IFDs other than the first of a TIFF that is not local (their IFD number is
+read from the file).
 
 The XML is written with a fixed element and attribute order: the same version and options give
 byte-identical files.
