@@ -259,7 +259,7 @@ def test_tiff_bands_overviews_and_series(tmp_path: Path) -> None:
     assert any(f.startswith("GTIFF_DIR:2:") for f in files)  # the overview IFD
 
 
-def test_remote_tiff_overviews_are_refused(tmp_path: Path) -> None:
+def test_remapped_tiff_overviews_open_their_ifd_over_vsicurl(tmp_path: Path) -> None:
     from refstore.fixtures.tiff import write_cases
     from refstore.table.remap import add_rule
 
@@ -268,12 +268,18 @@ def test_remote_tiff_overviews_are_refused(tmp_path: Path) -> None:
     refstore.init(col)
     refstore.scan(col, [str(cases["striped_tiled_overview"])])
     add_rule(refstore.Collection.open(col), str(tmp_path / "tiff") + "/", "https://host/tiff/")
+    emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
+    files = [e.text for e in ET.parse(tmp_path / "x.vrt").getroot().iter("SourceFilename")]
+    url = "/vsicurl/https://host/tiff/striped_tiled_overview.tif"
+    assert files == [url, f"GTIFF_DIR:2:{url}"]  # IFD numbers read from the scanned local file
+
+
+def test_overviews_of_remotely_scanned_tiffs_are_refused() -> None:
+    from refstore.emit.vrt import _tiff_dir
+
+    assert _tiff_dir(None, "image", "s3://b/x.tif") == 0  # type: ignore[arg-type]
     with pytest.raises(UnexpressibleError, match=r"array 'overview_1'.*remote TIFF"):
-        emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
-    rep = emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"), skip_unexpressible=True)
-    assert list(rep.skipped) == ["overview_1"]
-    files = {e.text for e in ET.parse(tmp_path / "x.vrt").getroot().iter("SourceFilename")}
-    assert files == {"/vsicurl/https://host/tiff/striped_tiled_overview.tif"}
+        _tiff_dir(None, "overview_1", "s3://b/x.tif")  # type: ignore[arg-type]
 
 
 def _regen() -> None:

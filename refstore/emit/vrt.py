@@ -15,8 +15,8 @@ Arrays refstore records as unsupported because no Python decoder exists for an H
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
 Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
 float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or CF packing
-attributes, and TIFF IFDs other than the first of a TIFF that is not local (their IFD number is
-read from the file).
+attributes, and TIFF IFDs other than the first of a TIFF scanned from a remote location (the IFD number is
+read from the scanned file).
 
 The XML is written with a fixed element and attribute order: the same version and options give
 byte-identical files.
@@ -157,15 +157,19 @@ def _identity(src: EmitSource, location: str) -> tuple[int, int]:
 
 
 def _tiff_dir(src: EmitSource, name: str, location: str) -> int:
-    """The 0-based IFD of TIFF array ``name`` in ``location`` (0 for ``image`` of a remote TIFF)."""
+    """The 0-based IFD of TIFF array ``name`` in the source scanned at ``location``, read from the
+    file (0 for ``image`` of a TIFF that is not local)."""
     if _local(location) is None:
         if name == "image":
             return 0
         raise UnexpressibleError(
             f"array {name!r}: IFDs other than the first of a remote TIFF need the IFD number, which "
-            "is read from local files only"
+            f"is read from local files only ({location})"
         )
-    numbers = _ifd_numbers(location, *_identity(src, location))
+    try:
+        numbers = _ifd_numbers(location, *_identity(src, location))
+    except OSError as e:
+        raise UnexpressibleError(f"array {name!r}: cannot read the IFDs of {location}: {e}") from None
     if name not in numbers:
         raise UnexpressibleError(f"array {name!r}: no such IFD in {location}")
     return numbers[name]
@@ -205,7 +209,7 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     for r in rows:
         if _is_tiff(r["location"]):
             _tiff_bands(name, r["meta"], src.concat_dim)
-            _tiff_dir(src, name, src.published(r["location"]))
+            _tiff_dir(src, name, r["location"])
 
 
 def _tiff_bands(name: str, m: ArrayMeta, concat: str | None) -> tuple[list[str], int]:
@@ -287,11 +291,11 @@ def _view(items: list[str]) -> str | None:
     return None if all(i == ":" for i in items) else "[" + ",".join(items) + "]"
 
 
-def _sources(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> int:
-    """``<Source>`` elements of ``meta``; returns how many."""
+def _sources(src: EmitSource, meta: ArrayMeta, rows: list[dict[str, Any]], parent: ET.Element) -> int:
+    """``<Source>`` elements of ``meta`` from its placed slabs ``rows``; returns how many."""
     n = 0
     concat = src.concat_dim
-    for r in _vars(src, meta.name):
+    for r in rows:
         m: ArrayMeta = r["meta"]
         location = src.published(r["location"])
         path = gdal_path(location)
@@ -299,7 +303,7 @@ def _sources(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> int:
         stack = meta.dims.index(concat) if m.ndim < meta.ndim and concat in meta.dims else None
         if _is_tiff(r["location"]):
             base, bands = _tiff_bands(meta.name, m, concat)
-            ifd = _tiff_dir(src, meta.name, location)
+            ifd = _tiff_dir(src, meta.name, r["location"])
             filename = path if ifd == 0 else f"GTIFF_DIR:{ifd + 1}:{path}"
             for b in range(bands):
                 items = list(base)
@@ -444,7 +448,7 @@ def write(
         if _synthesised(meta.name, rows):
             _inline(src, meta, el)
         else:
-            n_sources += _sources(src, meta, el)
+            n_sources += _sources(src, meta, rows, el)
         for k, enc in sorted(meta.attrs.items()):
             _attribute(el, k, enc)
         if progress is not None:
