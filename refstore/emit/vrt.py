@@ -70,6 +70,7 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _LIBHDF5_DECODES = re.compile(r"^HDF5 filter \S+ \(id \d+\) has no decoder")
 """Arrays refstore cannot decode but GDAL can: libhdf5 applies its own filters (scaleoffset,
 nbit) and registered plugins (bitshuffle, with HDF5_PLUGIN_PATH) when GDAL reads the source."""
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _INLINE_MAX = 1 << 20
 """Synthesised arrays (no array in the source file) up to this many elements are inlined."""
 
@@ -104,7 +105,7 @@ def _local(location: str) -> str | None:
     return None if "://" in location else location
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1 << 16)
 def _is_tiff(location: str) -> bool:
     path = _local(location)
     if path is not None:
@@ -116,7 +117,7 @@ def _is_tiff(location: str) -> bool:
     return location.lower().rsplit("?", 1)[0].endswith((".tif", ".tiff"))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1 << 16)
 def _ifd_numbers(location: str, size: int, mtime_ns: int) -> dict[str, int]:
     """Array name -> 0-based IFD number of a local TIFF (``size``/``mtime_ns`` key the cache)."""
     import tifffile
@@ -205,6 +206,7 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     if _synthesised(name, rows):
         if math.prod(meta.shape) > _INLINE_MAX:
             raise UnexpressibleError(f"array {name!r}: made up by the scan and too large to inline")
+        _inline_values(src, meta)
         return
     for r in rows:
         if _is_tiff(r["location"]):
@@ -242,6 +244,8 @@ def _attribute(parent: ET.Element, name: str, enc: dict[str, Any]) -> None:
         values = enc["value"] if isinstance(enc["value"], list) else [enc["value"]]
         dtype = "String"
         text = [str(v) for v in values]
+        if any(_XML_INVALID.search(t) for t in text):  # XML 1.0 cannot carry these characters
+            return
     else:
         if enc["type"] == "bytes":
             return
@@ -339,10 +343,17 @@ def _sources(src: EmitSource, meta: ArrayMeta, rows: list[dict[str, Any]], paren
     return n
 
 
-def _inline(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> None:
+def _inline_values(src: EmitSource, meta: ArrayMeta) -> np.ndarray[Any, Any]:
     from .._api import Dataset
 
     values = np.asarray(Dataset(src.snapshot)[meta.name][...]).ravel()
+    if values.dtype.kind in "iu" and values.size and float(np.abs(values.astype(np.float64)).max()) > 2**53:
+        raise UnexpressibleError(f"array {meta.name!r}: inline integers beyond 2**53 (GDAL parses them as doubles)")
+    return values
+
+
+def _inline(src: EmitSource, meta: ArrayMeta, parent: ET.Element) -> None:
+    values = _inline_values(src, meta)
     ET.SubElement(parent, "InlineValues").text = " ".join(_num(v) for v in values.tolist())
 
 
