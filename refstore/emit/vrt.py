@@ -15,8 +15,8 @@ Arrays refstore records as unsupported because no Python decoder exists for an H
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
 Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
 float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or CF packing
-attributes, and TIFF IFDs other than the first of a TIFF scanned from a remote location (the IFD number is
-read from the scanned file).
+attributes, and TIFF IFDs other than the first of a TIFF scanned from a remote location (the
+IFD number is read from the scanned file).
 
 The XML is written with a fixed element and attribute order: the same version and options give
 byte-identical files.
