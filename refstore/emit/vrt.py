@@ -80,6 +80,8 @@ def gdal_type(dtype: str) -> str | None:
     dt = np.dtype(dtype)
     if dt.names is not None or dt.kind not in "biufc":
         return None
+    # float16: GDAL 3.6 has no Float16 and its HDF5 driver widens to Float32 without keeping NaN
+    # payloads, so the values would not read back bit for bit
     return _TYPES.get(f"{dt.kind}{dt.itemsize}")
 
 
