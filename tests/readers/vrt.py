@@ -1,8 +1,9 @@
 """GDAL multidimensional VRT, read by GDAL itself: ``gdalmdimtranslate out.vrt out.nc`` (the
 whole dataset at once, when it is small), the netCDF result read with netCDF4-python as stored
 (no masking or scaling). An array of a large dataset is translated from a copy of the VRT
-that holds only that array (its XML unchanged); a window of a large array is read with ``gdalmdiminfo -detailed
--limit N -array NAME`` (GDAL prints the first and last values along each dimension as JSON):
+that holds only that array (its XML unchanged); a window of a large array is read with
+``gdalmdiminfo -detailed -limit N -array NAME`` (GDAL prints the first and last values along
+each dimension as JSON):
 GDAL 3.6.2's ``gdalmdimtranslate -array/-subset`` on a multidimensional VRT whose sources are
 files hangs (a VRT opened inside a VRT deadlocks on close), so it cannot read windows.
 
@@ -27,7 +28,8 @@ import numpy as np
 __all__ = ["GdalArray", "open_form", "translate"]
 
 WHOLE_MAX_BYTES = 64 << 20
-"""Datasets up to this size are translated once, whole; larger ones per requested window."""
+"""Datasets up to this size are translated once, whole; in larger ones, arrays up to this size
+are translated one by one, larger arrays read by window."""
 
 
 def _env() -> dict[str, str]:
@@ -71,13 +73,13 @@ def _read_nc(path: str, name: str | None) -> np.ndarray[Any, Any]:
         return np.asarray(var[...])
 
 
-def _narrow(a: np.ndarray[Any, Any], want: np.dtype[Any], name: str) -> np.ndarray[Any, Any]:
+def _narrow(a: np.ndarray[Any, Any], want: np.dtype[Any], name: str, unsigned: bool) -> np.ndarray[Any, Any]:
     if a.dtype.newbyteorder("=") == want.newbyteorder("=") or a.dtype == want:
         return a
     if want.kind == "b" and a.dtype.kind == "u":
         assert np.isin(a, (0, 1)).all(), f"{name}: a mask read with values other than 0/1"
         return a.astype(bool)
-    if want.kind == "i" and a.dtype.kind == "u" and a.dtype.itemsize == want.itemsize:
+    if unsigned and want.kind == "i" and a.dtype.kind == "u" and a.dtype.itemsize == want.itemsize:
         return a.view(want)  # CF _Unsigned: GDAL reads the same bits as unsigned
     if want.kind == "i" and want.itemsize == 1 and a.dtype.kind == "i":
         assert (a >= -128).all() and (a <= 127).all(), f"{name}: int8 values out of range"
@@ -92,9 +94,10 @@ _GDAL_NP = {"Byte": "u1", "UInt16": "u2", "Int16": "i2", "UInt32": "u4", "Int32"
 class _Form:
     """One VRT: its arrays' shapes (from the XML) and the translations already made."""
 
-    def __init__(self, vrt: str, dtypes: dict[str, np.dtype[Any]]) -> None:
+    def __init__(self, vrt: str, dtypes: dict[str, np.dtype[Any]], unsigned: set[str]) -> None:
         self.vrt = vrt
         self.dtypes = dtypes
+        self.unsigned = unsigned
         self.tmp = tempfile.mkdtemp(prefix="vrt-read-")
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.itemsize: dict[str, int] = {}
@@ -145,7 +148,7 @@ class _Form:
             assert all(s.start in (None, 0) and s.step in (None, 1) for s in sel), "windows start at 0"
             got = self._info_window(name, tuple(n if s.stop is None else min(s.stop, n)
                                                 for s, n in zip(sel, shape, strict=True)))  # fmt: skip
-        return _narrow(got, self.dtypes.get(name, got.dtype), name)
+        return _narrow(got, self.dtypes.get(name, got.dtype), name, name in self.unsigned)
 
     def _only(self, name: str) -> str:
         """``name`` translated from a copy of the VRT without the other arrays."""
@@ -208,5 +211,6 @@ class GdalArray:
 def open_form(out: str, case: Any) -> dict[str, GdalArray]:
     ds = case.dataset()
     dtypes = {name: ds[name].dtype for name in ds.arrays}
-    form = _Form(out, dtypes)
+    unsigned = {name for name in ds.arrays if str(ds[name].attrs.get("_Unsigned", "")).lower() == "true"}
+    form = _Form(out, dtypes, unsigned)
     return {name: GdalArray(form, name) for name in form.shapes}
