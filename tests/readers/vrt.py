@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -99,6 +100,7 @@ class _Form:
         self.dtypes = dtypes
         self.unsigned = unsigned
         self.tmp = tempfile.mkdtemp(prefix="vrt-read-")
+        weakref.finalize(self, shutil.rmtree, self.tmp, True)  # translations go with the form
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.itemsize: dict[str, int] = {}
         self._whole: str | None = None
