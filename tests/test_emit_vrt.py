@@ -1,0 +1,307 @@
+"""The GDAL multidimensional VRT form: read by GDAL's own tools (gdalmdimtranslate, gdalmdiminfo).
+
+Golden XML: ``tests/golden/oisst-series.vrt`` is the VRT of a 3-day generated OISST-like series
+emitted with a remap rule to a fixed URL. Regenerate it (after a deliberate change) with
+
+    .venv/bin/python -m tests.test_emit_vrt --regen
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+import refstore
+from refstore.emit import emit
+from refstore.emit.vrt import gdal_path, gdal_type
+from refstore.errors import BadInputError, UnexpressibleError
+
+from ._emit_cases import Case, assert_same
+
+GOLDEN = Path(__file__).parent / "golden" / "oisst-series.vrt"
+GOLDEN_URL = "https://data.example.org/oisst/"
+
+needs_gdal = pytest.mark.skipif(shutil.which("gdalmdimtranslate") is None, reason="gdal-bin is not installed")
+
+
+def _series(root: Path, days: int = 3) -> tuple[str, list[Path]]:
+    from refstore.fixtures.oisst import write_series
+
+    files = write_series(root / "data", days)
+    col = str(root / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(root / "data")], concat_dim="time")
+    return col, files
+
+
+def _golden_text(root: Path) -> str:
+    col, _ = _series(root)
+    refstore.Collection.open(col)
+    from refstore.table.remap import add_rule
+
+    add_rule(refstore.Collection.open(col), str(root / "data") + "/", GOLDEN_URL)
+    out = root / "out.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(out))
+    return out.read_text(encoding="utf-8")
+
+
+def _translate(vrt: Path, out: Path) -> None:
+    from .readers.vrt import translate
+
+    translate(str(vrt), str(out))
+
+
+def _nc(path: Path) -> Any:
+    import netCDF4
+
+    ds = netCDF4.Dataset(str(path))
+    ds.set_auto_maskandscale(False)
+    return ds
+
+
+# ---------------------------------------------------------------------------- pure parts
+def test_gdal_paths_of_published_locations() -> None:
+    assert gdal_path("/data/a.nc") == "/data/a.nc"
+    assert gdal_path("file:///data/a.nc") == "/data/a.nc"
+    assert gdal_path("https://host/x/a.nc") == "/vsicurl/https://host/x/a.nc"
+    assert gdal_path("http://host/a.nc") == "/vsicurl/http://host/a.nc"
+    assert gdal_path("s3://bucket/key/a.nc") == "/vsis3/bucket/key/a.nc"
+    assert gdal_path("gs://bucket/a.nc") == "/vsigs/bucket/a.nc"
+    with pytest.raises(BadInputError, match="ftp://"):
+        gdal_path("ftp://host/a.nc")
+
+
+def test_gdal_types() -> None:
+    assert gdal_type(">f4") == "Float32" and gdal_type("<i2") == "Int16" and gdal_type("|u1") == "Byte"
+    assert gdal_type("|i1") == "Int16"  # GDAL 3.6 has no Int8; its drivers widen int8 to Int16
+    assert gdal_type("<i8") == "Int64" and gdal_type("<c16") == "CFloat64"
+    assert gdal_type("<f2") is None  # GDAL 3.6 widens float16 to Float32, NaN payloads not kept
+    assert gdal_type("|S6") is None and gdal_type("<U3") is None and gdal_type("|V8") is None
+
+
+# ---------------------------------------------------------------------------- golden, reproducible
+def test_golden_xml_and_identical_bytes(tmp_path: Path) -> None:
+    text = _golden_text(tmp_path / "a")
+    assert GOLDEN.read_text(encoding="utf-8") == text, (
+        "VRT XML changed; if deliberate, regenerate: .venv/bin/python -m tests.test_emit_vrt --regen"
+    )
+    assert _golden_text(tmp_path / "b") == text  # same version and options -> same bytes
+    root = ET.fromstring(text)
+    srcs = root.findall(".//Array[@name='sst']/Source")
+    assert [s.findtext("SourceFilename") for s in srcs] == [
+        f"/vsicurl/{GOLDEN_URL}oisst-avhrr-v02r01.2024010{d}.nc" for d in (1, 2, 3)
+    ]
+    assert [s.find("DestSlab").get("offset") for s in srcs] == ["0,0,0,0", "1,0,0,0", "2,0,0,0"]  # type: ignore[union-attr]
+
+
+def test_emit_twice_same_bytes_and_no_remap(tmp_path: Path) -> None:
+    col, files = _series(tmp_path)
+    a, b = tmp_path / "a.vrt", tmp_path / "b.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(a))
+    emit(refstore.Collection.open(col), "vrt", str(b), remap=False)
+    assert a.read_bytes() == b.read_bytes()
+    names = {e.text for e in ET.parse(a).getroot().iter("SourceFilename")}
+    assert names == {str(p.resolve()) for p in files}
+
+
+def test_as_of_an_older_tag_emits_that_version(tmp_path: Path) -> None:
+    from refstore.fixtures.oisst import write_series
+    from refstore.table import create_tag
+
+    col, _ = _series(tmp_path, days=2)
+    create_tag(refstore.Collection.open(col), "two-days")
+    more = write_series(tmp_path / "data", 3)
+    refstore.scan(col, [str(tmp_path / "data")], concat_dim="time")
+    old, new = tmp_path / "old.vrt", tmp_path / "new.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(old), as_of="two-days")
+    emit(refstore.Collection.open(col), "vrt", str(new))
+    dims = [{d.get("name"): d.get("size") for d in ET.parse(p).getroot().iter("Dimension")} for p in (old, new)]
+    sizes = [d["time"] for d in dims]
+    assert sizes == ["2", "3"]
+    assert len(ET.parse(old).getroot().findall(".//Array[@name='sst']/Source")) == 2
+    assert str(more[2].resolve()) in new.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- read by GDAL
+@needs_gdal
+def test_series_translates_keeping_cf_attributes(tmp_path: Path) -> None:
+    col, files = _series(tmp_path, days=4)
+    vrt = tmp_path / "s.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(vrt))
+    out = tmp_path / "s.nc"
+    _translate(vrt, out)
+    with _nc(files[0]) as f0, _nc(out) as ds:
+        t = ds["time"]
+        assert t.getncattr("units") == f0["time"].getncattr("units")  # the time units survive
+        assert t.getncattr("calendar") == f0["time"].getncattr("calendar")
+        sst = ds["sst"]
+        for k in ("scale_factor", "add_offset", "_FillValue", "valid_min", "units"):
+            want, got = np.asarray(f0["sst"].getncattr(k)), np.asarray(sst.getncattr(k))
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), k  # value and type kept
+        assert sst.dtype == np.dtype("i2") and sst.shape == (4, 1, 45, 90)
+        expect = np.concatenate([h5py.File(p)["sst"][...] for p in files])
+        assert_same(sst[...], expect, "sst")
+        assert_same(t[...], np.concatenate([h5py.File(p)["time"][...] for p in files]), "time")
+        assert ds["meta"]["quality"].shape == (45, 90)
+
+
+@needs_gdal
+def test_gdalmdiminfo_sees_dimensions_and_indexing_variables(tmp_path: Path) -> None:
+    col, _ = _series(tmp_path)
+    vrt = tmp_path / "s.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(vrt))
+    res = subprocess.run(["gdalmdiminfo", str(vrt)], capture_output=True, text=True, check=True)
+    info = json.loads(res.stdout)
+    dims = {d["name"]: d for d in info["dimensions"]}
+    assert dims["time"]["size"] == 3 and dims["time"]["type"] == "TEMPORAL"
+    assert dims["time"]["indexing_variable"] == "/time"
+    assert info["arrays"]["sst"]["unit"] == "Celsius"
+    assert info["arrays"]["sst"]["nodata_value"] == -999
+    assert info["arrays"]["sst"]["scale"] == pytest.approx(0.01)
+    assert "meta" in info["groups"]
+
+
+@needs_gdal
+def test_remote_locations_become_vsicurl_and_vsis3(tmp_path: Path) -> None:
+    col, _ = _series(tmp_path)
+    from refstore.table.remap import add_rule
+
+    add_rule(refstore.Collection.open(col), str(tmp_path / "data") + "/", "s3://bucket/oisst/")
+    out = tmp_path / "s3.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(out))
+    names = sorted({e.text or "" for e in ET.parse(out).getroot().iter("SourceFilename")})
+    assert names == [f"/vsis3/bucket/oisst/oisst-avhrr-v02r01.2024010{d}.nc" for d in (1, 2, 3)]
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_unexpressible_arrays_are_refused_by_name(tmp_path: Path) -> None:
+    d = tmp_path / "f.h5"
+    with h5py.File(d, "w") as f:
+        f.create_dataset("ok", data=np.arange(6, dtype="<f4").reshape(2, 3))
+        f.create_dataset("empty", shape=(0, 3), dtype="<f4", chunks=(1, 3), maxshape=(None, 3))
+        f.create_dataset("names", data=np.array([b"ab", b"cd"], dtype="S2"))
+        f.create_dataset("half", data=np.array([1.5, -2.25, np.nan, 65504], "<f2"))
+        f.create_dataset("tiny", data=np.array([-128, -1, 0, 127], "i1"))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(d)])
+    c = refstore.Collection.open(col)
+    from refstore.emit import EmitSource
+    from refstore.emit.vrt import check
+
+    src = EmitSource(c.snapshot())
+    for name, why in (("empty", "size 0"), ("names", "S2"), ("half", "f2")):
+        with pytest.raises(UnexpressibleError, match=rf"array '{name}'.*{why}"):
+            check(src, c.snapshot().array(name))
+    with pytest.raises(UnexpressibleError, match="skip-unexpressible"):
+        emit(c, "vrt", str(tmp_path / "x.vrt"))
+    assert not (tmp_path / "x.vrt").exists()  # nothing partial left behind
+    rep = emit(c, "vrt", str(tmp_path / "x.vrt"), skip_unexpressible=True)
+    assert sorted(rep.skipped) == ["empty", "half", "names"] and rep.arrays == 2
+    if shutil.which("gdalmdimtranslate") is not None:  # int8 reads widened to Int16, values exact
+        from .readers.vrt import open_form
+
+        case = Case("f", col, str(d))
+        arrays = open_form(str(tmp_path / "x.vrt"), case)
+        for name in ("ok", "tiny"):
+            whole = tuple(slice(0, n) for n in case.dataset()[name].shape)
+            assert_same(arrays[name][...], case.expected(name, whole), name)
+
+
+@needs_gdal
+def test_codec_eras_are_no_limit_but_packing_eras_are_refused(tmp_path: Path) -> None:
+    from .test_series import _era_file
+
+    def series(folder: str, scales: tuple[float, float], dtypes: tuple[str, str]) -> refstore.Collection:
+        d = tmp_path / folder
+        d.mkdir()
+        _era_file(d / "f0.h5", 0, comp="gzip", chunks=(1, 12), dtype=dtypes[0], scale=scales[0])
+        _era_file(d / "f1.h5", 1, comp=None, chunks=(2, 5), dtype=dtypes[1], scale=scales[1])
+        col = str(tmp_path / f"c-{folder}")
+        refstore.init(col)
+        refstore.scan(col, [str(d)], concat_dim="time")
+        return refstore.Collection.open(col)
+
+    codecs_only = series("a", (0.1, 0.1), ("<i2", "<i2"))
+    assert len(codecs_only.snapshot().array("x").eras) == 2
+    vrt = tmp_path / "a.vrt"
+    emit(codecs_only, "vrt", str(vrt))
+    out = tmp_path / "a.nc"
+    _translate(vrt, out)
+    with _nc(out) as ds:
+        assert_same(ds["x"][...], refstore.open(codecs_only.uri)["x"][...], "x across eras")
+    packing = series("b", (0.1, 0.01), ("<i2", "<i2"))
+    with pytest.raises(UnexpressibleError, match=r"array 'x'.*packing"):
+        emit(packing, "vrt", str(tmp_path / "b.vrt"))
+
+
+# ---------------------------------------------------------------------------- TIFF
+@needs_gdal
+def test_tiff_bands_overviews_and_series(tmp_path: Path) -> None:
+    from refstore.fixtures.tiff import write_cases
+
+    from .readers.vrt import open_form
+
+    cases = write_cases(tmp_path / "tiff")
+    for name in ("planar", "striped_tiled_overview", "short_strip"):
+        col = str(tmp_path / f"c-{name}")
+        refstore.init(col)
+        refstore.scan(col, [str(cases[name])])
+        out = tmp_path / f"{name}.vrt"
+        emit(refstore.Collection.open(col), "vrt", str(out))
+        root = ET.parse(out).getroot()
+        assert root.find(".//SourceBand") is not None
+        case = Case(name, col, str(Path(cases[name]).resolve()))
+        arrays = open_form(str(out), case)
+        for a in case.dataset().arrays:
+            assert_same(arrays[a][...], case.expected(a, tuple(slice(0, n) for n in case.dataset()[a].shape)), a)
+    files = [e.text or "" for e in ET.parse(tmp_path / "striped_tiled_overview.vrt").getroot().iter("SourceFilename")]
+    assert any(f.startswith("GTIFF_DIR:2:") for f in files)  # the overview IFD
+
+
+def test_remapped_tiff_overviews_open_their_ifd_over_vsicurl(tmp_path: Path) -> None:
+    from refstore.fixtures.tiff import write_cases
+    from refstore.table.remap import add_rule
+
+    cases = write_cases(tmp_path / "tiff")
+    col = str(tmp_path / "c")
+    refstore.init(col)
+    refstore.scan(col, [str(cases["striped_tiled_overview"])])
+    add_rule(refstore.Collection.open(col), str(tmp_path / "tiff") + "/", "https://host/tiff/")
+    emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
+    files = [e.text for e in ET.parse(tmp_path / "x.vrt").getroot().iter("SourceFilename")]
+    url = "/vsicurl/https://host/tiff/striped_tiled_overview.tif"
+    assert files == [url, f"GTIFF_DIR:2:{url}"]  # IFD numbers read from the scanned local file
+
+
+def test_overviews_of_remotely_scanned_tiffs_are_refused() -> None:
+    from refstore.emit.vrt import _tiff_dir
+
+    assert _tiff_dir(None, "image", "s3://b/x.tif") == 0  # type: ignore[arg-type]
+    with pytest.raises(UnexpressibleError, match=r"array 'overview_1'.*remote TIFF"):
+        _tiff_dir(None, "overview_1", "s3://b/x.tif")  # type: ignore[arg-type]
+
+
+def _regen() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        text = _golden_text(Path(tmp))
+    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+    GOLDEN.write_text(text, encoding="utf-8")
+    print(f"wrote {GOLDEN}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--regen"]:
+        _regen()
+    else:
+        print(__doc__)
