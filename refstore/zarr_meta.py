@@ -33,6 +33,9 @@ __all__ = [
     "v2_filters",
     "v3_array",
     "v3_codecs",
+    "v3_decoded_array",
+    "v3_group",
+    "v3_unexpressible",
 ]
 
 
@@ -242,6 +245,50 @@ def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None) -> di
         "attributes": attributes,
         "dimension_names": list(meta.dims),
     }
+
+
+def v3_unexpressible(meta: ArrayMeta) -> str | None:
+    """Why the array's stored chunks have no zarr v3 form (eras, short last strip, a codec),
+    or None when zarr can decode them as stored. Filter masks are per chunk: not checked here."""
+    try:
+        v3_codecs(meta)
+        _v3_dtype(meta)
+    except UnexpressibleError as e:
+        return str(e)
+    return None
+
+
+def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, ...]) -> dict[str, Any]:
+    """``zarr.json`` of an array served as decoded chunks: little-endian ``dtype`` values in C
+    order behind a plain ``bytes`` codec, on a regular grid of ``chunks`` (the store decodes)."""
+    if meta.status != "ok":
+        raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
+    dt = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
+    name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
+    if name is None:
+        raise UnexpressibleError(f"array {meta.name!r}: dtype {dt} has no zarr v3 form here")
+    attributes = plain_attrs(meta)
+    if "_FillValue" in meta.attrs:
+        attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
+    codec: dict[str, Any] = {"name": "bytes", "configuration": {"endian": "little"}} if dt.itemsize > 1 else {
+        "name": "bytes"}  # fmt: skip
+    return {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [int(s) for s in meta.shape],
+        "data_type": name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in chunks]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "codecs": [codec],
+        "attributes": attributes,
+        "dimension_names": list(meta.dims),
+    }
+
+
+def v3_group(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``zarr.json`` of a group."""
+    return {"zarr_format": 3, "node_type": "group", "attributes": attributes}
 
 
 def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:
