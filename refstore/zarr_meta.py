@@ -184,11 +184,15 @@ _V3_DTYPES = {
 }
 
 
-def _v3_dtype(meta: ArrayMeta) -> str:
-    dt = np.dtype(meta.dtype)
+def _v3_dtype(meta: ArrayMeta, dtype: np.dtype[Any] | None = None) -> str | dict[str, Any]:
+    """The zarr v3 ``data_type``; fixed-size bytes (netCDF ``char``) as zarr-python's
+    ``null_terminated_bytes`` (an extension: zarr-python warns it is not in the v3 spec)."""
+    dt = np.dtype(meta.dtype) if dtype is None else dtype
+    if dt.kind == "S":
+        return {"name": "null_terminated_bytes", "configuration": {"length_bytes": dt.itemsize}}
     name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
     if name is None:
-        raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr v3 form here")
+        raise UnexpressibleError(f"array {meta.name!r}: dtype {dt} has no zarr v3 form here")
     return name
 
 
@@ -220,7 +224,8 @@ def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
             name = cid2 if cid2.startswith("imagecodecs_") else f"numcodecs.{cid2}"
             bytes_bytes.append({"name": name, "configuration": v2})
     if array_bytes is None:
-        array_bytes = {"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 else {"name": "bytes"}
+        array_bytes = ({"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 and dt.kind in "biufc"
+                       else {"name": "bytes"})  # fmt: skip
     return [*array_array, array_bytes, *bytes_bytes]
 
 
@@ -263,14 +268,13 @@ def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, .
     order behind a plain ``bytes`` codec, on a regular grid of ``chunks`` (the store decodes)."""
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
-    dt = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
-    name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
-    if name is None:
-        raise UnexpressibleError(f"array {meta.name!r}: dtype {dt} has no zarr v3 form here")
+    dt = np.dtype(dtype)
+    dt = dt.newbyteorder("<") if dt.itemsize > 1 and dt.kind in "biufc" else dt
+    name = _v3_dtype(meta, dt)
     attributes = plain_attrs(meta)
     if "_FillValue" in meta.attrs:
         attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
-    codec: dict[str, Any] = {"name": "bytes", "configuration": {"endian": "little"}} if dt.itemsize > 1 else {
+    codec: dict[str, Any] = {"name": "bytes", "configuration": {"endian": "little"}} if dt.kind in "biufc" and dt.itemsize > 1 else {
         "name": "bytes"}  # fmt: skip
     return {
         "zarr_format": 3,

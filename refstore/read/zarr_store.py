@@ -117,7 +117,7 @@ class _State:
                 doc, dtype = v3_array(meta), np.dtype(meta.dtype)
             else:
                 dtype = Array(snap, meta).dtype
-                dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype
+                dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 and dtype.kind in "biufc" else dtype
                 doc = v3_decoded_array(meta, dtype, chunks)
             self.plans[name] = _Plan(meta, reason, chunks, grid, dtype)
             self.meta[f"{name}/{META}"] = _dumps(doc)
