@@ -25,11 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 ISSUE_ICECHUNK_CHUNKS_PER_S = 1270.0
 """Icechunk-via-zarr on many small local chunks, as the issue measured it (used for the target
@@ -367,7 +369,8 @@ def targets(local: dict[str, Any]) -> list[str]:
     ice = rows["icechunk via zarr"]
     ice_cps = ice["chunks_per_s"] if isinstance(ice, dict) else None
     ref, label = (ice_cps, "measured") if ice_cps else (ISSUE_ICECHUNK_CHUNKS_PER_S, "the issue's figure")
-    lines.append(f"direct reader / Icechunk-via-zarr ({label} {ref:,.0f} chunks/s): {direct / ref:.1f}x (target >= 10x)")
+    lines.append(f"direct reader / Icechunk-via-zarr ({label} {ref:,.0f} chunks/s): {direct / ref:.1f}x "
+                 "(target >= 10x)")
     via = rows["refstore via zarr"]["chunks_per_s"]
     lines.append(f"via zarr / Icechunk-via-zarr ({label}): {via / ref:.2f}x (target >= 1x)")
     for label2, r in local.items():

@@ -274,8 +274,9 @@ def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, .
     attributes = plain_attrs(meta)
     if "_FillValue" in meta.attrs:
         attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
-    codec: dict[str, Any] = {"name": "bytes", "configuration": {"endian": "little"}} if dt.kind in "biufc" and dt.itemsize > 1 else {
-        "name": "bytes"}  # fmt: skip
+    codec: dict[str, Any] = {"name": "bytes"}
+    if dt.kind in "biufc" and dt.itemsize > 1:
+        codec["configuration"] = {"endian": "little"}
     return {
         "zarr_format": 3,
         "node_type": "array",

@@ -123,7 +123,8 @@ class TestRefstoreZarrStore(StoreTests[RefstoreZarrStore, cpu.Buffer]):
         assert got is not None
         assert got.to_bytes() == (await self.get(store, key)).to_bytes()
 
-    @pytest.mark.parametrize("which", ["sst", "anom", "err", "time", "ice"])  # zlib+shuffle, fletcher, contiguous, inline
+    # zlib+shuffle, fletcher32, contiguous, inline, compact
+    @pytest.mark.parametrize("which", ["sst", "anom", "err", "time", "ice"])
     @pytest.mark.parametrize(
         "byte_range", [None, RangeByteRequest(1, 4), OffsetByteRequest(1), SuffixByteRequest(1), RangeByteRequest(0, 0)]
     )
@@ -160,7 +161,7 @@ class TestRefstoreZarrStore(StoreTests[RefstoreZarrStore, cpu.Buffer]):
             assert await store.get(key, prototype=proto) is None, key
 
     async def test_get_many(self, store: RefstoreZarrStore) -> None:
-        keys = _chunk_keys(store.uri, "sst") + ["zarr.json", "absent"]
+        keys = [*_chunk_keys(store.uri, "sst"), "zarr.json", "absent"]
         proto = default_buffer_prototype()
         observed = await _collect_aiterator(store._get_many(zip(keys, [proto] * len(keys), [None] * len(keys),
                                                                 strict=True)))  # fmt: skip
@@ -331,3 +332,44 @@ def test_batch_coalesces_adjacent_chunks(tmp_path: Path) -> None:
     assert all(b is not None for b in got)
     arr = zarr.open_array(store, path="v", mode="r")
     np.testing.assert_array_equal(arr[...], np.arange(64 * 64, dtype="<f4").reshape(64, 64))
+
+
+def test_held_bytes_without_sources_and_stale_refused(tmp_path: Path) -> None:
+    """Held chunks are served from the collection (sources moved away), through zarr and
+    xarray; a source changed since its scan is refused, not read."""
+    import os
+    import shutil
+    from datetime import date
+
+    import xarray as xr
+    import zarr
+
+    from refstore.fixtures.oisst import write_day, write_series
+    from refstore.table import HoldSelection, hold
+
+    days = write_series(tmp_path / "data", 2)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p) for p in days], concat_dim="time")
+    before = xr.open_dataset(uri, engine="refstore").load()
+    raw = zarr.open_array(refstore.zarr_store(uri), path="sst", mode="r")[...]
+    names = tuple(refstore.open(uri).arrays)
+    hold(refstore.Collection.open(uri), HoldSelection(arrays=names))
+    shutil.move(str(tmp_path / "data"), str(tmp_path / "away"))
+    store = refstore.zarr_store(uri)
+    np.testing.assert_array_equal(zarr.open_array(store, path="sst", mode="r")[...], raw)
+    xr.testing.assert_identical(xr.open_dataset(uri, engine="refstore").load(), before)
+
+    shutil.move(str(tmp_path / "away"), str(tmp_path / "data"))
+    from refstore.table import release
+
+    release(refstore.Collection.open(uri), HoldSelection(arrays=names))
+    write_day(days[1], date(2024, 1, 2))  # rewritten: same bytes, new modification time
+    os.utime(days[1], ns=(1, 1))
+    with pytest.raises(refstore.StaleSourceError, match="changed since scan"):
+        zarr.open_array(refstore.zarr_store(uri), path="sst", mode="r")[...]
+    from refstore.read import ReadOptions
+
+    warned = refstore.zarr_store(uri, options=ReadOptions(on_stale="warn"))
+    with pytest.warns(refstore.StaleSourceWarning, match="changed since scan"):
+        np.testing.assert_array_equal(zarr.open_array(warned, path="sst", mode="r")[...], raw)

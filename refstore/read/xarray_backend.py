@@ -29,7 +29,7 @@ from ..plan.select import Selection, select
 from .array import Array, ReadOptions
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     import xarray as xr
 
@@ -83,13 +83,15 @@ class RefstoreBackendArray(BackendArray):
     """Lazy values of one array (raw stored values; or CF-decoded per era, see module doc)."""
 
     def __init__(self, uri: str, version: int, name: str, *, on_stale: str = "error",
-                 storage_options: dict[str, str] | None = None, decode: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 storage_options: dict[str, str] | None = None,
+                 decode: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.uri, self.version, self.name = uri, version, name
         self.on_stale, self.storage_options = on_stale, storage_options
         self.decode = decode  # decode_cf_variable options when eras are decoded here
         meta = self._ds().snapshot.array(name)
         self.shape = tuple(int(s) for s in meta.shape)
-        self.dtype = self._decoded_dtype(meta) if decode is not None else _native(Array(self._ds().snapshot, meta).dtype)
+        raw = _native(Array(self._ds().snapshot, meta).dtype)
+        self.dtype = self._decoded_dtype(meta) if decode is not None else raw
 
     def _ds(self) -> RefDataset:
         return _dataset(self.uri, self.version, self.on_stale, self.storage_options)
@@ -192,13 +194,13 @@ class RefstoreDataStore(AbstractDataStore):
         })  # fmt: skip
         return Variable(meta.dims, indexing.LazilyIndexedArray(backend), attrs, encoding)
 
-    def get_variables(self) -> FrozenDict[str, Variable]:
+    def get_variables(self) -> Mapping[str, Variable]:
         return FrozenDict((k, self._variable(k, m)) for k, m in self.arrays.items())
 
-    def get_attrs(self) -> FrozenDict[str, Any]:
+    def get_attrs(self) -> Mapping[str, Any]:
         return FrozenDict(_attrs(self._group_attrs().get(self.group) or {}))
 
-    def get_dimensions(self) -> FrozenDict[str, int]:
+    def get_dimensions(self) -> Mapping[str, int]:
         dims: dict[str, int] = {}
         for m in self.arrays.values():
             dims.update(zip(m.dims, (int(s) for s in m.shape), strict=True))
@@ -228,7 +230,7 @@ class RefstoreBackendEntrypoint(BackendEntrypoint):
         "concat_characters", "decode_coords", "use_cftime", "decode_timedelta", "on_stale", "storage_options",
     )  # fmt: skip
 
-    def open_dataset(  # type: ignore[override]
+    def open_dataset(
         self,
         filename_or_obj: Any,
         *,

@@ -237,9 +237,12 @@ class _State:
                 continue
             refs = self.array_refs(name)
             idx = np.asarray([w[1] for w in wanted], np.int64).reshape(len(wanted), len(plan.grid))
-            flat = np.ravel_multi_index(tuple(idx.T), plan.grid) if plan.grid else np.zeros(len(wanted), np.int64)
+            flat = np.atleast_1d(np.ravel_multi_index(tuple(idx.T), plan.grid) if plan.grid
+                                 else np.zeros(len(wanted), np.int64))  # fmt: skip
             pos = np.searchsorted(refs.flat, flat)
-            for (slot, _), f, p in zip(wanted, flat.tolist(), pos.tolist(), strict=True):
+            flat_list: list[int] = flat.tolist()
+            pos_list: list[int] = pos.tolist()
+            for (slot, _), f, p in zip(wanted, flat_list, pos_list, strict=True):
                 if p >= len(refs.flat) or refs.flat[p] != f:
                     continue  # absent chunk: zarr reads the fill value
                 if plan.decoded is not None:
