@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["RefstoreZarrStore", "zarr_store"]
 
 META = "zarr.json"
+_CONSOLIDATED_EMPTY: dict[str, Any] = {"kind": "inline", "must_understand": False, "metadata": {}}
 
 
 def zarr_store(
@@ -126,12 +127,18 @@ class _State:
         for name in self.plans:
             parts = name.split("/")[:-1]
             paths.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-        self.groups = sorted(paths)
+        self.groups = sorted(p for p in paths if p not in self.plans)
+        docs: dict[str, dict[str, Any]] = {}
         for g in self.groups:
-            if g in self.plans:
-                continue
             attrs = {k: plain_value(_decode(v)) for k, v in sorted((groups.get(g) or {}).items())}
-            self.meta[f"{g}/{META}" if g else META] = _dumps(v3_group(attrs))
+            docs[g] = v3_group(attrs)
+            if g:
+                self.meta[f"{g}/{META}"] = _dumps(docs[g])
+        # the root carries every node's metadata (zarr's inline consolidated metadata): one read opens all
+        nodes = {g: {**d, "consolidated_metadata": _CONSOLIDATED_EMPTY} for g, d in docs.items() if g}
+        nodes |= {name: json.loads(self.meta[f"{name}/{META}"]) for name in self.plans}
+        root = {**docs[""], "consolidated_metadata": {**_CONSOLIDATED_EMPTY, "metadata": dict(sorted(nodes.items()))}}
+        self.meta[META] = _dumps(root)
 
     # ------------------------------------------------------------------ rows
     def array_refs(self, name: str) -> _Refs:
