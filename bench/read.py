@@ -271,7 +271,7 @@ def run(work: Path, *, quick: bool, remote_on: bool) -> dict[str, Any]:
     col = str(work / "col")
     refstore.init(col)
     refstore.scan(col, [str(path)])
-    repeats = 3 if quick else 7
+    repeats = 3 if quick else 15
     results: dict[str, Any] = {"local": bench_place(col, path, work, None, repeats)}
     results["remote"] = bench_remote(work, path, repeats) if remote_on else "skipped (--no-remote)"
     return results
