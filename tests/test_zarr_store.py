@@ -373,3 +373,50 @@ def test_held_bytes_without_sources_and_stale_refused(tmp_path: Path) -> None:
     warned = refstore.zarr_store(uri, options=ReadOptions(on_stale="warn"))
     with pytest.warns(refstore.StaleSourceWarning, match="changed since scan"):
         np.testing.assert_array_equal(zarr.open_array(warned, path="sst", mode="r")[...], raw)
+
+
+def test_eras_served_decoded(tmp_path: Path) -> None:
+    """A series whose packing changes (two eras) is one zarr array of decoded chunks equal to
+    the direct reader; every cell of the grid is a key."""
+    import h5py
+    import zarr
+
+    from refstore.fixtures.oisst import write_series
+
+    days = write_series(tmp_path / "data", 3)
+    with h5py.File(days[2], "r+") as f:
+        f["sst"].attrs["scale_factor"] = np.float32(0.02)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p) for p in days], concat_dim="time")
+    direct = refstore.open(uri)["sst"]
+    assert len(direct.eras) == 2
+    store = refstore.zarr_store(uri)
+    assert "eras" in store.served_decoded["sst"]
+    arr = zarr.open_array(store, path="sst", mode="r")
+    assert_same(arr[...], direct[...], "eras via zarr")
+    assert_same(arr[1:3, 0, 5:40:3, 7], direct[1:3, 0, 5:40:3, 7], "eras via zarr, strided")
+    keys = zarr.core.sync.sync(_collect_aiterator(store.list_prefix("sst/c/")))
+    assert len(keys) == int(np.prod([-(-s // c) for s, c in zip(arr.shape, arr.chunks, strict=True)]))
+
+
+def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
+    """Eras that change codecs, chunks and dtype: served decoded on the first era's grid, in the
+    dtype that holds both, equal to the direct reader (itself proven against h5py)."""
+    import zarr
+
+    from .test_series import _era_file
+
+    d = tmp_path / "data"
+    d.mkdir()
+    for i, (comp, chunks, dt) in enumerate([("gzip", (1, 12), "<i2"), ("gzip", (1, 12), "<i2"),
+                                            (None, (2, 5), "<i4"), (None, (2, 5), "<i4")]):  # fmt: skip
+        _era_file(d / f"f{i}.h5", i, comp=comp, chunks=chunks, dtype=dt, scale=0.1 if i < 2 else 0.01)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(d)], concat_dim="time")
+    direct = refstore.open(uri)["x"]
+    arr = zarr.open_array(refstore.zarr_store(uri), path="x", mode="r")
+    assert arr.dtype == np.dtype("<i4") and arr.chunks == (1, 12)
+    assert_same(arr[...], direct[...], "eras via zarr")
+    assert_same(arr[3:6, 4:11], direct[3:6, 4:11], "across the boundary")
