@@ -186,12 +186,8 @@ def peer_readers(col: str, path: Path, work: Path, remote: dict[str, Any] | None
             emit(refstore.Collection.open(col), "icechunk", str(repo_dir))
 
             def open_icechunk() -> Any:
-                import icechunk
 
-                storage = icechunk.local_filesystem_storage(str(repo_dir))
-                cfg = icechunk.Repository.fetch_config(storage)
-                prefixes = [c.url_prefix for c in cfg.virtual_chunk_containers.values()] if cfg else []
-                repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=dict.fromkeys(prefixes))
+                repo = open_icechunk_repo(str(repo_dir))
                 a = zarr.open_array(repo.readonly_session("main").store, path="v", mode="r")
                 return lambda sel: a[sel]
 
@@ -239,6 +235,18 @@ def peer_readers(col: str, path: Path, work: Path, remote: dict[str, Any] | None
 
     out["h5py direct"] = open_h5py
     return out
+
+
+def open_icechunk_repo(path: str) -> Any:
+    """An Icechunk repository with read access to its local virtual chunk containers."""
+    import icechunk
+    from icechunk.credentials import LocalFileSystemAccess
+
+    storage = icechunk.local_filesystem_storage(path)
+    cfg = icechunk.Repository.fetch_config(storage)
+    prefixes = [c.url_prefix for c in (cfg.virtual_chunk_containers or {}).values()] if cfg else []
+    creds = icechunk.containers_credentials({p: LocalFileSystemAccess for p in prefixes if p.startswith("file://")})
+    return icechunk.Repository.open(storage, authorize_virtual_chunk_access=creds)
 
 
 def measure(opener: Callable[[], Any], sel: tuple[slice, ...], expected: np.ndarray[Any, Any],
