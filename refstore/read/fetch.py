@@ -120,12 +120,26 @@ class Fetcher:
         except OSError as e:
             raise SourceReadError(f"{location}: cannot read bytes: {e.strerror or e}") from None
         try:
-            out = [memoryview(os.pread(fd, hi - lo, lo)) for lo, hi in zip(starts, ends, strict=True)]
+            out = [_pread(fd, lo, hi) for lo, hi in zip(starts, ends, strict=True)]
         except OSError as e:
             raise SourceReadError(f"{location}: cannot read bytes: {e.strerror or e}") from None
         finally:
             os.close(fd)
         return _checked(location, starts, ends, out)
+
+
+def _pread(fd: int, lo: int, hi: int) -> memoryview:
+    """Bytes ``[lo, hi)`` of a file; short only at its end (one ``pread`` returns at most ~2 GiB)."""
+    first = os.pread(fd, hi - lo, lo)
+    if len(first) == hi - lo or not first:
+        return memoryview(first)
+    buf = bytearray(first)
+    while len(buf) < hi - lo:
+        more = os.pread(fd, hi - lo - len(buf), lo + len(buf))
+        if not more:
+            break
+        buf += more
+    return memoryview(buf)
 
 
 def _checked(location: str, starts: Sequence[int], ends: Sequence[int], out: list[memoryview]) -> list[memoryview]:
