@@ -420,3 +420,28 @@ def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
     assert arr.dtype == np.dtype("<i4") and arr.chunks == (1, 12)
     assert_same(arr[...], direct[...], "eras via zarr")
     assert_same(arr[3:6, 4:11], direct[3:6, 4:11], "across the boundary")
+
+
+def test_codecs_registered_without_user_action(tmp_path: Path) -> None:
+    """A fresh interpreter opens a predictor TIFF (imagecodecs codecs) through zarr and xarray
+    with nothing but ``import refstore``."""
+    import subprocess
+    import sys
+
+    from refstore.fixtures.tiff import write_cases
+
+    tif = write_cases(tmp_path / "tiff")["int16_nodata"]
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(tif)])
+    code = f"""
+import numpy as np, tifffile, xarray as xr, zarr, refstore
+expected = tifffile.imread({str(tif)!r})
+a = zarr.open_group(refstore.zarr_store({uri!r}), mode="r")["image"][...]
+assert a.dtype == expected.dtype and np.array_equal(a, expected)
+ds = xr.open_dataset({uri!r}, engine="refstore", mask_and_scale=False)
+assert np.array_equal(ds["image"].values, expected)
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
