@@ -512,11 +512,15 @@ class RefstoreZarrStore(Store):
         self._check_writable()
 
     # ------------------------------------------------------------------ listing
-    def _keys(self) -> list[str]:
+    def _keys(self, prefix: str = "") -> list[str]:
+        """Every key starting with ``prefix``; inside one array, only that array's keys are made."""
         st = self.state
-        out = sorted(st.meta)
-        for name in st.plans:
-            out += st.chunk_keys(name)
+        inside = [n for n in st.plans if prefix.startswith(f"{n}/")]
+        names = [max(inside, key=len)] if inside else list(st.plans)
+        out = [k for k in sorted(st.meta) if k.startswith(prefix)]
+        for name in names:
+            if f"{name}/".startswith(prefix) or prefix.startswith(f"{name}/"):
+                out += [k for k in st.chunk_keys(name) if k.startswith(prefix)]
         return out
 
     async def list(self) -> AsyncIterator[str]:
@@ -524,9 +528,8 @@ class RefstoreZarrStore(Store):
             yield k
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for k in await asyncio.to_thread(self._keys):
-            if k.startswith(prefix):
-                yield k
+        for k in await asyncio.to_thread(self._keys, prefix):
+            yield k
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         st = self.state
@@ -542,8 +545,12 @@ class RefstoreZarrStore(Store):
             return
         base = f"{p}/"
         seen = set()
-        for k in await asyncio.to_thread(self._keys):
-            if k.startswith(base):
+        if p in st.plans:  # an array: its zarr.json, and "c" when it has chunks
+            seen.add(META)
+            if st.plans[p].meta.eras or len(st.array_refs(p).flat):
+                seen.add("c")
+        else:
+            for k in await asyncio.to_thread(self._keys, base):
                 seen.add(k[len(base) :].split("/")[0])
         for k in sorted(seen):
             yield k
