@@ -24,10 +24,12 @@ from .errors import (
 from .read import Array, ReadOptions, VerifyReport, verify
 
 if TYPE_CHECKING:
+    from .read.zarr_store import RefstoreZarrStore, zarr_store
     from .table import Collection, ScanReport, Snapshot, log_entries
 
 # Lazy: ``import refstore`` (and scan worker processes) must not pay for importing Lance.
-_LAZY = {"Collection": ".table", "ScanReport": ".table", "Snapshot": ".table", "log_entries": ".table"}
+_LAZY = {"Collection": ".table", "ScanReport": ".table", "Snapshot": ".table", "log_entries": ".table",
+         "zarr_store": ".read.zarr_store", "RefstoreZarrStore": ".read.zarr_store"}
 
 
 def __getattr__(name: str) -> Any:
@@ -54,6 +56,7 @@ __all__ = [
     "PlanError",
     "ReadOptions",
     "RefstoreError",
+    "RefstoreZarrStore",
     "ScanError",
     "ScanReport",
     "Snapshot",
@@ -70,4 +73,5 @@ __all__ = [
     "open",
     "scan",
     "verify",
+    "zarr_store",
 ]

@@ -34,6 +34,9 @@ __all__ = [
     "v2_filters",
     "v3_array",
     "v3_codecs",
+    "v3_decoded_array",
+    "v3_group",
+    "v3_unexpressible",
 ]
 
 
@@ -192,11 +195,15 @@ _V3_DTYPES = {
 }
 
 
-def _v3_dtype(meta: ArrayMeta) -> str:
-    dt = np.dtype(meta.dtype)
+def _v3_dtype(meta: ArrayMeta, dtype: np.dtype[Any] | None = None) -> str | dict[str, Any]:
+    """The zarr v3 ``data_type``; fixed-size bytes (netCDF ``char``) as zarr-python's
+    ``null_terminated_bytes`` (an extension: zarr-python warns it is not in the v3 spec)."""
+    dt = np.dtype(meta.dtype) if dtype is None else dtype
+    if dt.kind == "S":
+        return {"name": "null_terminated_bytes", "configuration": {"length_bytes": dt.itemsize}}
     name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
     if name is None:
-        raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr v3 form here")
+        raise UnexpressibleError(f"array {meta.name!r}: dtype {dt} has no zarr v3 form here")
     return name
 
 
@@ -228,7 +235,8 @@ def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
             name = cid2 if cid2.startswith("imagecodecs_") else f"numcodecs.{cid2}"
             bytes_bytes.append({"name": name, "configuration": v2})
     if array_bytes is None:
-        array_bytes = {"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 else {"name": "bytes"}
+        array_bytes = ({"name": "bytes", "configuration": {"endian": endian}} if dt.itemsize > 1 and dt.kind in "biufc"
+                       else {"name": "bytes"})  # fmt: skip
     return [*array_array, array_bytes, *bytes_bytes]
 
 
@@ -253,6 +261,50 @@ def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None) -> di
         "attributes": attributes,
         "dimension_names": list(meta.dims),
     }
+
+
+def v3_unexpressible(meta: ArrayMeta) -> str | None:
+    """Why the array's stored chunks have no zarr v3 form (eras, short last strip, a codec),
+    or None when zarr can decode them as stored. Filter masks are per chunk: not checked here."""
+    try:
+        v3_codecs(meta)
+        _v3_dtype(meta)
+    except UnexpressibleError as e:
+        return str(e)
+    return None
+
+
+def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, ...]) -> dict[str, Any]:
+    """``zarr.json`` of an array served as decoded chunks: little-endian ``dtype`` values in C
+    order behind a plain ``bytes`` codec, on a regular grid of ``chunks`` (the store decodes)."""
+    if meta.status != "ok":
+        raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
+    dt = np.dtype(dtype)
+    dt = dt.newbyteorder("<") if dt.itemsize > 1 and dt.kind in "biufc" else dt
+    name = _v3_dtype(meta, dt)
+    attributes = plain_attrs(meta)
+    if "_FillValue" in meta.attrs:
+        attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
+    codec: dict[str, Any] = {"name": "bytes"}
+    if dt.kind in "biufc" and dt.itemsize > 1:
+        codec["configuration"] = {"endian": "little"}
+    return {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [int(s) for s in meta.shape],
+        "data_type": name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in chunks]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "codecs": [codec],
+        "attributes": attributes,
+        "dimension_names": list(meta.dims),
+    }
+
+
+def v3_group(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``zarr.json`` of a group."""
+    return {"zarr_format": 3, "node_type": "group", "attributes": attributes}
 
 
 def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:

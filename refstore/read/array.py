@@ -7,7 +7,10 @@ the fill value.
 
 from __future__ import annotations
 
+import os
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -50,6 +53,29 @@ class ReadOptions:
             raise BadInputError(f"on_stale must be one of {', '.join(STALE_POLICIES)}, not {self.on_stale!r}")
         if self.max_gap < 0 or self.max_bytes < 1:
             raise BadInputError("max_gap must be >= 0 and max_bytes >= 1")
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+PARALLEL_MIN_CHUNKS = 64
+"""Decode in threads (zlib and the other codecs release the GIL) from this many chunks on."""
+
+
+def _run_parallel(fn: Any, items: list[Any]) -> None:
+    """``fn(part)`` over contiguous parts of ``items``, on a small shared thread pool when the
+    batch is large and there is more than one core; parts write disjoint output regions."""
+    global _POOL
+    workers = min(4, os.cpu_count() or 1)
+    nested = threading.current_thread().name.startswith("refstore-decode")
+    if workers < 2 or len(items) < PARALLEL_MIN_CHUNKS or nested:
+        fn(items)
+        return
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refstore-decode")
+    step = -(-len(items) // workers)
+    for f in [_POOL.submit(fn, items[i : i + step]) for i in range(0, len(items), step)]:
+        f.result()
 
 
 class Array:
@@ -210,10 +236,11 @@ class Array:
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 
         steps = sel.step
+        sl, sh, dl, dh = s_lo.tolist(), s_hi.tolist(), d_lo.tolist(), d_hi.tolist()  # plain ints: no per-chunk numpy
 
         def place(i: int, chunk: np.ndarray[Any, Any]) -> None:
-            src = tuple(slice(int(a), int(b), st) for a, b, st in zip(s_lo[i], s_hi[i], steps, strict=True))
-            dst = tuple(slice(int(a), int(b)) for a, b in zip(d_lo[i], d_hi[i], strict=True))
+            src = tuple(map(slice, sl[i], sh[i], steps))
+            dst = tuple(map(slice, dl[i], dh[i]))
             out[dst] = chunk[src]
 
         inline = rows.column("inline")
@@ -249,11 +276,16 @@ class Array:
             idx = order[bounds[s_i] : bounds[s_i + 1]]
             runs = coalesce(offsets[idx], lengths[idx], max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
             data = self._fetcher.get_ranges(src, runs.start.tolist(), runs.end.tolist())
+            items: list[tuple[int, Any]] = []
             for j, r in zip(idx.tolist(), runs.run.tolist(), strict=True):
                 lo = int(offsets[j] - runs.start[r])
-                raw = data[r][lo : lo + int(lengths[j])]
-                row = int(referenced[j])
-                place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
+                items.append((int(referenced[j]), data[r][lo : lo + int(lengths[j])]))
+
+            def decode_place(part: list[tuple[int, Any]]) -> None:
+                for row, raw in part:
+                    place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
+
+            _run_parallel(decode_place, items)
 
     def _check_fresh(self, location: str) -> None:
         """One metadata request per source per read: refuse bytes of a source that changed."""

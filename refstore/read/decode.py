@@ -36,6 +36,28 @@ def _as_array(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarra
     return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
+_BYTES_ONLY = frozenset({"zlib", "shuffle", "fletcher32", "zstd", "blosc", "lz4h5", "szip", "lzw", "packbits"})
+"""Codecs whose step maps bytes to bytes whatever the chunk's shape (the decoder's fast path)."""
+
+
+def _bytes_fn(codec: dict[str, Any]) -> Callable[[Any], Any]:
+    """The plain bytes -> bytes function of a codec in ``_BYTES_ONLY`` (numcodecs' results are
+    byte arrays: the next function, or ``np.frombuffer``, reads their buffer without a copy)."""
+    if codec["id"] == "shuffle":
+        from numcodecs import Shuffle
+
+        return Shuffle(elementsize=int(codec["elementsize"])).decode  # type: ignore[no-any-return]
+    if codec["id"] == "fletcher32":
+        from numcodecs import Fletcher32
+
+        return Fletcher32().decode  # type: ignore[no-any-return]
+    step = _step(codec)
+    return lambda b: step(b, _NO_DTYPE, ())
+
+
+_NO_DTYPE = np.dtype("u1")
+
+
 def _step(codec: dict[str, Any]) -> _Step:
     cid = codec["id"]
     if cid == "zlib":
@@ -117,6 +139,8 @@ class ChunkDecoder:
 
     def __init__(self, codecs: Sequence[dict[str, Any]], dtype: str, shape: tuple[int, ...]) -> None:
         self.steps = [_step(c) for c in codecs]
+        # every step bytes -> bytes: one call per step, no shape bookkeeping (most HDF5 chunks)
+        self.fast = [_bytes_fn(c) for c in reversed(codecs)] if all(c["id"] in _BYTES_ONLY for c in codecs) else None
         self.dtype = np.dtype(dtype)
         self.shape = tuple(shape)
         self.items = math.prod(self.shape)
@@ -127,7 +151,13 @@ class ChunkDecoder:
     ) -> np.ndarray[Any, Any]:
         """``edge``: the chunk's shape when cut by the array's end (used if the stored chunk is
         short, like a TIFF's last strip; edge chunks stored full size decode to ``shape``)."""
-        buf: Any = raw
+        if self.fast is not None and not filter_mask:
+            buf: Any = raw
+            for fn in self.fast:
+                buf = fn(buf)
+            if (buf.nbytes if isinstance(buf, np.ndarray) else len(buf)) == self.nbytes:
+                return np.frombuffer(buf, dtype=self.dtype).reshape(self.shape)
+        buf = raw
         full_n = self.items
         edge_n = full_n if edge is None or edge == self.shape else math.prod(edge)
         for i in range(len(self.steps) - 1, -1, -1):

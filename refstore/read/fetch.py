@@ -92,6 +92,8 @@ class Fetcher:
         return int(meta["size"]), mtime, meta.get("e_tag")
 
     def get_ranges(self, location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:
+        if "://" not in location or location.startswith("file://"):
+            return self._local_ranges(location, starts, ends)
         import obstore
 
         store, path = self._store(location)
@@ -104,8 +106,44 @@ class Fetcher:
             if "not found" in msg.lower() or "NotFound" in type(e).__name__:
                 raise SourceReadError(f"{location}: source not found") from None
             raise SourceReadError(f"{location}: cannot read bytes: {msg}") from None
-        out = [memoryview(g) for g in got]
-        for lo, hi, b in zip(starts, ends, out, strict=True):
-            if len(b) != hi - lo:
-                raise SourceReadError(f"{location}: short read at bytes {lo}-{hi} (file truncated or changed?)")
-        return out
+        return _checked(location, starts, ends, [memoryview(g) for g in got])
+
+    @staticmethod
+    def _local_ranges(location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:
+        """Local files: positioned reads on one descriptor (a fraction of a millisecond less per
+        call than going through obstore's runtime, which matters for many small batches)."""
+        path = location[len("file://") :] if location.startswith("file://") else location
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise SourceReadError(f"{location}: source not found") from None
+        except OSError as e:
+            raise SourceReadError(f"{location}: cannot read bytes: {e.strerror or e}") from None
+        try:
+            out = [_pread(fd, lo, hi) for lo, hi in zip(starts, ends, strict=True)]
+        except OSError as e:
+            raise SourceReadError(f"{location}: cannot read bytes: {e.strerror or e}") from None
+        finally:
+            os.close(fd)
+        return _checked(location, starts, ends, out)
+
+
+def _pread(fd: int, lo: int, hi: int) -> memoryview:
+    """Bytes ``[lo, hi)`` of a file; short only at its end (one ``pread`` returns at most ~2 GiB)."""
+    first = os.pread(fd, hi - lo, lo)
+    if len(first) == hi - lo or not first:
+        return memoryview(first)
+    buf = bytearray(first)
+    while len(buf) < hi - lo:
+        more = os.pread(fd, hi - lo - len(buf), lo + len(buf))
+        if not more:
+            break
+        buf += more
+    return memoryview(buf)
+
+
+def _checked(location: str, starts: Sequence[int], ends: Sequence[int], out: list[memoryview]) -> list[memoryview]:
+    for lo, hi, b in zip(starts, ends, out, strict=True):
+        if len(b) != hi - lo:
+            raise SourceReadError(f"{location}: short read at bytes {lo}-{hi} (file truncated or changed?)")
+    return out
