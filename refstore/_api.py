@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from .errors import ScanError
 from .read.array import Array, ReadOptions
-from .read.fetch import Fetcher
-from .scan import AutoScanner, ScanResult, expand_sources, local_source_info, scan_many
+from .read.fetch import Fetcher, change_since_scan
+from .scan import AutoScanner, ScanResult, scan_many
+from .scan._sources import find_sources, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
     from .table.collection import Collection, Snapshot
@@ -82,7 +83,10 @@ def scan(
 ) -> ScanReport:
     """Scan files/folders into the collection: at most one new version.
 
-    Unchanged sources (same size and mtime) are skipped; changed ones have their rows replaced.
+    ``sources``: local files or folders, object-store URLs (``s3://bucket/key.nc``) or prefixes
+    (``s3://bucket/prefix/``, listed by extension like a folder), HTTP(S) file URLs; stores are
+    configured from the standard environment (``AWS_ENDPOINT_URL``, ``AWS_REGION``...).
+    Unchanged sources (same size, and same etag or else mtime) are skipped; changed ones have their rows replaced.
     ``workers``: scanning processes; None picks one per core for 64 files or more.
     ``time_from_name``: strptime-style pattern (``D%Y%m%d``) dating TIFF sources by file name
     when they are concatenated along a new time axis; kept for later rescans.
@@ -93,7 +97,7 @@ def scan(
     from .table.upsert import commit_scan
 
     col = Collection.open(uri, storage_options=storage_options)
-    locations = expand_sources(sources)
+    found = find_sources(sources)
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     dim = concat_dim if concat_dim is not None else snap.concat_dim
@@ -106,14 +110,15 @@ def scan(
     failed: list[tuple[str, str]] = []
     to_scan: list[str] = []
     unchanged = 0
-    for loc in locations:
+    for loc, listed in found:
         try:
-            info = local_source_info(loc)
+            info = listed or source_info(loc)
         except ScanError as e:
             failed.append((loc, e.reason))
             continue
         old = known.get(loc)
-        if old is not None and old["size"] == info.size and old["mtime_ns"] == info.mtime_ns:
+        recorded = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or "")) if old is not None else None
+        if recorded is not None and change_since_scan(recorded, (info.size, info.mtime_ns, info.etag)) is None:
             unchanged += 1
         else:
             to_scan.append(loc)

@@ -73,6 +73,19 @@ class S3:
         obstore.put(self.store(), key, body)  # type: ignore[arg-type]
         return self.url(key)
 
+    def put_public(self, key: str, data: Path) -> str:
+        """An object anyone may read (public-read ACL, set with boto3, moto's own dependency):
+        its plain HTTP URL, path-style."""
+        import boto3
+
+        env = self.server.env()
+        client = boto3.client(
+            "s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=REGION,
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+        )  # fmt: skip
+        client.put_object(Bucket=self.bucket, Key=key, Body=data.read_bytes(), ACL="public-read")
+        return f"{self.server.endpoint}/{self.bucket}/{key}"
+
     def upload(self, folder: Path, prefix: str) -> list[str]:
         """Every file under ``folder`` to ``prefix`` (same relative names); their URLs, sorted."""
         out = []
