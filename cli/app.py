@@ -420,5 +420,7 @@ def main() -> None:
         sys.exit(130)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m refstore.cli.app: run the imported module, where publish registered
+    from refstore.cli.app import main as _main
+
+    _main()
