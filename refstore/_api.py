@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import ScanError
 from .read.array import Array, ReadOptions
@@ -80,6 +80,7 @@ def scan(
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
     storage_options: dict[str, str] | None = None,
+    client: Any = None,
 ) -> ScanReport:
     """Scan files/folders into the collection: at most one new version.
 
@@ -92,6 +93,9 @@ def scan(
     when they are concatenated along a new time axis; kept for later rescans.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
+    ``client``: a ``dask.distributed.Client``: the sources are scanned on its cluster, workers
+    write the chunk rows of new sources as Lance fragments, and one commit publishes them with
+    the rest (``design/scale.md``); ``workers`` is then ignored.
     """
     from .table.collection import Collection
     from .table.upsert import commit_scan
@@ -132,12 +136,19 @@ def scan(
         if progress is not None:
             progress(done, total)
 
+    scanner = AutoScanner(concat_dim=dim, time_pattern=pattern)
+    settings = {"time_from_name": pattern}
+    if client is not None:
+        from .table.distributed import scan_on_dask
+
+        return scan_on_dask(
+            col, to_scan, client=client, scanner=scanner, concat_dim=concat_dim, unchanged=unchanged,
+            failed=failed, strict=strict, settings=settings, known=frozenset(known), progress=tick,
+        )  # fmt: skip
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(
-        AutoScanner(concat_dim=dim, time_pattern=pattern), to_scan, workers=workers, progress=tick
-    ):
+    for loc, res in scan_many(scanner, to_scan, workers=workers, progress=tick):
         if isinstance(res, ScanError):
             failed.append((loc, res.reason))
         else:
@@ -146,6 +157,4 @@ def scan(
         loc, reason = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
-    return commit_scan(
-        col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings={"time_from_name": pattern}
-    )
+    return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +41,26 @@ from .collection import Collection, Snapshot, sql_str
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["ScanReport", "commit_scan", "diff_counts"]
+__all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan", "diff_counts"]
+
+View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
+"""(source, array) -> (era, offset of the source's slab from the era start, elements)."""
+
+
+class PrewrittenChunks(Protocol):
+    """Chunk rows of NEW sources written as Lance fragments elsewhere (Dask workers), added to
+    the scan's one commit. ``locations``: those sources (their results reach the commit without
+    chunk rows). ``fragments(view)``: the fragments holding their rows placed by ``view`` (the
+    plan's entries for those sources), and how many rows they hold."""
+
+    locations: frozenset[str]
+
+    def fragments(self, view: View) -> tuple[list[Any], int]: ...
+
+
+class SourcesNoLongerNew(RuntimeError):
+    """Raised instead of committing when a concurrent writer recorded some of the prewritten
+    sources first: their rows must go through the upsert instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +302,7 @@ def _attempt(
     concat_dim: str | None,
     counts: dict[str, Any],
     settings: dict[str, Any],
+    prewritten: PrewrittenChunks | None = None,
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
@@ -310,6 +330,13 @@ def _attempt(
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
         slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units))
     plan = make_plan(slabs, dim)
+    extra_fragments: list[Any] = []
+    extra_rows = 0
+    if prewritten is not None:
+        if prewritten.locations & state.sources.keys():
+            raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
+        view = {k: v for k, v in plan.view.items() if k[0] in prewritten.locations}
+        extra_fragments, extra_rows = prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
@@ -351,6 +378,7 @@ def _attempt(
         old_chunk = old_chunk.filter(keep)
     key = ["array", "source", *SOURCE_KEY_COLUMNS]
     ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
+    ins += extra_rows  # rows of new sources: inserted by definition
 
     all_slabs = sorted(slabs, key=lambda s: s.order)
     source_rows = rows(
@@ -393,6 +421,8 @@ def _attempt(
         .conflict_retries(0)
     )
     txn, _stats = builder.execute_uncommitted(upsert)
+    if extra_fragments:
+        txn = _with_fragments(txn, extra_fragments)
     message = (
         f"scan: {record['sources']['new']} new, {record['sources']['changed']} changed, "
         f"{record['sources']['unchanged']} unchanged, {record['sources']['failed']} failed sources; "
@@ -412,6 +442,23 @@ def _attempt(
     )
 
 
+def _with_fragments(txn: Any, fragments: list[Any]) -> Any:
+    """The merge_insert transaction with more new fragments: one commit, one version. Lance
+    assigns their row ids and row versions at commit, like the upsert's own new rows."""
+    import dataclasses
+
+    from lance import LanceOperation
+
+    op = txn.operation
+    if isinstance(op, LanceOperation.Update):
+        op = dataclasses.replace(op, new_fragments=[*op.new_fragments, *fragments])
+    elif isinstance(op, LanceOperation.Append):
+        op = dataclasses.replace(op, fragments=[*op.fragments, *fragments])
+    else:  # pragma: no cover - merge_insert yields Update or Append
+        raise TypeError(f"cannot add fragments to a {type(op).__name__} transaction")
+    return dataclasses.replace(txn, operation=op)
+
+
 def commit_scan(
     col: Collection,
     results: Sequence[ScanResult],
@@ -420,9 +467,12 @@ def commit_scan(
     unchanged: int,
     failed: Sequence[tuple[str, str]],
     settings: dict[str, Any] | None = None,
+    prewritten: PrewrittenChunks | None = None,
 ) -> ScanReport:
     """Commit scanned sources as one new version (none if nothing changed). ``settings`` are
-    collection settings to keep (e.g. ``time_from_name``)."""
+    collection settings to keep (e.g. ``time_from_name``). ``prewritten``: the chunk rows of
+    some new sources come as fragments (their ``results`` carry no chunk rows); raises
+    ``SourcesNoLongerNew`` if a concurrent writer recorded one of them first."""
     counts = {"unchanged": unchanged, "failed": list(failed)}
     if not results:
         snap = col.snapshot()
@@ -430,4 +480,4 @@ def commit_scan(
             raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
                             f"with --concat-dim {concat_dim}")  # fmt: skip
         return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed))
-    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}))
+    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}, prewritten))
