@@ -8,14 +8,6 @@ refstore, obstore and Lance all find the server the way users configure theirs.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +30,9 @@ class S3Server:
     endpoint: str  # http://127.0.0.1:PORT
 
     def env(self) -> dict[str, str]:
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        from refstore.fixtures.s3server import s3_env
+
+        return s3_env(self.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,52 +106,14 @@ def _lower(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _moto_command() -> list[str] | None:
-    exe = Path(sys.executable).with_name("moto_server")
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("moto_server")
-    return [found] if found else None
-
-
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    cmd = _moto_command()
-    if cmd is None:
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [*cmd, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.skip(f"moto_server exited at start (code {proc.returncode})")
-            try:
-                with urllib.request.urlopen(endpoint + "/moto-api/", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.skip("moto_server did not answer within 30 s")
-                time.sleep(0.1)
+    from refstore.fixtures.s3server import moto_s3
+
+    with moto_s3() as endpoint:
+        if endpoint is None:
+            pytest.skip("moto_server is not installed or did not start (pip install 'moto[server]')")
         yield S3Server(endpoint)
-    finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
-        if proc.poll() is None:
-            proc.kill()
 
 
 @pytest.fixture
@@ -175,10 +125,10 @@ def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3:
         monkeypatch.setenv(k, v)
     for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(k, raising=False)
+    from refstore.fixtures.s3server import create_bucket
+
     bucket = f"t-{uuid.uuid4().hex[:12]}"
-    req = urllib.request.Request(f"{s3_server.endpoint}/{bucket}", method="PUT")
-    with urllib.request.urlopen(req, timeout=10):
-        pass
+    create_bucket(s3_server.endpoint, bucket)
     s = S3(s3_server, bucket)
     obstore.put(s.store(), ".probe", b"")  # type: ignore[arg-type]
     obstore.delete(s.store(), ".probe")  # type: ignore[arg-type]

@@ -146,8 +146,14 @@ class _Oracle:
             fh, _info = self._opened.__enter__()
         except RefstoreError as e:
             raise OSError(str(e).removeprefix(f"{location}: ")) from None
-        remote = _objstore.is_remote(location)
-        self.kind = sniff_file(fh, location)
+        try:
+            self._open(fh, location, _objstore.is_remote(location), sniff_file(fh, location))
+        except BaseException:
+            self._opened.__exit__(None, None, None)
+            raise
+
+    def _open(self, fh: Any, location: str, remote: bool, kind: str) -> None:
+        self.kind = kind
         fh.seek(0)  # file objects are opened at their current position
         if self.kind == "netcdf3":
             from .._netcdf4 import import_netcdf4
@@ -175,7 +181,6 @@ class _Oracle:
             pages = list(self.f.pages)
             self.pages = dict(zip(ifd_names(pages), pages, strict=True))
         else:
-            self._opened.__exit__(None, None, None)
             raise OSError("unrecognised format")
 
     def read(self, name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..scan._types import Scanner
     from .collection import Collection
 
-__all__ = ["MAX_ROWS_PER_FRAGMENT", "scan_on_dask"]
+__all__ = ["MAX_ROWS_PER_FRAGMENT", "LocalFragments", "scan_on_dask"]
 
 MAX_ROWS_PER_FRAGMENT = 4_000_000
 """rows per fragment file written by a worker (a batch's new sources; ~1-2 bytes per row)."""
@@ -82,6 +82,20 @@ def _write_fragments(
 
 
 # --------------------------------------------------------------------------- client side
+class LocalFragments:
+    """``PrewrittenChunks`` for results held in this process (bulk loads of new sources): pass
+    ``summaries`` (no chunk rows) to ``commit_scan`` with this as ``prewritten``."""
+
+    def __init__(self, col: Collection, results: Sequence[ScanResult]) -> None:
+        self.col = col
+        self.results: list[ScanOutcome] = list(results)
+        self.locations = frozenset(r.source.location for r in results)
+        self.summaries = [r for r in _summaries(self.results) if isinstance(r, ScanResult)]
+
+    def fragments(self, view: View) -> tuple[list[Any], int]:
+        return _write_fragments(self.results, self.locations, view, self.col.uri, self.col.storage_options)
+
+
 class _DaskChunks:
     """``PrewrittenChunks`` for the new sources of each batch held by the workers."""
 

@@ -407,19 +407,20 @@ def _attempt(
         "refs": {"inserted": ins, "updated": upd, "deleted": dele},
         "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
     }
-    scope = ["kind IN ('var', 'array')"]
-    if changed:
-        scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
     # held_at too: scanned rows of a changed source come with held_at = -1, so held bytes of the
     # old file are dropped even where the new file's offsets and lengths happen to be the same
     condition = _any_differs([*VALUE_COLUMNS, "held_at"])
-    builder = (
-        snap.ds.merge_insert(MERGE_KEY)
-        .when_matched_update_all(condition)
-        .when_not_matched_insert_all()
-        .when_not_matched_by_source_delete(" OR ".join(scope))
-        .conflict_retries(0)
-    )
+    builder = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all(condition).when_not_matched_insert_all()
+    # Rows that must disappear (chunks a changed source no longer has, var/array rows of arrays
+    # gone) need Lance's "not matched by source" delete, a full outer join over the whole table
+    # (~40 s at 10M rows). It is known here whether any such row exists: only then pay for it.
+    kept_vars = {(sl.location, name) for sl in all_slabs for name in sl.arrays}
+    if dele or not state.vars.keys() <= kept_vars or not snap.arrays().keys() <= plan.arrays.keys():
+        scope = ["kind IN ('var', 'array')"]
+        if changed:
+            scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
+        builder = builder.when_not_matched_by_source_delete(" OR ".join(scope))
+    builder = builder.conflict_retries(0)
     txn, _stats = builder.execute_uncommitted(upsert)
     if extra_fragments:
         txn = _with_fragments(txn, extra_fragments)
