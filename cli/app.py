@@ -127,8 +127,10 @@ def scan(
     with contextlib.ExitStack() as stack, _progress() as p:
         client = None
         if dask is not None:
-            from distributed import Client
-
+            try:
+                from distributed import Client
+            except ImportError:
+                raise BadInputError("--dask needs dask.distributed: pip install 'refstore[dask]'") from None
             try:
                 client = stack.enter_context(Client(dask, timeout=10))
             except OSError as e:
@@ -439,7 +441,9 @@ def main() -> None:
         sys.exit(130)
 
 
-if __name__ == "__main__":  # python -m refstore.cli.app: run the imported module, where publish registered
+if __name__ == "__main__":
+    # run as ``python -m refstore.cli.app``: this module is ``__main__``, and ``publish`` registered
+    # its commands on the imported ``refstore.cli.app``; run that one
     from refstore.cli.app import main as _main
 
     _main()
