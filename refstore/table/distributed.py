@@ -10,8 +10,8 @@ fragments; the client commits them with everything else in ONE transaction (see
 3. Fragments: each task turns its batch's NEW sources into chunk rows placed by the plan and
    writes them with ``lance.fragment.write_fragments`` into the collection (files no version
    references yet). Changed sources, whose rows must replace older rows, are gathered to the
-   client and go through the merge_insert like a local scan.
-4. Commit: the merge_insert transaction of the small rows (collection, sources, vars, arrays,
+   client and are committed like in a local scan.
+4. Commit: the transaction replacing the small rows (collection, sources, vars, arrays,
    changed and moved chunk rows) gets the workers' fragments added to its new fragments and is
    committed once with ``LanceDataset.commit``: one version, all or nothing.
 

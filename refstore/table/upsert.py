@@ -1,9 +1,9 @@
-"""Committing a scan: one merge_insert, one Lance version, whatever the number of sources.
+"""Committing a scan: one transaction, one Lance version, whatever the number of sources.
 
 The new state of everything a scan touches (sources, their chunk rows, per-source array rows
 with placements, global array rows, the collection row) is computed from the latest version,
-then upserted in one transaction. Rows whose values did not change are not rewritten (a
-conditional update), so a rescan of unchanged files changes nothing and one rewritten file
+then replaces the rows it supersedes in one transaction (``_replace.py``): rows of unchanged
+sources are not touched, so a rescan of unchanged files changes nothing and one rewritten file
 changes only its rows. Every commit rewrites the collection row, so two racing writers always
 conflict; the loser recomputes from the winner's version and tries again.
 """
@@ -26,15 +26,14 @@ from ..schema import (
     DEST_COLUMNS,
     GLOBAL_KEY_COLUMNS,
     MAX_DIMS,
-    MERGE_KEY,
     NO_DIM,
     NO_OFFSET,
     NOT_PLACED,
     SOURCE_KEY_COLUMNS,
-    VALUE_COLUMNS,
     Kind,
 )
 from ._commit import commit, head_row, retry_on_conflict
+from ._replace import replace_rows
 from ._rows import rows, values_equal
 from .collection import Collection, Snapshot, sql_str
 
@@ -287,15 +286,6 @@ def _array_rows(plan: Plan) -> pa.Table:
 
 
 # --------------------------------------------------------------------------- commit
-def _any_differs(columns: Sequence[str]) -> str:
-    """``target.c IS DISTINCT FROM source.c`` OR-ed as a balanced tree (Lance's SQL parser has
-    a recursion limit that a flat chain of ~25 ORs exceeds)."""
-    if len(columns) == 1:
-        return f"(target.{columns[0]} IS DISTINCT FROM source.{columns[0]})"
-    mid = len(columns) // 2
-    return f"({_any_differs(columns[:mid])} OR {_any_differs(columns[mid:])})"
-
-
 def _attempt(
     col: Collection,
     results: Sequence[ScanResult],
@@ -407,21 +397,19 @@ def _attempt(
         "refs": {"inserted": ins, "updated": upd, "deleted": dele},
         "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
     }
-    # held_at too: scanned rows of a changed source come with held_at = -1, so held bytes of the
-    # old file are dropped even where the new file's offsets and lengths happen to be the same
-    condition = _any_differs([*VALUE_COLUMNS, "held_at"])
-    builder = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all(condition).when_not_matched_insert_all()
-    # Rows that must disappear (chunks a changed source no longer has, var/array rows of arrays
-    # gone) need Lance's "not matched by source" delete, a full outer join over the whole table
-    # (~40 s at 10M rows). It is known here whether any such row exists: only then pay for it.
-    kept_vars = {(sl.location, name) for sl in all_slabs for name in sl.arrays}
-    if dele or not state.vars.keys() <= kept_vars or not snap.arrays().keys() <= plan.arrays.keys():
-        scope = ["kind IN ('var', 'array')"]
-        if changed:
-            scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
-        builder = builder.when_not_matched_by_source_delete(" OR ".join(scope))
-    builder = builder.conflict_retries(0)
-    txn, _stats = builder.execute_uncommitted(upsert)
+    # The rows this commit replaces: the collection row, every var and array row, the source and
+    # chunk rows of changed sources and the chunk rows of moved arrays. All of them are in
+    # ``upsert`` (rewritten) unless they must disappear; everything else is untouched.
+    scope = ["kind IN ('collection', 'var', 'array')"]
+    if changed:
+        scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
+    by_moved: dict[str, list[str]] = {}
+    for loc, name in moved:
+        by_moved.setdefault(loc, []).append(name)
+    for loc, names in sorted(by_moved.items()):
+        arrays_in = ", ".join(sql_str(n) for n in sorted(names))
+        scope.append(f"(kind = 'chunk' AND source = {sql_str(loc)} AND array IN ({arrays_in}))")
+    txn = replace_rows(snap, upsert, " OR ".join(scope))
     if extra_fragments:
         txn = _with_fragments(txn, extra_fragments)
     message = (
