@@ -109,11 +109,32 @@ def scan(
         int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Commit nothing if any source fails.")] = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            metavar="ADDRESS",
+            help="Scan on this Dask scheduler (e.g. tcp://host:8786): "
+            "workers write the new rows, one commit publishes them.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Scan sources and record chunk references: one new version per call."""
+    import contextlib
+
     uri = _collection()
-    with _progress() as p:
+    with contextlib.ExitStack() as stack, _progress() as p:
+        client = None
+        if dask is not None:
+            try:
+                from distributed import Client
+            except ImportError:
+                raise BadInputError("--dask needs dask.distributed: pip install 'refstore[dask]'") from None
+            try:
+                client = stack.enter_context(Client(dask, timeout=10))
+            except OSError as e:
+                raise BadInputError(f"--dask {dask}: cannot reach the scheduler ({e})") from None
         task = p.add_task("scanning", total=None)
 
         def tick(done: int, total: int) -> None:
@@ -121,7 +142,7 @@ def scan(
 
         report = refstore.scan(
             uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers, strict=strict,
-            progress=tick,
+            progress=tick, client=client,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import ScanError
 from .read.array import Array, ReadOptions
-from .read.fetch import Fetcher
-from .scan import AutoScanner, ScanResult, expand_sources, local_source_info, scan_many
+from .read.fetch import Fetcher, change_since_scan
+from .scan import AutoScanner, ScanResult, scan_many
+from .scan._sources import find_sources, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
     from .table.collection import Collection, Snapshot
@@ -79,21 +80,28 @@ def scan(
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
     storage_options: dict[str, str] | None = None,
+    client: Any = None,
 ) -> ScanReport:
     """Scan files/folders into the collection: at most one new version.
 
-    Unchanged sources (same size and mtime) are skipped; changed ones have their rows replaced.
+    ``sources``: local files or folders, object-store URLs (``s3://bucket/key.nc``) or prefixes
+    (``s3://bucket/prefix/``, listed by extension like a folder), HTTP(S) file URLs; stores are
+    configured from the standard environment (``AWS_ENDPOINT_URL``, ``AWS_REGION``...).
+    Unchanged sources (same size, and same etag or else mtime) are skipped; changed ones have their rows replaced.
     ``workers``: scanning processes; None picks one per core for 64 files or more.
     ``time_from_name``: strptime-style pattern (``D%Y%m%d``) dating TIFF sources by file name
     when they are concatenated along a new time axis; kept for later rescans.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
+    ``client``: a ``dask.distributed.Client``: the sources are scanned on its cluster, workers
+    write the chunk rows of new sources as Lance fragments, and one commit publishes them with
+    the rest (``design/scale.md``); ``workers`` is then ignored.
     """
     from .table.collection import Collection
     from .table.upsert import commit_scan
 
     col = Collection.open(uri, storage_options=storage_options)
-    locations = expand_sources(sources)
+    found = find_sources(sources)
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     dim = concat_dim if concat_dim is not None else snap.concat_dim
@@ -106,14 +114,15 @@ def scan(
     failed: list[tuple[str, str]] = []
     to_scan: list[str] = []
     unchanged = 0
-    for loc in locations:
+    for loc, listed in found:
         try:
-            info = local_source_info(loc)
+            info = listed or source_info(loc)
         except ScanError as e:
             failed.append((loc, e.reason))
             continue
         old = known.get(loc)
-        if old is not None and old["size"] == info.size and old["mtime_ns"] == info.mtime_ns:
+        recorded = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or "")) if old is not None else None
+        if recorded is not None and change_since_scan(recorded, (info.size, info.mtime_ns, info.etag)) is None:
             unchanged += 1
         else:
             to_scan.append(loc)
@@ -127,12 +136,19 @@ def scan(
         if progress is not None:
             progress(done, total)
 
+    scanner = AutoScanner(concat_dim=dim, time_pattern=pattern)
+    settings = {"time_from_name": pattern}
+    if client is not None:
+        from .table.distributed import scan_on_dask
+
+        return scan_on_dask(
+            col, to_scan, client=client, scanner=scanner, concat_dim=concat_dim, unchanged=unchanged,
+            failed=failed, strict=strict, settings=settings, known=frozenset(known), progress=tick,
+        )  # fmt: skip
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(
-        AutoScanner(concat_dim=dim, time_pattern=pattern), to_scan, workers=workers, progress=tick
-    ):
+    for loc, res in scan_many(scanner, to_scan, workers=workers, progress=tick):
         if isinstance(res, ScanError):
             failed.append((loc, res.reason))
         else:
@@ -141,6 +157,4 @@ def scan(
         loc, reason = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
-    return commit_scan(
-        col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings={"time_from_name": pattern}
-    )
+    return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings)

@@ -41,6 +41,9 @@ class ScanError(BadInputError):
         self.location = location
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[ScanError], tuple[str, str]]:  # picklable: results of Dask tasks
+        return (type(self), (self.location, self.reason))
+
 
 class PlanError(BadInputError):
     """Sources cannot be placed into one regular global array (misaligned, disagreeing)."""

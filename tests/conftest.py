@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ._s3 import s3, s3_server  # noqa: F401  (fixtures: a loopback S3 server, a bucket with the AWS env set)
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import _objstore
 from ..errors import SourceReadError
 
 if TYPE_CHECKING:
@@ -33,80 +33,28 @@ class Fetcher:
     """Executes planned reads: ``get_ranges(location, starts, ends)`` -> bytes per range.
 
     Ranges arrive already coalesced by ``plan.coalesce``, so obstore's own merging is turned off
-    (``coalesce=0``). Stores are created once per folder / URL prefix and reused.
+    (``coalesce=0``). Local files are read with positioned reads (``os.pread``); object stores
+    and HTTP(S) through the process's shared stores (``refstore._objstore``), configured from
+    the standard environment.
     """
-
-    def __init__(self, *, client_options: dict[str, Any] | None = None) -> None:
-        self._stores: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._client_options = client_options
-
-    def _store(self, location: str) -> tuple[Any, str]:
-        if "://" in location and not location.startswith("file://"):
-            prefix, _, name = location.rpartition("/")
-            key = prefix
-        else:
-            path = location[len("file://") :] if location.startswith("file://") else location
-            prefix, name = os.path.split(os.path.abspath(path))
-            key = "file://" + prefix
-        with self._lock:
-            store = self._stores.get(key)
-            if store is None:
-                if key.startswith("file://"):
-                    from obstore.store import LocalStore
-
-                    store = LocalStore(prefix=prefix)
-                else:
-                    from obstore.store import from_url
-
-                    kwargs: dict[str, Any] = {}
-                    if self._client_options:
-                        kwargs["client_options"] = self._client_options
-                    store = from_url(prefix, **kwargs)
-                self._stores[key] = store
-        return store, name
 
     def head(self, location: str) -> tuple[int, int | None, str | None]:
         """(size in bytes, mtime in ns or None, etag or None): one metadata request."""
-        if "://" not in location or location.startswith("file://"):
-            path = location[len("file://") :] if location.startswith("file://") else location
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                raise SourceReadError(f"{location}: source not found") from None
-            except OSError as e:
-                raise SourceReadError(f"{location}: cannot stat: {e.strerror or e}") from None
-            return int(st.st_size), int(st.st_mtime_ns), None
-        import obstore
-
-        store, path = self._store(location)
+        if _objstore.is_remote(location):
+            return _objstore.head(location)
+        path = location[len("file://") :] if location.startswith("file://") else location
         try:
-            meta = obstore.head(store, path)
-        except Exception as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "not found" in msg.lower() or "NotFound" in type(e).__name__:
-                raise SourceReadError(f"{location}: source not found") from None
-            raise SourceReadError(f"{location}: cannot read metadata: {msg}") from None
-        lm = meta.get("last_modified")
-        mtime = int(lm.timestamp() * 1_000_000_000) if lm is not None else None
-        return int(meta["size"]), mtime, meta.get("e_tag")
-
-    def get_ranges(self, location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:
-        if "://" not in location or location.startswith("file://"):
-            return self._local_ranges(location, starts, ends)
-        import obstore
-
-        store, path = self._store(location)
-        try:
-            got = obstore.get_ranges(store, path, starts=list(starts), ends=list(ends), coalesce=0)
+            st = os.stat(path)
         except FileNotFoundError:
             raise SourceReadError(f"{location}: source not found") from None
-        except Exception as e:  # obstore raises its own error classes
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "not found" in msg.lower() or "NotFound" in type(e).__name__:
-                raise SourceReadError(f"{location}: source not found") from None
-            raise SourceReadError(f"{location}: cannot read bytes: {msg}") from None
-        return _checked(location, starts, ends, [memoryview(g) for g in got])
+        except OSError as e:
+            raise SourceReadError(f"{location}: cannot stat: {e.strerror or e}") from None
+        return int(st.st_size), int(st.st_mtime_ns), None
+
+    def get_ranges(self, location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:
+        if _objstore.is_remote(location):
+            return _checked(location, starts, ends, _objstore.get_ranges(location, list(starts), list(ends)))
+        return self._local_ranges(location, starts, ends)
 
     @staticmethod
     def _local_ranges(location: str, starts: Sequence[int], ends: Sequence[int]) -> list[memoryview]:

@@ -130,17 +130,39 @@ def tiff_window(page: Any, fh: Any, sel: tuple[slice, ...]) -> np.ndarray[Any, A
 
 
 class _Oracle:
-    """The format's own reader for one source, raw values (no scale, offset or mask)."""
+    """The format's own reader for one source, raw values (no scale, offset or mask). Remote
+    sources are opened through the scanners' ranged-read file (h5py and tifffile read only what
+    they need; netCDF4-python cannot read a file object, so a remote netCDF3 file is fetched
+    whole into memory for it)."""
 
     def __init__(self, location: str) -> None:
-        from ..scan.auto import sniff
+        from .. import _objstore
+        from ..errors import RefstoreError
+        from ..scan._sources import open_source
+        from ..scan.auto import sniff_file
 
-        self.kind = sniff(location)
+        self._opened = open_source(location)
+        try:
+            fh, _info = self._opened.__enter__()
+        except RefstoreError as e:
+            raise OSError(str(e).removeprefix(f"{location}: ")) from None
+        try:
+            self._open(fh, location, _objstore.is_remote(location), sniff_file(fh, location))
+        except BaseException:
+            self._opened.__exit__(None, None, None)
+            raise
+
+    def _open(self, fh: Any, location: str, remote: bool, kind: str) -> None:
+        self.kind = kind
+        fh.seek(0)  # file objects are opened at their current position
         if self.kind == "netcdf3":
             from .._netcdf4 import import_netcdf4
 
             netCDF4 = import_netcdf4()
-            self.f: Any = netCDF4.Dataset(location, "r")
+            if remote:
+                self.f: Any = netCDF4.Dataset(location.rsplit("/", 1)[-1], "r", memory=fh.read())
+            else:
+                self.f = netCDF4.Dataset(location, "r")
             self.f.set_auto_maskandscale(False)
             self.f.set_always_mask(False)
         elif self.kind == "hdf5":
@@ -149,13 +171,13 @@ class _Oracle:
             from ..scan.hdf5 import _load_filter_plugins
 
             _load_filter_plugins()
-            self.f = h5py.File(location, "r")
+            self.f = h5py.File(fh if remote else location, "r")
         elif self.kind == "tiff":
             import tifffile
 
             from ..scan.tiff import ifd_names
 
-            self.f = tifffile.TiffFile(location)
+            self.f = tifffile.TiffFile(fh if remote else location, name=location.rsplit("/", 1)[-1])
             pages = list(self.f.pages)
             self.pages = dict(zip(ifd_names(pages), pages, strict=True))
         else:
@@ -181,7 +203,10 @@ class _Oracle:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.f.close()
+        try:
+            self.f.close()
+        finally:
+            self._opened.__exit__(None, None, None)
 
 
 def verify(

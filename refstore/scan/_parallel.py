@@ -12,7 +12,7 @@ from ._types import Scanner, ScanResult
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["ScanOutcome", "scan_many"]
+__all__ = ["ScanOutcome", "scan_batch", "scan_many"]
 
 ScanOutcome = ScanResult | ScanError
 
@@ -26,7 +26,8 @@ def _init_worker() -> None:
     pa.set_io_thread_count(1)
 
 
-def _scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]:
+def scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]:
+    """Scan sources one after the other; a source that fails is an error in its place."""
     out: list[ScanOutcome] = []
     for loc in locations:
         try:
@@ -57,14 +58,14 @@ def scan_many(
         batch = max(16, min(256, len(locations) // (max(workers, 1) * 4)))
     if workers <= 1 or len(locations) <= batch:
         for loc in locations:
-            res = _scan_batch(scanner, [loc])[0]
+            res = scan_batch(scanner, [loc])[0]
             if progress is not None:
                 progress(1)
             yield loc, res
         return
     groups = [list(locations[i : i + batch]) for i in range(0, len(locations), batch)]
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as pool:
-        futures = [pool.submit(_scan_batch, scanner, g) for g in groups]
+        futures = [pool.submit(scan_batch, scanner, g) for g in groups]
         for g, fut in zip(groups, futures, strict=True):
             results = fut.result()
             if progress is not None:

@@ -1,17 +1,29 @@
-"""Finding sources and describing them (size, mtime, etag) before any scan."""
+"""Finding sources and describing them (size, mtime, etag) before any scan; opening them as
+files (local files directly, object-store and HTTP(S) URLs through ranged reads)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import BadInputError, ScanError
+from .. import _objstore
+from ..errors import BadInputError, ScanError, SourceReadError
 from ._types import SourceInfo
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
-__all__ = ["HDF5_EXTENSIONS", "SOURCE_EXTENSIONS", "expand_sources", "local_source_info", "normalize_location"]
+__all__ = [
+    "HDF5_EXTENSIONS",
+    "SOURCE_EXTENSIONS",
+    "expand_sources",
+    "find_sources",
+    "local_source_info",
+    "normalize_location",
+    "open_source",
+    "source_info",
+]
 
 HDF5_EXTENSIONS = (".nc", ".nc4", ".h5", ".hdf5", ".he5", ".hdf", ".cdf", ".netcdf")
 SOURCE_EXTENSIONS = (*HDF5_EXTENSIONS, ".nc3", ".tif", ".tiff", ".gtiff", ".cog")
@@ -34,14 +46,93 @@ def local_source_info(location: str) -> SourceInfo:
     return SourceInfo(location=location, size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), etag=None)
 
 
+def source_info(location: str) -> SourceInfo:
+    """Size, mtime and etag of a source now: ``os.stat`` locally, one HEAD request remotely."""
+    if not _objstore.is_remote(location):
+        return local_source_info(location)
+    try:
+        size, mtime, etag = _objstore.head(location)
+    except SourceReadError as e:
+        raise ScanError(location, str(e).removeprefix(f"{location}: ")) from None
+    return SourceInfo(location=location, size=size, mtime_ns=-1 if mtime is None else mtime, etag=etag)
+
+
+@contextlib.contextmanager
+def open_source(location: str) -> Iterator[tuple[BinaryIO, SourceInfo]]:
+    """The source as a binary file and its identity. Remote sources are read through ranged
+    requests with a block cache (``RangeFile``), never downloaded whole."""
+    info = source_info(location)
+    if _objstore.is_remote(location):
+        from ._rangefile import RangeFile
+
+        fh: BinaryIO = RangeFile(location, info.size)  # type: ignore[assignment]
+    else:
+        try:
+            fh = open(location, "rb")  # noqa: SIM115  (closed below)
+        except OSError as e:
+            raise ScanError(location, f"cannot read: {e.strerror or e}") from None
+    try:
+        yield fh, info
+    finally:
+        fh.close()
+
+
+def find_sources(
+    inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURCE_EXTENSIONS
+) -> list[tuple[str, SourceInfo | None]]:
+    """Like ``expand_sources``, with the identity of objects found by listing (None where it
+    is not known yet): a bucket listing already says size, mtime and etag."""
+    out: list[tuple[str, SourceInfo | None]] = []
+    seen: set[str] = set()
+    for item in inputs:
+        loc = normalize_location(item)
+        if _objstore.is_remote(loc):
+            found: list[tuple[str, SourceInfo | None]] = [
+                (i.location, i) for i in _remote_sources(item, loc, extensions)
+            ]
+        else:
+            found = [(x, None) for x in expand_sources([item], extensions=extensions)]
+        for x, info in found:
+            if x not in seen:
+                seen.add(x)
+                out.append((x, info))
+    return out
+
+
+def _remote_sources(item: str, loc: str, extensions: tuple[str, ...]) -> list[SourceInfo]:
+    """An object URL as given, or every object under a prefix URL with a known extension."""
+    name = loc.rstrip("/").rsplit("/", 1)[-1]
+    if not loc.endswith("/") and name.lower().endswith(extensions):
+        return [source_info(loc)]
+    if loc.startswith(("http://", "https://")):
+        raise BadInputError(f"{item}: HTTP has no folder listing; give the URLs of the files")
+    try:
+        listed = list(_objstore.list_objects(loc))
+    except SourceReadError as e:
+        raise BadInputError(str(e)) from None
+    found = [
+        SourceInfo(location=u, size=size, mtime_ns=-1 if mtime is None else mtime, etag=etag)
+        for u, size, mtime, etag in listed
+        if u.rsplit("/", 1)[-1].lower().endswith(extensions) and not u.rsplit("/", 1)[-1].startswith(".")
+    ]
+    if not found:
+        raise BadInputError(f"{item}: no objects ending in {', '.join(extensions)} under this prefix")
+    return found
+
+
 def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURCE_EXTENSIONS) -> list[str]:
-    """Files as given, folders walked recursively (sorted) for files with a known extension."""
+    """Files as given, folders walked recursively (sorted) for files with a known extension;
+    object-store URLs as given, prefixes listed (sorted) for objects with a known extension."""
     out: list[str] = []
     seen: set[str] = set()
     for item in inputs:
         loc = normalize_location(item)
-        if "://" in loc:
-            raise BadInputError(f"{item}: object-store sources are not supported by this scanner yet")
+        if _objstore.is_remote(loc):
+            for info in _remote_sources(item, loc, extensions):
+                if info.location not in seen:
+                    seen.add(info.location)
+                    out.append(info.location)
+            continue
         if os.path.isdir(loc):
             found = []
             for root, dirs, files in os.walk(loc):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import ScanError
+from ._sources import open_source
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
 from .tiff import TiffScanner
@@ -13,7 +14,7 @@ from .tiff import TiffScanner
 if TYPE_CHECKING:
     from ._types import ScanResult
 
-__all__ = ["AutoScanner", "sniff"]
+__all__ = ["AutoScanner", "sniff", "sniff_file"]
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
@@ -23,19 +24,25 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 def sniff(location: str) -> str:
     """``"netcdf3"``, ``"hdf5"``, ``"tiff"`` or ``"unknown"`` from the file's signature."""
+    with open_source(location) as (fh, _info):
+        return sniff_file(fh, location)
+
+
+def sniff_file(fh: BinaryIO, location: str) -> str:
+    """``sniff`` on an opened source (reads at most a few small ranges)."""
     try:
-        with open(location, "rb") as fh:
-            head = fh.read(8)
-            if head[:4] in _TIFF_MAGIC:
-                return "tiff"
-            if head[:3] == b"CDF" and len(head) >= 4 and head[3] in (1, 2, 5):
-                return "netcdf3"
-            if head == _HDF5_MAGIC:
+        fh.seek(0)
+        head = fh.read(8)
+        if head[:4] in _TIFF_MAGIC:
+            return "tiff"
+        if head[:3] == b"CDF" and len(head) >= 4 and head[3] in (1, 2, 5):
+            return "netcdf3"
+        if head == _HDF5_MAGIC:
+            return "hdf5"
+        for at in (512, 1024, 2048, 4096, 8192):  # HDF5 files may start after a user block
+            fh.seek(at)
+            if fh.read(8) == _HDF5_MAGIC:
                 return "hdf5"
-            for at in (512, 1024, 2048, 4096, 8192):  # HDF5 files may start after a user block
-                fh.seek(at)
-                if fh.read(8) == _HDF5_MAGIC:
-                    return "hdf5"
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
     return "unknown"
@@ -43,17 +50,19 @@ def sniff(location: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AutoScanner:
-    """Scans netCDF3, netCDF4/HDF5 and TIFF/GeoTIFF files with the right scanner."""
+    """Scans netCDF3, netCDF4/HDF5 and TIFF/GeoTIFF files with the right scanner. A source is
+    opened once (one HEAD and a block cache shared by sniffing and scanning when remote)."""
 
     concat_dim: str | None = None
     time_pattern: str | None = None
 
     def __call__(self, location: str) -> ScanResult:
-        kind = sniff(location)
-        if kind == "netcdf3":
-            return NetCDF3Scanner(concat_dim=self.concat_dim)(location)
-        if kind == "hdf5":
-            return HDF5Scanner(concat_dim=self.concat_dim)(location)
-        if kind == "tiff":
-            return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern)(location)
+        with open_source(location) as (fh, info):
+            kind = sniff_file(fh, location)
+            if kind == "netcdf3":
+                return NetCDF3Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
+            if kind == "hdf5":
+                return HDF5Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
+            if kind == "tiff":
+                return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern).scan_file(fh, info)
         raise ScanError(location, "not a netCDF3, netCDF4/HDF5 or TIFF file (unrecognised signature)")

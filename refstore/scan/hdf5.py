@@ -20,8 +20,8 @@ from .._values import encode_attr, encode_fill
 from ..errors import ScanError
 from ._cftime import cf_seconds
 from ._hdf5_codecs import filters_to_codecs
-from ._sources import local_source_info
-from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
+from ._sources import open_source
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 
 __all__ = ["HDF5Scanner"]
 
@@ -46,12 +46,20 @@ class HDF5Scanner:
     concat_dim: str | None = None
 
     def __call__(self, location: str) -> ScanResult:
+        with open_source(location) as (fh, info):
+            return self.scan_file(fh, info)
+
+    def scan_file(self, fh: Any, info: SourceInfo) -> ScanResult:
+        """Scan an opened source: local files by path (HDF5's own driver), remote ones through
+        the ranged-read file ``fh``."""
         import h5py
 
+        from .. import _objstore
+
         _load_filter_plugins()
-        info = local_source_info(location)
+        location = info.location
         try:
-            f = h5py.File(location, "r")
+            f = h5py.File(fh if _objstore.is_remote(location) else location, "r")
         except OSError as e:
             raise ScanError(location, _open_reason(e)) from None
         try:

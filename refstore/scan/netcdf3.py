@@ -20,8 +20,8 @@ from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from .._values import encode_attr, encode_fill
 from ..errors import ScanError
 from ._cftime import cf_seconds
-from ._sources import local_source_info
-from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
+from ._sources import open_source
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 
 __all__ = ["NC3_TYPES", "NetCDF3Scanner", "read_header"]
 
@@ -219,11 +219,16 @@ class NetCDF3Scanner:
     concat_dim: str | None = None
 
     def __call__(self, location: str) -> ScanResult:
-        info = local_source_info(location)
+        with open_source(location) as (fh, info):
+            return self.scan_file(fh, info)
+
+    def scan_file(self, fh: BinaryIO, info: SourceInfo) -> ScanResult:
+        """Scan an opened source (a local file or a ranged-read file over a URL)."""
+        location = info.location
         try:
-            with open(location, "rb") as fh:
-                hdr = read_header(fh, info.size)
-                sort_value, sort_units = self._first_coordinate(fh, hdr)
+            fh.seek(0)
+            hdr = read_header(fh, info.size)
+            sort_value, sort_units = self._first_coordinate(fh, hdr)
         except (ValueError, struct.error) as e:
             raise ScanError(location, f"not a readable netCDF3 file: {e}") from None
         except OSError as e:

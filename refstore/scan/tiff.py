@@ -27,8 +27,8 @@ import numpy as np
 from .._keys import MAX_DIMS
 from .._values import encode_attr, encode_fill
 from ..errors import BadInputError, ScanError
-from ._sources import local_source_info
-from ._types import ArrayMeta, ScanResult
+from ._sources import open_source
+from ._types import ArrayMeta, ScanResult, SourceInfo
 
 __all__ = ["TiffScanner", "ifd_names", "time_from_name"]
 
@@ -190,12 +190,18 @@ class TiffScanner:
     time_pattern: str | None = None
 
     def __call__(self, location: str) -> ScanResult:
+        with open_source(location) as (fh, info):
+            return self.scan_file(fh, info)
+
+    def scan_file(self, fh: Any, info: SourceInfo) -> ScanResult:
+        """Scan an opened source (a local file or a ranged-read file over a URL)."""
         import tifffile
 
-        info = local_source_info(location)
+        location = info.location
         logging.getLogger("tifffile").setLevel(logging.ERROR)  # tag parsing chatter; we read tags ourselves
         try:
-            with tifffile.TiffFile(location) as tif:
+            fh.seek(0)
+            with tifffile.TiffFile(fh, name=location.rsplit("/", 1)[-1]) as tif:
                 pages = list(tif.pages)
                 if not pages:
                     raise ScanError(location, "TIFF holds no image")

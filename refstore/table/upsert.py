@@ -1,9 +1,9 @@
-"""Committing a scan: one merge_insert, one Lance version, whatever the number of sources.
+"""Committing a scan: one transaction, one Lance version, whatever the number of sources.
 
 The new state of everything a scan touches (sources, their chunk rows, per-source array rows
 with placements, global array rows, the collection row) is computed from the latest version,
-then upserted in one transaction. Rows whose values did not change are not rewritten (a
-conditional update), so a rescan of unchanged files changes nothing and one rewritten file
+then replaces the rows it supersedes in one transaction (``_replace.py``): rows of unchanged
+sources are not touched, so a rescan of unchanged files changes nothing and one rewritten file
 changes only its rows. Every commit rewrites the collection row, so two racing writers always
 conflict; the loser recomputes from the winner's version and tries again.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -26,22 +26,40 @@ from ..schema import (
     DEST_COLUMNS,
     GLOBAL_KEY_COLUMNS,
     MAX_DIMS,
-    MERGE_KEY,
     NO_DIM,
     NO_OFFSET,
     NOT_PLACED,
     SOURCE_KEY_COLUMNS,
-    VALUE_COLUMNS,
     Kind,
 )
 from ._commit import commit, head_row, retry_on_conflict
+from ._replace import replace_rows
 from ._rows import rows, values_equal
 from .collection import Collection, Snapshot, sql_str
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["ScanReport", "commit_scan", "diff_counts"]
+__all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan", "diff_counts"]
+
+View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
+"""(source, array) -> (era, offset of the source's slab from the era start, elements)."""
+
+
+class PrewrittenChunks(Protocol):
+    """Chunk rows of NEW sources written as Lance fragments elsewhere (Dask workers), added to
+    the scan's one commit. ``locations``: those sources (their results reach the commit without
+    chunk rows). ``fragments(view)``: the fragments holding their rows placed by ``view`` (the
+    plan's entries for those sources), and how many rows they hold."""
+
+    locations: frozenset[str]
+
+    def fragments(self, view: View) -> tuple[list[Any], int]: ...
+
+
+class SourcesNoLongerNew(RuntimeError):
+    """Raised instead of committing when a concurrent writer recorded some of the prewritten
+    sources first: their rows must go through the upsert instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,21 +286,13 @@ def _array_rows(plan: Plan) -> pa.Table:
 
 
 # --------------------------------------------------------------------------- commit
-def _any_differs(columns: Sequence[str]) -> str:
-    """``target.c IS DISTINCT FROM source.c`` OR-ed as a balanced tree (Lance's SQL parser has
-    a recursion limit that a flat chain of ~25 ORs exceeds)."""
-    if len(columns) == 1:
-        return f"(target.{columns[0]} IS DISTINCT FROM source.{columns[0]})"
-    mid = len(columns) // 2
-    return f"({_any_differs(columns[:mid])} OR {_any_differs(columns[mid:])})"
-
-
 def _attempt(
     col: Collection,
     results: Sequence[ScanResult],
     concat_dim: str | None,
     counts: dict[str, Any],
     settings: dict[str, Any],
+    prewritten: PrewrittenChunks | None = None,
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
@@ -310,6 +320,13 @@ def _attempt(
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
         slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units))
     plan = make_plan(slabs, dim)
+    extra_fragments: list[Any] = []
+    extra_rows = 0
+    if prewritten is not None:
+        if prewritten.locations & state.sources.keys():
+            raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
+        view = {k: v for k, v in plan.view.items() if k[0] in prewritten.locations}
+        extra_fragments, extra_rows = prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
@@ -351,6 +368,7 @@ def _attempt(
         old_chunk = old_chunk.filter(keep)
     key = ["array", "source", *SOURCE_KEY_COLUMNS]
     ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
+    ins += extra_rows  # rows of new sources: inserted by definition
 
     all_slabs = sorted(slabs, key=lambda s: s.order)
     source_rows = rows(
@@ -379,20 +397,21 @@ def _attempt(
         "refs": {"inserted": ins, "updated": upd, "deleted": dele},
         "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
     }
-    scope = ["kind IN ('var', 'array')"]
+    # The rows this commit replaces: the collection row, every var and array row, the source and
+    # chunk rows of changed sources and the chunk rows of moved arrays. All of them are in
+    # ``upsert`` (rewritten) unless they must disappear; everything else is untouched.
+    scope = ["kind IN ('collection', 'var', 'array')"]
     if changed:
         scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
-    # held_at too: scanned rows of a changed source come with held_at = -1, so held bytes of the
-    # old file are dropped even where the new file's offsets and lengths happen to be the same
-    condition = _any_differs([*VALUE_COLUMNS, "held_at"])
-    builder = (
-        snap.ds.merge_insert(MERGE_KEY)
-        .when_matched_update_all(condition)
-        .when_not_matched_insert_all()
-        .when_not_matched_by_source_delete(" OR ".join(scope))
-        .conflict_retries(0)
-    )
-    txn, _stats = builder.execute_uncommitted(upsert)
+    by_moved: dict[str, list[str]] = {}
+    for loc, name in moved:
+        by_moved.setdefault(loc, []).append(name)
+    for loc, names in sorted(by_moved.items()):
+        arrays_in = ", ".join(sql_str(n) for n in sorted(names))
+        scope.append(f"(kind = 'chunk' AND source = {sql_str(loc)} AND array IN ({arrays_in}))")
+    txn = replace_rows(snap, upsert, " OR ".join(scope))
+    if extra_fragments:
+        txn = _with_fragments(txn, extra_fragments)
     message = (
         f"scan: {record['sources']['new']} new, {record['sources']['changed']} changed, "
         f"{record['sources']['unchanged']} unchanged, {record['sources']['failed']} failed sources; "
@@ -412,6 +431,23 @@ def _attempt(
     )
 
 
+def _with_fragments(txn: Any, fragments: list[Any]) -> Any:
+    """The merge_insert transaction with more new fragments: one commit, one version. Lance
+    assigns their row ids and row versions at commit, like the upsert's own new rows."""
+    import dataclasses
+
+    from lance import LanceOperation
+
+    op = txn.operation
+    if isinstance(op, LanceOperation.Update):
+        op = dataclasses.replace(op, new_fragments=[*op.new_fragments, *fragments])
+    elif isinstance(op, LanceOperation.Append):
+        op = dataclasses.replace(op, fragments=[*op.fragments, *fragments])
+    else:  # pragma: no cover - merge_insert yields Update or Append
+        raise TypeError(f"cannot add fragments to a {type(op).__name__} transaction")
+    return dataclasses.replace(txn, operation=op)
+
+
 def commit_scan(
     col: Collection,
     results: Sequence[ScanResult],
@@ -420,9 +456,12 @@ def commit_scan(
     unchanged: int,
     failed: Sequence[tuple[str, str]],
     settings: dict[str, Any] | None = None,
+    prewritten: PrewrittenChunks | None = None,
 ) -> ScanReport:
     """Commit scanned sources as one new version (none if nothing changed). ``settings`` are
-    collection settings to keep (e.g. ``time_from_name``)."""
+    collection settings to keep (e.g. ``time_from_name``). ``prewritten``: the chunk rows of
+    some new sources come as fragments (their ``results`` carry no chunk rows); raises
+    ``SourcesNoLongerNew`` if a concurrent writer recorded one of them first."""
     counts = {"unchanged": unchanged, "failed": list(failed)}
     if not results:
         snap = col.snapshot()
@@ -430,4 +469,4 @@ def commit_scan(
             raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
                             f"with --concat-dim {concat_dim}")  # fmt: skip
         return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed))
-    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}))
+    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}, prewritten))

@@ -109,6 +109,24 @@ _VIEW = "kind = 'chunk' AND g0 >= -1"
 _VALUE_COLS = ["source", "offset", "length", "filter_mask", "inline"]
 
 
+def _member(ids: pa.ChunkedArray) -> Any:
+    """A vectorised ``x in ids`` test for row ids. Stable row ids are dense (assigned in order),
+    so a bitmap over ``0..max`` is O(n) and small (~50 ms at 10M rows, where a hash set of
+    ``pc.is_in`` takes seconds); sparse ids fall back to ``pc.is_in``."""
+    values = ids.to_numpy() if len(ids) else np.zeros(0, np.uint64)
+    top = int(values.max()) + 1 if len(values) else 0
+    if top > 8 * len(values) + (1 << 20):
+        return lambda x: pc.is_in(x, value_set=ids)
+    mask = np.zeros(top, bool)
+    mask[values] = True
+
+    def test(x: pa.ChunkedArray | pa.Array) -> pa.Array:
+        v = x.to_numpy() if len(x) else np.zeros(0, np.uint64)
+        return pa.array((v < top) & mask[np.minimum(v, max(top - 1, 0))] if top else np.zeros(len(v), bool))
+
+    return test
+
+
 def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> tuple[pa.Table, pa.Table]:
     """The view rows that can differ between ``sa`` (older) and ``sb``: rows of ``sb`` written
     after ``sa`` (Lance's per-row version tracking, exact with stable row ids) or belonging to a
@@ -120,8 +138,9 @@ def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> 
     tb = sb.ds.to_table(columns=[*cols, "_rowid"], filter=flt + ")")
     ids_a = sa.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
     ids_b = sb.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
-    gone = pc.filter(ids_a, pc.invert(pc.is_in(ids_a, value_set=ids_b)))
-    replaced = pc.filter(tb.column("_rowid"), pc.is_in(tb.column("_rowid"), value_set=ids_a))
+    in_b, in_a = _member(ids_b), _member(ids_a)
+    gone = pc.filter(ids_a, pc.invert(in_b(ids_a)))
+    replaced = pc.filter(tb.column("_rowid"), in_a(tb.column("_rowid")))
     old_ids = (
         pa.concat_arrays([gone.combine_chunks(), replaced.combine_chunks()]) if len(gone) or len(replaced) else None
     )
@@ -218,19 +237,24 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
 
 # --------------------------------------------------------------------------- hygiene
 def compact(col: Collection) -> dict[str, Any]:
-    """Merge small fragments and materialise deletions (Lance ``take`` is much slower until then)."""
+    """Merge small fragments and materialise deletions (Lance ``take`` is much slower until then),
+    then build or refresh the scalar indices (``indices.py``)."""
     ds = col._dataset()
     before = int(ds.version)
     try:
         m = ds.optimize.compact_files(materialize_deletions_threshold=0.0)
     except (OSError, ValueError) as e:
         raise StorageError(f"{col.uri}: compaction failed: {str(e).splitlines()[0]}") from None
+    from .indices import build_indices
+
+    indexed = build_indices(col)
     after = int(col._dataset().version)
     return {
         "version": after,
         "versions_added": after - before,
         "fragments_removed": int(m.fragments_removed),
         "fragments_added": int(m.fragments_added),
+        "indices": indexed["indices"],
     }
 
 

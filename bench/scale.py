@@ -1,0 +1,334 @@
+"""Scale benchmark: a synthetic BRAN-like collection (4-D, ~23k chunks per daily file) of 10M
+references, bulk-built in batches through the scan commit (workers' fragment path), then: bytes
+per reference, upsert of one day, chunks under a bbox+time box (with and without Lance scalar
+indices), diff of two versions, emit times, peak memory of the build and of emits, and remote
+reads of a 5x5 tile box from a loopback S3 server, coalesced vs one request per chunk.
+
+    python -m bench.scale [--refs 10000000] [--quick] [--json] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEPTHS, NY, NX = 51, 1500, 3600  # BRAN2020-like ocean grid (st_ocean, yt_ocean, xt_ocean)
+CHUNK = (1, 1, 100, 120)
+PER_DAY = DEPTHS * (NY // CHUNK[2]) * (NX // CHUNK[3])  # 22,950 chunk references per daily file
+DAY_S = 86_400.0
+EPOCH_2010 = 1_262_304_000.0
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _day_result(root: str, day: int, *, seed: int = 0) -> Any:
+    """One synthetic daily file as a scanner returns it: temp (4-D, shuffle+zlib chunks with
+    compressed lengths 20-60 kB laid out back to back) and its coordinates."""
+    import pyarrow as pa
+
+    from refstore._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
+    from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
+
+    rng = np.random.default_rng(seed * 1_000_003 + day)
+    gy, gx = NY // CHUNK[2], NX // CHUNK[3]
+    n = PER_DAY
+    lengths = rng.integers(20_000, 60_000, n, dtype=np.int64)
+    offsets = 4096 + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    z, y, x = np.unravel_index(np.arange(n), (DEPTHS, gy, gx))
+    keys = np.full((n + 1, MAX_DIMS), NO_DIM, np.int32)
+    keys[:n, 0] = 0
+    keys[:n, 1], keys[:n, 2], keys[:n, 3] = z, y, x
+    keys[n, 0] = 0
+    cols: dict[str, Any] = {"array": pa.array(["temp"] * n + ["Time"], pa.string())}
+    for i, c in enumerate(SOURCE_KEY_COLUMNS):
+        cols[c] = pa.array(keys[:, i])
+    cols["offset"] = pa.array([*offsets.tolist(), None], pa.int64())
+    cols["length"] = pa.array([*lengths.tolist(), None], pa.int64())
+    cols["filter_mask"] = pa.array(np.zeros(n + 1, np.int32))
+    t_value = np.array([float(day)], "<f8").tobytes()
+    cols["inline"] = pa.array([None] * n + [t_value], pa.large_binary())
+    table = pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
+    size = int(offsets[-1] + lengths[-1])
+    loc = f"{root}/ocean_temp_{day:05d}.nc"
+    units = {"type": "str", "value": "days since 2010-01-01 00:00:00"}
+    temp = ArrayMeta(
+        name="temp", dims=("Time", "st_ocean", "yt_ocean", "xt_ocean"), shape=(1, DEPTHS, NY, NX), chunks=CHUNK,
+        dtype="<i2", fill_value=-32768, codecs=({"id": "shuffle", "elementsize": 2}, {"id": "zlib", "level": 4}),
+        attrs={"scale_factor": {"type": "<f4", "value": 0.001}, "units": {"type": "str", "value": "degC"}},
+    )  # fmt: skip
+    time_a = ArrayMeta(name="Time", dims=("Time",), shape=(1,), chunks=(1,), dtype="<f8", fill_value=None,
+                       attrs={"units": units, "calendar": {"type": "str", "value": "gregorian"}})  # fmt: skip
+    return ScanResult(
+        source=SourceInfo(location=loc, size=size, mtime_ns=1_700_000_000_000_000_000 + day * 10**9 + seed, etag=None),
+        arrays=(temp, time_a), chunks=table, sort_value=EPOCH_2010 + day * DAY_S,
+        sort_units="seconds since 1970-01-01", groups={"": {}},
+    )  # fmt: skip
+
+
+def _commit_days(col: Any, days: list[int], root: str, *, seed: int = 0, bulk: bool = True) -> Any:
+    from refstore.table.distributed import LocalFragments
+    from refstore.table.upsert import commit_scan
+
+    results = [_day_result(root, d, seed=seed) for d in days]
+    if not bulk:
+        return commit_scan(col, results, concat_dim="Time", unchanged=0, failed=[])
+    frag = LocalFragments(col, results)
+    return commit_scan(col, frag.summaries, concat_dim="Time", unchanged=0, failed=[], prewritten=frag)
+
+
+# --------------------------------------------------------------------------- phases (child processes)
+def phase_build(out: Path, refs: int) -> dict[str, Any]:
+    import refstore
+
+    col = refstore.init(str(out))
+    n_days = max(2, -(-refs // PER_DAY))
+    per_batch = 20
+    t0 = time.perf_counter()
+    for start in range(0, n_days, per_batch):
+        _commit_days(col, list(range(start, min(n_days, start + per_batch))), "s3://archive/bran2020/daily")
+    return {"days": n_days, "build_s": time.perf_counter() - t0, "peak_rss_mb": _peak_mb()}
+
+
+def phase_emit(out: Path, fmt: str, dest: Path) -> dict[str, Any]:
+    import refstore
+    from refstore.emit import emit
+
+    col = refstore.Collection.open(str(out))
+    t0 = time.perf_counter()
+    rep = emit(col, fmt, str(dest))
+    took = time.perf_counter() - t0
+    size = _du(dest) if dest.is_dir() else dest.stat().st_size
+    return {"emit_s": took, "refs": rep.refs, "bytes": size, "peak_rss_mb": _peak_mb()}
+
+
+def _child(*args: str) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-m", "bench.scale", *args], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench child {args[:2]} failed: {r.stderr.strip().splitlines()[-1:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- measurements
+def _median(f: Any, n: int = 7) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def measure_table(out: Path, n_days: int) -> dict[str, Any]:
+    import refstore
+    from refstore.table import compact, diff, gc
+
+    col = refstore.Collection.open(str(out))
+    snap = col.snapshot()
+    n_refs = snap.count("chunk")
+    res: dict[str, Any] = {"refs": n_refs}
+    size = _du(out)
+    res["bytes"] = size
+    res["bytes_per_ref"] = size / n_refs
+
+    # chunks under a bbox+time box: 30 days x surface x 5x5 tiles, and x all depths
+    t_lo = max(0, n_days // 2 - 15)
+    surface = [(t_lo, t_lo + 29), (0, 0), (6, 10), (12, 16)]
+    column = [(t_lo, t_lo + 29), (0, DEPTHS - 1), (6, 10), (12, 16)]
+    cols = ("source", "offset", "length")
+
+    def box(s: Any, ranges: list[tuple[int, int]], **kw: Any) -> Any:
+        return s.ds.to_table(columns=list(cols), filter=s.view_filter("temp", ranges), **kw)
+
+    res["box_rows"] = box(snap, surface).num_rows
+    res["box_column_rows"] = box(snap, column).num_rows
+    res["box_surface_noindex_ms"] = 1000 * _median(lambda: box(snap, surface))
+    res["box_column_noindex_ms"] = 1000 * _median(lambda: box(snap, column))
+
+    # compact: merge fragments, build the scalar indices (its own versions, as documented);
+    # gc drops the pre-compaction files, so the size is that of one version with its indices
+    t0 = time.perf_counter()
+    compact(col)
+    res["compact_s"] = time.perf_counter() - t0
+    gc(col, keep_last=1)
+    res["bytes_with_indices"] = _du(out)
+    snap = col.snapshot()
+    assert box(snap, surface).num_rows == res["box_rows"]
+    res["box_surface_ms"] = 1000 * _median(lambda: snap.chunk_rows("temp", surface, columns=cols))
+    res["box_column_ms"] = 1000 * _median(lambda: snap.chunk_rows("temp", column, columns=cols))
+
+    # upsert of one day: the file of a day in the middle is reprocessed (new byte ranges)
+    day = n_days // 2
+    before_v, before_size = snap.version, _du(out)
+    t0 = time.perf_counter()
+    rep = _commit_days(col, [day], "s3://archive/bran2020/daily", seed=1, bulk=False)
+    res["upsert_day_s"] = time.perf_counter() - t0
+    res["upsert_day_rows"] = rep.updated + rep.inserted
+    res["upsert_growth_bytes"] = _du(out) - before_size
+    res["upsert_growth_per_row"] = res["upsert_growth_bytes"] / max(1, res["upsert_day_rows"])
+
+    # diff of the two versions (fast path through Lance's per-row versions)
+    t0 = time.perf_counter()
+    d = diff(col, before_v)
+    res["diff_s"] = time.perf_counter() - t0
+    res["diff_changed"] = d.arrays["temp"]["changed"]
+    res["versions"] = col.latest_version
+    return res
+
+
+def measure_remote(work: Path) -> dict[str, Any]:
+    """A real HDF5 file on the loopback S3 server; read a 5x5 tile box through refstore."""
+    import h5py
+
+    from refstore.fixtures.s3server import create_bucket, moto_s3, s3_env
+
+    with moto_s3() as endpoint:
+        if endpoint is None:
+            return {"remote": "not available (moto_server did not start)"}
+        os.environ.update(s3_env(endpoint, access_key="bench", secret_key="bench-secret"))
+        create_bucket(endpoint, "bench")
+        import obstore
+        from obstore.store import from_url
+
+        import refstore
+        from refstore import _objstore
+        from refstore.read import ReadOptions
+
+        path = work / "tile.h5"
+        rng = np.random.default_rng(0)
+        data = rng.normal(15, 3, (1, 2, 1200, 1800)).astype("<f4")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("temp", data=data, chunks=(1, 1, 120, 120), compression="gzip", shuffle=True)
+        obstore.put(from_url("s3://bench"), "bran/tile.h5", path.read_bytes())
+        col = str(work / "remote-col")
+        refstore.init(col)
+        refstore.scan(col, ["s3://bench/bran/tile.h5"], workers=1)
+        box = (0, 0, slice(240, 840), slice(360, 960))  # 5 x 5 tiles of 120 x 120
+        expected = data[box]
+        out: dict[str, Any] = {}
+        for label, opts in (
+            ("per_chunk", ReadOptions(max_bytes=1)),
+            ("coalesced", ReadOptions()),
+            ("coalesced_gap_1MiB", ReadOptions(max_gap=1 << 20)),
+        ):
+            ds = refstore.open(col, options=opts)
+            arr = ds["temp"]
+            assert arr[box].tobytes() == expected.tobytes()
+            _objstore.IO_STATS.reset()
+            arr[box]
+            requests = _objstore.IO_STATS.ranges
+            out[label] = {"requests": requests, "ms": 1000 * _median(lambda a=arr: a[box], n=5)}
+        return out
+
+
+# --------------------------------------------------------------------------- main
+def _peer(fmt: str) -> bool:
+    from refstore.emit import FORMATS
+
+    mod = FORMATS.get(fmt)
+    return mod is not None and importlib.util.find_spec("refstore.emit" + mod) is not None
+
+
+def run(refs: int, work: Path) -> dict[str, Any]:
+    out = work / "bran"
+    build = _child("--phase", "build", "--out", str(out), "--refs", str(refs))
+    res: dict[str, Any] = {"target_refs": refs, "build": build}
+    res["table"] = measure_table(out, int(build["days"]))
+    emits: dict[str, Any] = {}
+    for fmt in ("kerchunk-parquet", "icechunk", "parquet"):
+        if not _peer(fmt):
+            emits[fmt] = "not available"
+            continue
+        dest = work / f"emit-{fmt}"
+        try:
+            r = _child("--phase", "emit", "--out", str(out), "--format", fmt, "--dest", str(dest))
+        except RuntimeError as e:
+            emits[fmt] = f"failed: {e}"
+            continue
+        r["bytes_per_ref"] = r["bytes"] / max(1, r["refs"])
+        emits[fmt] = r
+        shutil.rmtree(dest, ignore_errors=True) if dest.is_dir() else dest.unlink(missing_ok=True)
+    res["emit"] = emits
+    res["remote"] = measure_remote(work)
+    return res
+
+
+def _report(res: dict[str, Any]) -> None:
+    t, b = res["table"], res["build"]
+    print(f"collection: {t['refs']:,} references, {b['days']} daily files, built in {b['build_s']:.1f} s "
+          f"(peak RSS {b['peak_rss_mb']:.0f} MB, target < 4096)")  # fmt: skip
+    print(f"bytes per reference: {t['bytes_per_ref']:.2f} (target <= 8); after compact + gc, with scalar indices "
+          f"{t['bytes_with_indices'] / t['refs']:.2f} (compact + index build {t['compact_s']:.1f} s)")  # fmt: skip
+    for fmt, e in res["emit"].items():
+        if isinstance(e, dict):
+            print(f"  {fmt}: {e['bytes_per_ref']:.2f} B/ref ({e['bytes_per_ref'] / t['bytes_per_ref']:.2f}x refstore), "
+                  f"emit {e['emit_s']:.1f} s, peak RSS {e['peak_rss_mb']:.0f} MB")  # fmt: skip
+        else:
+            print(f"  {fmt}: {e}")
+    print(f"bbox+time box (30 days x surface x 5x5 tiles, {t['box_rows']} chunks): {t['box_surface_ms']:.1f} ms "
+          f"with scalar indices (target < 100), {t['box_surface_noindex_ms']:.1f} ms without")  # fmt: skip
+    print(f"  x all {DEPTHS} depths ({t['box_column_rows']:,} chunks): {t['box_column_ms']:.1f} ms, "
+          f"{t['box_column_noindex_ms']:.1f} ms without")  # fmt: skip
+    print(f"upsert of one day: {t['upsert_day_s']:.2f} s (target < 1.5) for {t['upsert_day_rows']:,} rows; "
+          f"disk +{t['upsert_growth_bytes']:,} bytes ({t['upsert_growth_per_row']:.2f} B per changed row)")  # fmt: skip
+    print(f"diff of the two versions: {t['diff_s']:.2f} s (target < 5), {t['diff_changed']:,} changed")
+    r = res["remote"]
+    if "per_chunk" in r:
+        pc, co, gap = r["per_chunk"], r["coalesced"], r["coalesced_gap_1MiB"]
+        print(f"remote 5x5 tile box (loopback S3): one request per chunk {pc['requests']} requests "
+              f"{pc['ms']:.1f} ms; coalesced {co['requests']} requests {co['ms']:.1f} ms "
+              f"({pc['ms'] / co['ms']:.2f}x); gap 1 MiB {gap['requests']} requests {gap['ms']:.1f} ms")  # fmt: skip
+    else:
+        print(f"remote: {r['remote']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--refs", type=int, default=10_000_000)
+    ap.add_argument("--quick", action="store_true", help="~230k references (10 days)")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one, removed)")
+    ap.add_argument("--phase", choices=("build", "emit"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--format", help=argparse.SUPPRESS)
+    ap.add_argument("--dest", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.phase == "build":
+        print(json.dumps(phase_build(a.out, a.refs)))
+        return
+    if a.phase == "emit":
+        print(json.dumps(phase_emit(a.out, a.format, a.dest)))
+        return
+    refs = 10 * PER_DAY if a.quick else a.refs
+    work = a.dir or Path(tempfile.mkdtemp(prefix="refstore-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        res = run(refs, work)
+    finally:
+        if a.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        print(json.dumps(res, indent=2))
+    else:
+        _report(res)
+
+
+if __name__ == "__main__":
+    main()
