@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -40,20 +41,30 @@ __all__ = ["RefstoreBackendArray", "RefstoreBackendEntrypoint", "RefstoreDataSto
 
 PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar", "_Unsigned")
 
-_OPEN: dict[tuple[str, int, str], RefDataset] = {}
+OPEN_CACHE_SIZE = 8
+"""Open collection versions kept per process (least recently used first out)."""
+
+_OPEN: OrderedDict[tuple[str, int, str, tuple[tuple[str, str], ...]], RefDataset] = OrderedDict()
 _OPEN_LOCK = threading.Lock()
 
 
 def _dataset(uri: str, version: int, on_stale: str, storage_options: dict[str, str] | None) -> RefDataset:
-    """One open collection version per process (dask workers reopen it after unpickling)."""
+    """An open collection version, shared by the arrays of a process (dask workers reopen it
+    after unpickling); keyed by storage options too, at most ``OPEN_CACHE_SIZE`` kept."""
     import refstore
 
-    key = (uri, version, on_stale)
+    key = (uri, version, on_stale, tuple(sorted((storage_options or {}).items())))
     with _OPEN_LOCK:
         ds = _OPEN.get(key)
-        if ds is None:
-            ds = refstore.open(uri, version, storage_options=storage_options, options=ReadOptions(on_stale=on_stale))
-            _OPEN[key] = ds
+        if ds is not None:
+            _OPEN.move_to_end(key)
+            return ds
+    ds = refstore.open(uri, version, storage_options=storage_options, options=ReadOptions(on_stale=on_stale))
+    with _OPEN_LOCK:
+        ds = _OPEN.setdefault(key, ds)
+        _OPEN.move_to_end(key)
+        while len(_OPEN) > OPEN_CACHE_SIZE:
+            _OPEN.popitem(last=False)
         return ds
 
 
@@ -167,9 +178,7 @@ class RefstoreDataStore(AbstractDataStore):
             raise BadInputError(f"{self.uri}: no group {self.group!r}")
 
     def _group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
-        from ..emit._input import EmitSource
-
-        return EmitSource(self.snapshot, remap=False).group_attrs()
+        return self.snapshot.group_attrs()
 
     def _variable(self, short: str, meta: ArrayMeta) -> Variable:
         name = f"{self.group}/{short}" if self.group else short

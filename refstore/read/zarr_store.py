@@ -92,7 +92,6 @@ class _State:
     """Everything the store derives from the snapshot (built on first use, not pickled)."""
 
     def __init__(self, snap: Snapshot, options: ReadOptions) -> None:
-        from ..emit._input import EmitSource
         from ..zarr_meta import plain_value, register_codecs, v3_array, v3_decoded_array, v3_group, v3_unexpressible
 
         register_codecs()
@@ -122,7 +121,7 @@ class _State:
                 doc = v3_decoded_array(meta, dtype, chunks)
             self.plans[name] = _Plan(meta, reason, chunks, grid, dtype)
             self.meta[f"{name}/{META}"] = _dumps(doc)
-        groups = EmitSource(snap, remap=False).group_attrs()
+        groups = snap.group_attrs()
         paths = {""} | set(groups)
         for name in self.plans:
             parts = name.split("/")[:-1]
