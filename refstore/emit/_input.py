@@ -60,8 +60,9 @@ class EmitSource:
     ``tag``: the tag the caller named (None for a version number or latest); forms write only
     this one. ``tags``: every tag pointing at this version *now*, read from the live collection:
     outside reproducibility (creating or deleting a tag changes it), so a form that must be
-    byte-identical per version and options never writes it (Icechunk uses it for its own tags). ``rules``: the version's remap rules (empty with
-    ``remap=False``), applied to every location handed out here.
+    byte-identical per version and options never writes it (Icechunk uses it for its own tags).
+    ``rules``: the version's remap rules (empty with ``remap=False``), applied to every location
+    handed out here.
     """
 
     def __init__(self, snap: Snapshot, *, tag: str | None = None, remap: bool = True) -> None:
