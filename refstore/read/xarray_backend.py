@@ -175,6 +175,7 @@ def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[s
         out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
     return out
 
+
 class RefstoreDataStore(AbstractDataStore):
     """The arrays of one group of one collection version, as xarray variables."""
 
