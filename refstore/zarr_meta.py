@@ -274,17 +274,23 @@ def v3_unexpressible(meta: ArrayMeta) -> str | None:
     return None
 
 
-def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, ...]) -> dict[str, Any]:
+def v3_decoded_array(
+    meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, ...], *, attributes: dict[str, Any] | None = None,
+    fill_value: Any = None,
+) -> dict[str, Any]:
     """``zarr.json`` of an array served as decoded chunks: little-endian ``dtype`` values in C
-    order behind a plain ``bytes`` codec, on a regular grid of ``chunks`` (the store decodes)."""
+    order behind a plain ``bytes`` codec, on a regular grid of ``chunks`` (the store decodes).
+    ``attributes`` and ``fill_value`` default to the array's (``_FillValue`` as xarray reads it)."""
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
     dt = np.dtype(dtype)
     dt = dt.newbyteorder("<") if dt.itemsize > 1 and dt.kind in "biufc" else dt
     name = _v3_dtype(meta, dt)
-    attributes = plain_attrs(meta)
-    if "_FillValue" in meta.attrs:
-        attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
+    if attributes is None:
+        attributes = plain_attrs(meta)
+        if "_FillValue" in meta.attrs:
+            attributes["_FillValue"] = _xarray_fill(decode_attr(meta.attrs["_FillValue"]), dt)
+    fill = decode_fill(meta.fill_value, dt) if fill_value is None else np.asarray(fill_value, dt)[()]
     codec: dict[str, Any] = {"name": "bytes"}
     if dt.kind in "biufc" and dt.itemsize > 1:
         codec["configuration"] = {"endian": "little"}
@@ -295,7 +301,7 @@ def v3_decoded_array(meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, .
         "data_type": name,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in chunks]}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "fill_value": _json_fill(fill, dt),
         "codecs": [codec],
         "attributes": attributes,
         "dimension_names": list(meta.dims),

@@ -183,5 +183,20 @@ def test_remap_as_of_and_identical_bytes(tmp_path: Path) -> None:
     assert set(pq.read_table(plain, columns=["path"]).column("path").drop_null().to_pylist()) == {f"file://{src}"}
     old = str(tmp_path / "old.parquet")
     emit(col, "parquet", old, as_of="v1")
-    assert _doc(old)["tags"] == ["v1"] and _doc(old)["remap"]["rules"] == []
+    assert _doc(old)["tag"] == "v1" and _doc(old)["remap"]["rules"] == []
+    assert _doc(a)["tag"] is None
     assert_same(reader.open_form(old, None)["x"][...], np.asarray(h5py.File(src)["x"][()]), "x as of v1")
+
+
+def test_a_new_tag_on_the_version_does_not_change_a_re_emit(tmp_path: Path) -> None:
+    """The form depends on the version and options only, not on the live tag list."""
+    (tmp_path / "d").mkdir()
+    col = _collection(tmp_path, [small_file(tmp_path / "d" / "small.h5")])
+    v = col.snapshot().version
+    a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    emit(col, "parquet", a, as_of=v)
+    create_tag(col, "later")
+    emit(col, "parquet", b, as_of=v)
+    assert Path(a).read_bytes() == Path(b).read_bytes()
+    emit(col, "parquet", b, as_of="later")
+    assert _doc(b)["tag"] == "later" and _doc(b)["version"] == v

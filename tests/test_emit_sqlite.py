@@ -157,8 +157,9 @@ def test_as_of_an_older_tag_emits_that_version(tmp_path: Path) -> None:
     refstore.scan(col.uri, [str(src)])
     old, new = str(tmp_path / "old.sqlite"), str(tmp_path / "new.sqlite")
     assert emit(col, "sqlite", old, as_of="v1").refs < emit(col, "sqlite", new).refs
-    assert _q(old, "SELECT value FROM meta WHERE key IN ('refstore_version', 'tags') ORDER BY key") == [
-        (str(col.snapshot("v1").version),), ('["v1"]',)]  # fmt: skip
+    assert _q(old, "SELECT value FROM meta WHERE key IN ('refstore_version', 'tag') ORDER BY key") == [
+        (str(col.snapshot("v1").version),), ("v1",)]  # fmt: skip
+    assert _q(new, "SELECT value FROM meta WHERE key = 'tag'") == [("",)]
     assert _q(old, 'SELECT count(*) FROM "refs_x"') == [(4,)] and _q(new, 'SELECT count(*) FROM "refs_x"') == [(6,)]
     _check_values(new, src)
 
@@ -214,3 +215,14 @@ def test_gdal_ogr_reads_the_views_with_64_bit_offsets(tmp_path: Path) -> None:
     got = [(int(r["dim_0"]), int(r["dim_1"]), r["path"], int(r["offset"]), int(r["size"]))
            for r in csv.DictReader(text.splitlines())]  # fmt: skip
     assert got == _q(out, sql) and len(got) == 4 and {g[2] for g in got} == {str(src)}
+
+
+def test_a_new_tag_on_the_version_does_not_change_a_re_emit(tmp_path: Path) -> None:
+    """The form depends on the version and options only, not on the live tag list."""
+    col, _src = _small(tmp_path)
+    v = col.snapshot().version
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    emit(col, "sqlite", str(a), as_of=v)
+    create_tag(col, "later")
+    emit(col, "sqlite", str(b), as_of=v)
+    assert a.read_bytes() == b.read_bytes()

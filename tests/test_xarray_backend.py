@@ -250,3 +250,22 @@ def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
     assert _same_values(got.x.values, expected)
     assert _same_values(got.x[3:6, 4:11].values, expected[3:6, 4:11])
     assert got.time.dtype.kind == "M"
+
+
+def test_open_cache_is_bounded_and_keyed_by_storage_options(oisst: tuple[str, list[Path]]) -> None:
+    """The per-process cache of open versions never serves one opened with other storage
+    options, and keeps at most ``OPEN_CACHE_SIZE`` (least recently used out)."""
+    from refstore.read import xarray_backend as xb
+
+    uri, days = oisst
+    v = refstore.Collection.open(uri).resolve(None)
+    plain = xb._dataset(uri, v, "error", None)
+    assert xb._dataset(uri, v, "error", {}) is plain
+    other = xb._dataset(uri, v, "error", {"region": "x"})
+    assert other is not plain and other.snapshot.collection.storage_options == {"region": "x"}
+    for i in range(xb.OPEN_CACHE_SIZE + 2):
+        xb._dataset(uri, v, "error", {"region": str(i)})
+        assert len(xb._OPEN) <= xb.OPEN_CACHE_SIZE
+    assert xb._dataset(uri, v, "error", None) is not plain  # evicted, reopened
+    got = xr.open_dataset(uri, engine="refstore", storage_options={"region": "y"})
+    assert_same_dataset(got, _netcdf4_concat(days), "after eviction")

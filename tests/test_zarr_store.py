@@ -375,10 +375,18 @@ def test_held_bytes_without_sources_and_stale_refused(tmp_path: Path) -> None:
         np.testing.assert_array_equal(zarr.open_array(warned, path="sst", mode="r")[...], raw)
 
 
-def test_eras_served_decoded(tmp_path: Path) -> None:
-    """A series whose packing changes (two eras) is one zarr array of decoded chunks equal to
-    the direct reader; every cell of the grid is a key."""
+def _netcdf4_concat(files: list[Path], name: str, dim: str) -> Any:
+    import xarray as xr
+
+    return xr.concat([xr.open_dataset(p, engine="netcdf4")[name] for p in files], dim=dim)
+
+
+def test_eras_of_other_packing_served_unpacked(tmp_path: Path) -> None:
+    """A series whose packing changes (day 3: another scale_factor) is one zarr array of
+    CF-decoded values, packing attributes dropped: xarray over the store equals xarray over the
+    netCDF files (each decoded with its own attributes); every cell of the grid is a key."""
     import h5py
+    import xarray as xr
     import zarr
 
     from refstore.fixtures.oisst import write_series
@@ -389,20 +397,47 @@ def test_eras_served_decoded(tmp_path: Path) -> None:
     uri = str(tmp_path / "col")
     refstore.init(uri)
     refstore.scan(uri, [str(p) for p in days], concat_dim="time")
-    direct = refstore.open(uri)["sst"]
-    assert len(direct.eras) == 2
+    assert len(refstore.open(uri)["sst"].eras) == 2
     store = refstore.zarr_store(uri)
-    assert "eras" in store.served_decoded["sst"]
+    want = _netcdf4_concat(days, "sst", "time")
+    got = xr.open_zarr(store)["sst"]
+    assert_same(got[2].values, want[2].values, "the day of the other scale_factor")
+    assert "unpacked" in store.served_decoded["sst"]
+    assert not {"scale_factor", "add_offset", "_FillValue", "missing_value"} & (set(got.attrs) | set(got.encoding))
+    assert got.dtype == want.dtype and got.attrs["units"] == want.attrs["units"]
+    assert_same(got.values, want.values, "unpacked eras via xarray over zarr")
+    assert_same(got[1:3, 0, 5:40:3, 7].values, want[1:3, 0, 5:40:3, 7].values, "strided")
     arr = zarr.open_array(store, path="sst", mode="r")
-    assert_same(arr[...], direct[...], "eras via zarr")
-    assert_same(arr[1:3, 0, 5:40:3, 7], direct[1:3, 0, 5:40:3, 7], "eras via zarr, strided")
     keys = zarr.core.sync.sync(_collect_aiterator(store.list_prefix("sst/c/")))
     assert len(keys) == int(np.prod([-(-s // c) for s, c in zip(arr.shape, arr.chunks, strict=True)]))
 
 
+def test_eras_of_other_units_left_out_with_reason(tmp_path: Path) -> None:
+    """Eras whose values mean different things (units differ) have no one zarr array: left out."""
+    import zarr
+
+    from .test_series import _era_file
+
+    d = tmp_path / "data"
+    d.mkdir()
+    files = [_era_file(d / f"f{i}.h5", i, comp=None, chunks=(1, 12), dtype="<i2", scale=0.1) for i in range(2)]
+    import h5py
+
+    for f, units in zip(files, ["K", "degC"], strict=True):
+        with h5py.File(f, "r+") as h:
+            h["x"].attrs["units"] = units
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(d)], concat_dim="time")
+    store = refstore.zarr_store(uri)
+    assert store.left_out == {"x": "array 'x': its eras differ in 'units' (K, degC)"}
+    assert "x" not in zarr.open_group(store, mode="r")
+
+
 def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
-    """Eras that change codecs, chunks and dtype: served decoded on the first era's grid, in the
-    dtype that holds both, equal to the direct reader (itself proven against h5py)."""
+    """Eras that change codecs, chunks and dtype (same packing): served decoded on the first
+    era's grid, in the dtype that holds both, equal to the direct reader (itself proven against
+    h5py), the packing attributes kept."""
     import zarr
 
     from .test_series import _era_file
@@ -411,15 +446,19 @@ def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
     d.mkdir()
     for i, (comp, chunks, dt) in enumerate([("gzip", (1, 12), "<i2"), ("gzip", (1, 12), "<i2"),
                                             (None, (2, 5), "<i4"), (None, (2, 5), "<i4")]):  # fmt: skip
-        _era_file(d / f"f{i}.h5", i, comp=comp, chunks=chunks, dtype=dt, scale=0.1 if i < 2 else 0.01)
+        _era_file(d / f"f{i}.h5", i, comp=comp, chunks=chunks, dtype=dt, scale=0.1)
     uri = str(tmp_path / "col")
     refstore.init(uri)
     refstore.scan(uri, [str(d)], concat_dim="time")
     direct = refstore.open(uri)["x"]
-    arr = zarr.open_array(refstore.zarr_store(uri), path="x", mode="r")
+    assert len(direct.eras) == 2
+    store = refstore.zarr_store(uri)
+    assert "eras" in store.served_decoded["x"]
+    arr = zarr.open_array(store, path="x", mode="r")
     assert arr.dtype == np.dtype("<i4") and arr.chunks == (1, 12)
     assert_same(arr[...], direct[...], "eras via zarr")
     assert_same(arr[3:6, 4:11], direct[3:6, 4:11], "across the boundary")
+    assert arr.attrs["scale_factor"] == np.float32(0.1)
 
 
 def test_codecs_registered_without_user_action(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 ``emit(collection, "kerchunk-json", "out.json", as_of="release-2026-10")``. Every form module
 has the same surface: ``check(src, meta)`` raises ``UnexpressibleError`` for an array the form
-cannot express, ``write(src, arrays, out)`` writes the form and returns the number of references
-written. Modules are imported lazily, so a form's libraries load only when it is emitted.
+cannot express, ``write(src, arrays, out, progress=)`` writes the form and returns a dict:
+``"refs"`` (the number of references written) and any form-specific counts (they go to
+``EmitReport.extra``). Modules are imported lazily, so a form's libraries load only when it is
+emitted.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ sorted by chunk key (C order), so every emit of the same version is byte-identic
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..plan.remap import RemapRule, apply_remap, remap_one
 from ..schema import Kind
+from ..table.collection import sql_str
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -57,9 +57,12 @@ class EmitReport:
 class EmitSource:
     """A collection version as emitters see it.
 
-    ``tag``: the tag the caller named (None for a version number or latest); ``tags``: every
-    tag pointing at this version. ``rules``: the version's remap rules (empty with
-    ``remap=False``), applied to every location handed out here.
+    ``tag``: the tag the caller named (None for a version number or latest); forms write only
+    this one. ``tags``: every tag pointing at this version *now*, read from the live collection:
+    outside reproducibility (creating or deleting a tag changes it), so a form that must be
+    byte-identical per version and options never writes it (Icechunk uses it for its own tags).
+    ``rules``: the version's remap rules (empty with ``remap=False``), applied to every location
+    handed out here.
     """
 
     def __init__(self, snap: Snapshot, *, tag: str | None = None, remap: bool = True) -> None:
@@ -82,6 +85,7 @@ class EmitSource:
 
     @property
     def tags(self) -> list[str]:
+        """Every tag naming this version in the live collection (not frozen by the version)."""
         from ..table.versions import list_tags
 
         return sorted(t["name"] for t in list_tags(self.snapshot.collection) if t["version"] == self.version)
@@ -91,16 +95,8 @@ class EmitSource:
         return dict(self.snapshot.arrays())
 
     def group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Group attributes (typed JSON, see ``_values``) by group path (``""`` = root), as found
-        in the first source in order."""
-        t = self.snapshot.rows(Kind.SOURCE, ["source", "sort_value", "meta"])
-        if t.num_rows == 0:
-            return {"": {}}
-        metas = [json.loads(m) for m in t.column("meta").to_pylist()]
-        firsts = sorted(zip(metas, t.column("source").to_pylist(), strict=True),
-                        key=lambda ms: (ms[0].get("order", 0), ms[1]))  # fmt: skip
-        groups = firsts[0][0].get("groups") or {"": {}}
-        return {k: groups[k] for k in sorted(groups)}
+        """Group attributes by group path (``Snapshot.group_attrs``)."""
+        return self.snapshot.group_attrs()
 
     @staticmethod
     def grid(meta: ArrayMeta) -> tuple[int, ...]:
@@ -178,4 +174,4 @@ class EmitSource:
 
     def masked_chunks(self, name: str) -> int:
         """Chunks whose HDF5 filter mask skips a filter (zarr-shaped forms cannot express them)."""
-        return self.snapshot.count(Kind.CHUNK, f"array = '{name.replace(chr(39), chr(39) * 2)}' AND filter_mask != 0")
+        return self.snapshot.count(Kind.CHUNK, f"array = {sql_str(name)} AND filter_mask != 0")

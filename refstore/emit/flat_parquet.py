@@ -9,7 +9,8 @@ Row groups of ``ROW_GROUP_ROWS`` rows with min/max statistics, so a filter on th
 chunk key reads one row group (pyarrow, DuckDB).
 
 Everything else is JSON under the Parquet key-value metadata key ``refstore`` (``METADATA_KEY``):
-format, version and tags, sources (published and scanned locations, size, mtime, etag), the
+format, version and the tag the caller named (``tag``: null for a version number or latest),
+sources (published and scanned locations, size, mtime, etag), the
 remap rules applied, group attributes and every array's metadata with its eras (each with its
 own chunk grid, dtype, fill value, codecs and attributes). Codec configs are refstore's
 pipeline vocabulary in encode order (``design/formats.md``); attributes and fill values are
@@ -101,7 +102,7 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
     return {
         "format": FORMAT,
         "version": src.version,
-        "tags": src.tags,
+        "tag": src.tag,
         "concat_dim": src.concat_dim,
         "key_columns": [f"dim_{i}" for i in range(key_columns)],
         "remap": {"applied": bool(src.rules), "rules": [r.to_json() for r in src.rules]},

@@ -2,7 +2,8 @@
 GDAL/OGR over SQLite) expect it.
 
 - ``meta(key TEXT PRIMARY KEY, value TEXT)``: ``format_version`` = ``mdim-refs/0.2``, plus
-  ``generator``, ``refstore_version``, ``tags``, ``concat_dim``, ``remap_rules`` and
+  ``generator``, ``refstore_version``, ``tag`` (the tag the caller named, ``""`` for a
+  version number or latest), ``concat_dim``, ``remap_rules`` and
   ``group_attrs`` (JSON).
 - ``sources(source_id INTEGER PRIMARY KEY, source TEXT)``: ``source`` is the published
   location (remapped); extra columns ``scanned``, ``file_size``, ``mtime_ns``, ``etag``.
@@ -177,7 +178,7 @@ def _meta_rows(src: EmitSource) -> list[tuple[str, str]]:
         "format_version": FORMAT_VERSION,
         "generator": "refstore",
         "refstore_version": str(src.version),
-        "tags": _dumps(src.tags),
+        "tag": src.tag or "",
         "concat_dim": src.concat_dim or "",
         "remap_rules": _dumps([r.to_json() for r in src.rules]),
         "group_attrs": _dumps(groups),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -36,24 +37,43 @@ if TYPE_CHECKING:
     from .._api import Dataset as RefDataset
     from ..scan._types import ArrayMeta
 
-__all__ = ["RefstoreBackendArray", "RefstoreBackendEntrypoint", "RefstoreDataStore"]
+__all__ = [
+    "PACKING",
+    "RefstoreBackendArray",
+    "RefstoreBackendEntrypoint",
+    "RefstoreDataStore",
+    "decode_eras",
+    "decoded_dtype",
+    "era_packing",
+    "packing_differs",
+]
 
 PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar", "_Unsigned")
 
-_OPEN: dict[tuple[str, int, str], RefDataset] = {}
+OPEN_CACHE_SIZE = 8
+"""Open collection versions kept per process (least recently used first out)."""
+
+_OPEN: OrderedDict[tuple[str, int, str, tuple[tuple[str, str], ...]], RefDataset] = OrderedDict()
 _OPEN_LOCK = threading.Lock()
 
 
 def _dataset(uri: str, version: int, on_stale: str, storage_options: dict[str, str] | None) -> RefDataset:
-    """One open collection version per process (dask workers reopen it after unpickling)."""
+    """An open collection version, shared by the arrays of a process (dask workers reopen it
+    after unpickling); keyed by storage options too, at most ``OPEN_CACHE_SIZE`` kept."""
     import refstore
 
-    key = (uri, version, on_stale)
+    key = (uri, version, on_stale, tuple(sorted((storage_options or {}).items())))
     with _OPEN_LOCK:
         ds = _OPEN.get(key)
-        if ds is None:
-            ds = refstore.open(uri, version, storage_options=storage_options, options=ReadOptions(on_stale=on_stale))
-            _OPEN[key] = ds
+        if ds is not None:
+            _OPEN.move_to_end(key)
+            return ds
+    ds = refstore.open(uri, version, storage_options=storage_options, options=ReadOptions(on_stale=on_stale))
+    with _OPEN_LOCK:
+        ds = _OPEN.setdefault(key, ds)
+        _OPEN.move_to_end(key)
+        while len(_OPEN) > OPEN_CACHE_SIZE:
+            _OPEN.popitem(last=False)
         return ds
 
 
@@ -91,7 +111,7 @@ class RefstoreBackendArray(BackendArray):
         meta = self._ds().snapshot.array(name)
         self.shape = tuple(int(s) for s in meta.shape)
         raw = _native(Array(self._ds().snapshot, meta).dtype)
-        self.dtype = self._decoded_dtype(meta) if decode is not None else raw
+        self.dtype = decoded_dtype(meta, decode) if decode is not None else raw
 
     def _ds(self) -> RefDataset:
         return _dataset(self.uri, self.version, self.on_stale, self.storage_options)
@@ -104,43 +124,56 @@ class RefstoreBackendArray(BackendArray):
         if self.decode is None:
             out = arr[key]
             return np.asarray(out).astype(self.dtype, copy=False)
-        return self._decode_eras(arr, select(key, self.shape))
+        return decode_eras(arr, select(key, self.shape), self.dtype, self.decode)
 
-    # ------------------------------------------------------------------ per-era decoding
-    def _era_variable(self, meta: ArrayMeta, era: dict[str, Any], raw: np.ndarray[Any, Any]) -> Variable:
-        import xarray as xr
 
-        assert self.decode is not None
-        var = Variable(meta.dims, raw, _attrs(era["attrs"]))
-        out = xr.conventions.decode_cf_variable(self.name, var, **self.decode)
-        return out
+def era_packing(era: dict[str, Any]) -> dict[str, Any]:
+    """The ``PACKING`` attributes of one era, typed as netCDF4-python gives them."""
+    return _packing(_attrs(era["attrs"]))
 
-    def _decoded_dtype(self, meta: ArrayMeta) -> np.dtype[Any]:
-        dts = []
-        for era in meta.eras:
-            empty = np.zeros((0,) * len(meta.shape), dtype=np.dtype(era["dtype"]))
-            dts.append(self._era_variable(meta, era, empty).dtype)
-        return np.result_type(*dts)
 
-    def _decode_eras(self, arr: Array, sel: Selection) -> np.ndarray[Any, Any]:
-        meta = arr.meta
-        out = np.empty(sel.shape if not sel.drop else Selection(sel.start, sel.stop, sel.step, ()).shape, self.dtype)
-        for era in meta.eras:
-            axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
-            a, b, step = sel.start[axis], sel.stop[axis], sel.step[axis]
-            j0 = -((a - max(a, e_lo)) // step)
-            j1 = -((a - min(b, e_hi)) // step)
-            if j1 <= j0:
-                continue
-            start, stop = list(sel.start), list(sel.stop)
-            start[axis], stop[axis] = a + step * j0, min(b, e_hi)
-            raw = arr.read(Selection(tuple(start), tuple(stop), sel.step, ()))
-            dst: list[slice] = [slice(None)] * len(self.shape)
-            dst[axis] = slice(j0, j1)
-            out[tuple(dst)] = np.asarray(self._era_variable(meta, era, raw).values)
-        if sel.drop:
-            out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
-        return out
+def packing_differs(meta: ArrayMeta) -> bool:
+    """Whether the eras of an array differ in CF packing (``PACKING`` attributes)."""
+    return len({repr(sorted(era_packing(e).items())) for e in meta.eras}) > 1
+
+
+def _era_variable(meta: ArrayMeta, era: dict[str, Any], raw: np.ndarray[Any, Any], decode: dict[str, Any]) -> Variable:
+    import xarray as xr
+
+    return xr.conventions.decode_cf_variable(meta.name, Variable(meta.dims, raw, _attrs(era["attrs"])), **decode)
+
+
+def decoded_dtype(meta: ArrayMeta, decode: dict[str, Any]) -> np.dtype[Any]:
+    """The dtype holding every era's values once decoded by xarray's coders (``decode``:
+    ``decode_cf_variable`` options)."""
+    dts = []
+    for era in meta.eras:
+        empty = np.zeros((0,) * len(meta.shape), dtype=np.dtype(era["dtype"]))
+        dts.append(_era_variable(meta, era, empty, decode).dtype)
+    return np.result_type(*dts)
+
+
+def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[str, Any]) -> np.ndarray[Any, Any]:
+    """The values of ``sel``, each era's part read raw and decoded with its own attributes by
+    xarray's coders (``decode``: ``decode_cf_variable`` options), as ``dtype``."""
+    meta = arr.meta
+    out = np.empty(sel.shape if not sel.drop else Selection(sel.start, sel.stop, sel.step, ()).shape, dtype)
+    for era in meta.eras:
+        axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
+        a, b, step = sel.start[axis], sel.stop[axis], sel.step[axis]
+        j0 = -((a - max(a, e_lo)) // step)
+        j1 = -((a - min(b, e_hi)) // step)
+        if j1 <= j0:
+            continue
+        start, stop = list(sel.start), list(sel.stop)
+        start[axis], stop[axis] = a + step * j0, min(b, e_hi)
+        raw = arr.read(Selection(tuple(start), tuple(stop), sel.step, ()))
+        dst: list[slice] = [slice(None)] * len(meta.shape)
+        dst[axis] = slice(j0, j1)
+        out[tuple(dst)] = np.asarray(_era_variable(meta, era, raw, decode).values)
+    if sel.drop:
+        out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
+    return out
 
 
 class RefstoreDataStore(AbstractDataStore):
@@ -167,16 +200,14 @@ class RefstoreDataStore(AbstractDataStore):
             raise BadInputError(f"{self.uri}: no group {self.group!r}")
 
     def _group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
-        from ..emit._input import EmitSource
-
-        return EmitSource(self.snapshot, remap=False).group_attrs()
+        return self.snapshot.group_attrs()
 
     def _variable(self, short: str, meta: ArrayMeta) -> Variable:
         name = f"{self.group}/{short}" if self.group else short
         attrs = _attrs(meta.attrs)
         decode = None
         encoding: dict[str, Any] = {}
-        if meta.eras and len({repr(sorted(_packing(_attrs(e["attrs"])).items())) for e in meta.eras}) > 1:
+        if meta.eras and packing_differs(meta):
             decode = self.decode  # packing differs between eras: decoded here, per era
             encoding.update(_packing(attrs))
             attrs = {k: v for k, v in attrs.items() if k not in PACKING}

@@ -14,6 +14,14 @@ filter mask skipped a filter, JPEG or other codecs without a zarr v3 form) are s
 *decoded* chunks: their ``zarr.json`` has a plain ``bytes`` codec and the store decodes each
 chunk with refstore's own reader (``Array.read`` of the chunk's box, fill value past the
 array's end). Arrays recorded as unsupported (no decoder) are left out.
+
+Eras that differ in CF packing (``scale_factor``, ``add_offset``, ``_FillValue``,
+``missing_value``, ``_Unsigned``) cannot share one set of attributes over their raw values:
+such an array is served *unpacked*, each era's part decoded with its own attributes by
+xarray's coders (mask and scale, no time decoding), as floats with NaN for missing values and
+the packing attributes dropped, as ``xr.concat`` of the decoded files gives it. When the eras
+also differ in ``units`` or ``calendar`` (no common meaning for the values) the array is left
+out; ``left_out`` gives the reason.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["RefstoreZarrStore", "zarr_store"]
 
 META = "zarr.json"
+_UNPACK: dict[str, Any] = {"mask_and_scale": True, "decode_times": False, "decode_timedelta": False,
+                           "concat_characters": False, "use_cftime": None}  # fmt: skip
+"""xarray ``decode_cf_variable`` options for arrays served unpacked: mask and scale only."""
 _CONSOLIDATED_EMPTY: dict[str, Any] = {"kind": "inline", "must_understand": False, "metadata": {}}
 
 
@@ -72,6 +83,7 @@ class _Plan:
     chunks: tuple[int, ...]
     grid: tuple[int, ...]
     dtype: np.dtype[Any]
+    unpack: bool = False  # eras differ in packing: values CF-decoded per era (see module doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +104,6 @@ class _State:
     """Everything the store derives from the snapshot (built on first use, not pickled)."""
 
     def __init__(self, snap: Snapshot, options: ReadOptions) -> None:
-        from ..emit._input import EmitSource
         from ..zarr_meta import plain_value, register_codecs, v3_array, v3_decoded_array, v3_group, v3_unexpressible
 
         register_codecs()
@@ -106,8 +117,12 @@ class _State:
         masked_names = set(masked.column("array").unique().to_pylist()) if masked.num_rows else set()
         self.plans: dict[str, _Plan] = {}
         self.meta: dict[str, bytes] = {}
+        self.left_out: dict[str, str] = {}
         for name, meta in snap.arrays().items():
             if meta.status != "ok":
+                continue
+            if meta.eras and _packing_differs(meta):
+                self._unpacked(meta)
                 continue
             reason = v3_unexpressible(meta)
             if reason is None and name in masked_names:
@@ -122,7 +137,7 @@ class _State:
                 doc = v3_decoded_array(meta, dtype, chunks)
             self.plans[name] = _Plan(meta, reason, chunks, grid, dtype)
             self.meta[f"{name}/{META}"] = _dumps(doc)
-        groups = EmitSource(snap, remap=False).group_attrs()
+        groups = snap.group_attrs()
         paths = {""} | set(groups)
         for name in self.plans:
             parts = name.split("/")[:-1]
@@ -139,6 +154,30 @@ class _State:
         nodes |= {name: json.loads(self.meta[f"{name}/{META}"]) for name in self.plans}
         root = {**docs[""], "consolidated_metadata": {**_CONSOLIDATED_EMPTY, "metadata": dict(sorted(nodes.items()))}}
         self.meta[META] = _dumps(root)
+
+    def _unpacked(self, meta: ArrayMeta) -> None:
+        """Plan an array whose eras differ in packing: unpacked values, or left out."""
+        from ..zarr_meta import plain_attrs, v3_decoded_array
+        from .xarray_backend import PACKING, decoded_dtype, era_packing
+
+        packs = [era_packing(e) for e in meta.eras]
+        for key in ("units", "calendar"):
+            if len({repr(p.get(key)) for p in packs}) > 1:
+                self.left_out[meta.name] = (f"array {meta.name!r}: its eras differ in {key!r} "
+                                            f"({', '.join(sorted({str(p.get(key)) for p in packs}))})")  # fmt: skip
+                return
+        dtype = decoded_dtype(meta, _UNPACK)
+        if dtype.kind != "f":
+            dtype = np.dtype(np.float64)
+        dtype = dtype.newbyteorder("<")
+        chunks = tuple(int(c) for c in meta.eras[0]["chunks"])
+        grid = tuple(-(-int(s) // c) if c else 0 for s, c in zip(meta.shape, chunks, strict=True))
+        keep = {"units", "calendar"}
+        attrs = {k: v for k, v in plain_attrs(meta).items() if k not in PACKING or k in keep}
+        reason = f"array {meta.name!r}: its eras differ in packing; served unpacked (CF-decoded per era)"
+        self.plans[meta.name] = _Plan(meta, reason, chunks, grid, dtype, unpack=True)
+        doc = v3_decoded_array(meta, dtype, chunks, attributes=attrs, fill_value=np.nan)
+        self.meta[f"{meta.name}/{META}"] = _dumps(doc)
 
     # ------------------------------------------------------------------ rows
     def array_refs(self, name: str) -> _Refs:
@@ -297,9 +336,15 @@ class _State:
         lo = [i * c for i, c in zip(index, plan.chunks, strict=True)]
         hi = [min(a + c, s) for a, c, s in zip(lo, plan.chunks, meta.shape, strict=True)]
         arr = Array(self.snap, meta, fetcher=self.fetcher, options=self.options)
-        part = arr.read(Selection(tuple(lo), tuple(hi), (1,) * len(lo), ()))
+        box = Selection(tuple(lo), tuple(hi), (1,) * len(lo), ())
+        if plan.unpack:
+            from .xarray_backend import decode_eras
+
+            part = decode_eras(arr, box, plan.dtype, _UNPACK)
+        else:
+            part = arr.read(box)
         if part.shape != plan.chunks:
-            full = np.full(plan.chunks, arr.fill_value, dtype=plan.dtype)
+            full = np.full(plan.chunks, np.nan if plan.unpack else arr.fill_value, dtype=plan.dtype)
             full[tuple(slice(0, n) for n in part.shape)] = part
             part = full
         return np.ascontiguousarray(part, dtype=plan.dtype).tobytes()
@@ -323,6 +368,12 @@ class _State:
         if refs.offset[p] == NO_OFFSET:
             return len(refs.inline[p].as_py())
         return int(refs.length[p])
+
+
+def _packing_differs(meta: ArrayMeta) -> bool:
+    from .xarray_backend import packing_differs  # xarray loads only for arrays with eras
+
+    return packing_differs(meta)
 
 
 def _decode(enc: dict[str, Any]) -> Any:
@@ -454,6 +505,12 @@ class RefstoreZarrStore(Store):
 
     def _read(self, keys: Sequence[str]) -> list[Any]:
         return self.state.read(keys)
+
+    @property
+    def left_out(self) -> dict[str, str]:
+        """Arrays this store leaves out although the collection can read them, with the reason
+        (eras that differ in ``units`` or ``calendar``)."""
+        return dict(self.state.left_out)
 
     @property
     def served_decoded(self) -> dict[str, str]:

@@ -197,6 +197,18 @@ class Snapshot:
     def sources(self) -> pa.Table:
         return self.rows(Kind.SOURCE, ["source", "size", "mtime_ns", "etag", "sort_value", "meta"])
 
+    def group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Group attributes (typed JSON, see ``_values``) by group path (``""`` = root), as found
+        in the first source in order (``order``, then location); sorted by path."""
+        t = self.rows(Kind.SOURCE, ["source", "meta"])
+        if t.num_rows == 0:
+            return {"": {}}
+        metas = [json.loads(m) for m in t.column("meta").to_pylist()]
+        firsts = sorted(zip(metas, t.column("source").to_pylist(), strict=True),
+                        key=lambda ms: (ms[0].get("order", 0), ms[1]))  # fmt: skip
+        groups: dict[str, dict[str, dict[str, Any]]] = firsts[0][0].get("groups") or {"": {}}
+        return {k: groups[k] for k in sorted(groups)}
+
     def source_identity(self) -> dict[str, tuple[int, int, str]]:
         """location -> (size, mtime_ns, etag) as recorded at scan time (cached per snapshot)."""
         if self._identity is None:
