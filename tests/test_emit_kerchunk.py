@@ -238,3 +238,55 @@ def test_golden_json(tmp_path: Path) -> None:
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text(), "kerchunk JSON changed: regenerate tests/golden (see this module's docstring)"
+
+
+# --------------------------------------------------------------------------- absent chunks
+def _sparse_h5(path: Path, dtype: str, fill: Any, cf: Any, codecs: dict[str, Any]) -> None:
+    """(4, 4) in (2, 2) chunks, only chunk (0, 0) written (it holds a 0, the fill value and the
+    _FillValue); the other three chunks are never written (absent)."""
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", shape=(4, 4), chunks=(2, 2), dtype=dtype, fillvalue=fill, **codecs)
+        d[0:2, 0:2] = np.array([[0, 1], [fill, 2 if cf is None else cf]], dtype)
+        if cf is not None:
+            d.attrs["_FillValue"] = np.array(cf, dtype)
+
+
+FILL_CASES = {
+    # (dtype, stored HDF5 fill, _FillValue attribute or None, HDF5 filters)
+    "zero-fill-no-attr": ("f4", 0, None, {}),
+    "zero-fill-other-attr": ("i2", 0, -999, {}),
+    "fill-no-attr": ("f4", 7.5, None, {"compression": "gzip", "shuffle": True}),
+    "fill-no-attr-raw": ("i4", -5, None, {}),
+    "fill-other-attr": ("i2", 3, -999, {"compression": "gzip"}),
+    "fill-equals-attr": ("f8", -1.0, -1.0, {"compression": "gzip"}),
+}
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+@pytest.mark.parametrize("cid", sorted(FILL_CASES))
+def test_absent_chunks_read_as_the_stored_fill_and_xarray_masks_only_fillvalue(
+    tmp_path: Path, fmt: str, cid: str
+) -> None:
+    """Absent chunks read as the stored fill value (h5py: raw values through zarr), and xarray on
+    the form masks exactly what xarray's netCDF4 engine masks on the file (the _FillValue, and
+    nothing without one): a real 0 stays 0, a fill value different from _FillValue stays."""
+    import xarray as xr
+
+    from .readers import kerchunk_json as json_reader
+
+    dtype, fill, cf, codecs = FILL_CASES[cid]
+    h5 = tmp_path / "sparse.h5"
+    _sparse_h5(h5, dtype, fill, cf, codecs)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(h5)])
+    out = tmp_path / f"out.{fmt}"
+    emit(refstore.Collection.open(col), fmt, str(out))
+    with h5py.File(h5) as f:
+        raw = f["x"][...]
+        assert f["x"].id.get_num_chunks() == 1
+    reader = json_reader if fmt == "kerchunk-json" else parquet_reader
+    np.testing.assert_array_equal(np.asarray(reader.open_form(str(out), None)["x"][...]), raw, strict=True)
+    got = _xarray_on_form(out)["x"]
+    expected = xr.open_dataset(h5, engine="netcdf4")["x"].load()
+    np.testing.assert_array_equal(got.values, expected.values, err_msg=cid, strict=True)
