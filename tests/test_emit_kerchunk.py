@@ -42,6 +42,22 @@ def _h5_chunk(d: h5py.Dataset, idx: tuple[int, ...]) -> tuple[int, int] | None:
     return None if info.byte_offset is None else (int(info.byte_offset), int(info.size))
 
 
+def _reads_as_fill(raw: bytes | None, zarray: dict[str, Any], d: h5py.Dataset) -> bool:
+    """An unwritten chunk of ``d`` as the form stores it: absent (``raw`` None), reading as the
+    ``.zarray`` fill value (null: zero), or inline bytes decoding (numcodecs, the ``.zarray``
+    filters in reverse) to a chunk of h5py's fill value."""
+    import numcodecs
+
+    want = np.full(zarray["chunks"], d.fillvalue, d.dtype)
+    if raw is None:
+        fv = zarray["fill_value"]
+        return bool(want.tobytes() == np.full_like(want, 0 if fv is None else fv).tobytes())
+    data: Any = raw
+    for cfg in reversed(zarray["filters"] or []):
+        data = numcodecs.get_codec(dict(cfg)).decode(data)
+    return bool(np.frombuffer(bytes(data), d.dtype).tobytes() == want.tobytes())
+
+
 def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path) -> None:
     case = _case(emit_cases, "edge")
     out = tmp_path / "edge.parq"
@@ -78,8 +94,8 @@ def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Pa
                         assert (r["path"], r["offset"], r["size"]) == (url, d.id.get_offset(), d.id.get_storage_size())
                     continue
                 ref = _h5_chunk(d, tuple(int(i) for i in np.unravel_index(flat, grid)))
-                if ref is None:  # unwritten: absent
-                    assert r["path"] is None and r["raw"] is None, f"{name}[{flat}]"
+                if ref is None:  # unwritten: absent, or the fill chunk inline
+                    assert r["path"] is None and _reads_as_fill(r["raw"], zarray, d), f"{name}[{flat}]"
                 else:
                     assert (r["path"], r["offset"], r["size"], r["raw"]) == (url, *ref, None), f"{name}[{flat}]"
         assert _h5_chunk(f["partial"], (1, 1)) is None  # absent chunks ...
@@ -196,7 +212,12 @@ def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_pat
         for idx in np.ndindex(*grid):
             ref = _h5_chunk(d, idx)
             key = "partial/" + ".".join(map(str, idx))
-            assert refs.get(key) == (None if ref is None else ["{{" + tpl + "}}", *ref]), key
+            if ref is None:  # unwritten: absent, or the fill chunk inline
+                got = refs.get(key)
+                raw = None if got is None else base64.b64decode(got.removeprefix("base64:"))
+                assert _reads_as_fill(raw, json.loads(refs["partial/.zarray"]), d), key
+            else:
+                assert refs.get(key) == ["{{" + tpl + "}}", *ref], key
         assert refs["compact/0.0"] == "base64:" + base64.b64encode(f["compact"][()].tobytes()).decode()
         assert refs["scalar/0"] == ["{{" + tpl + "}}", f["scalar"].id.get_offset(), 8]
 
