@@ -277,3 +277,116 @@ def test_relative_prefixes_are_absolute(tmp_path: Path) -> None:
     assert canonical_prefix("s3://bucket/a") == "s3://bucket/a"
     with pytest.raises(BadInputError):
         canonical_prefix("")
+
+
+# --------------------------------------------------------------------------- boundaries, URLs
+def test_a_prefix_matches_at_a_path_boundary_only() -> None:
+    rules = [RemapRule(canonical_prefix("/data"), "https://host/pub")]
+    assert remap_one("/database/x.nc", rules) == "/database/x.nc"
+    assert remap_one("/data/x.nc", rules) == "https://host/pub/x.nc"
+    assert remap_one("/data", rules) == "https://host/pub"
+    rules = [RemapRule(canonical_prefix("/data"), "https://host/pub/")]  # no doubled "/"
+    assert remap_one("/data/x.nc", rules) == "https://host/pub/x.nc"
+    url = [RemapRule("s3://bucket/a", "/mnt/a")]
+    assert remap_one("s3://bucket/ab/x.nc", url) == "s3://bucket/ab/x.nc"
+    assert remap_one("s3://bucket/a/x y.nc", url) == "/mnt/a/x y.nc"
+
+
+def test_the_remainder_is_percent_encoded_for_http_and_literal_for_object_stores() -> None:
+    to_http = [RemapRule("/d/", "https://host/p/"), RemapRule("s3://b/", "https://b.s3.example.org/")]
+    assert remap_one("/d/x#1 a%41.h5", to_http) == "https://host/p/x%231%20a%2541.h5"
+    assert remap_one("s3://b/k/x#1.h5", to_http) == "https://b.s3.example.org/k/x%231.h5"
+    to_s3 = [RemapRule("/d/", "s3://bucket/"), RemapRule("https://host/", "/mnt/")]
+    assert remap_one("/d/x#1 a%41.h5", to_s3) == "s3://bucket/x#1 a%41.h5"  # s3 keys are literal
+    assert remap_one("https://host/x%231%20a.h5", to_s3) == "/mnt/x#1 a.h5"
+
+
+def test_two_spellings_of_one_published_location_are_refused() -> None:
+    """/other/a.nc remapped to file:///data/a.nc is the unremapped /data/a.nc: two sources
+    published as one."""
+    rules = [RemapRule("/other/", "file:///data/")]
+    with pytest.raises(BadInputError, match="map both"):
+        apply_remap(pa.array(["/data/a.nc", "/other/a.nc"]), rules)
+    assert pc_decode(apply_remap(pa.array(["/data/b.nc", "/other/a.nc"]), rules)) == ["/data/b.nc", "file:///data/a.nc"]
+
+
+@pytest.mark.parametrize("replacement", ["relative/", "file://relative/", "data", "https//host/"])
+def test_a_relative_replacement_is_refused(tmp_path: Path, series, replacement: str) -> None:
+    col = _collection(tmp_path, series(1))
+    r = run("-C", col, "remap", "add", "/data/", replacement)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and repr(replacement) in r.stderr
+    assert _ok("-C", col, "remap", "list", "--json") == []
+    with pytest.raises(BadInputError, match="absolute path"):  # a stored rule is checked at emit too
+        remap_one("/data/x.nc", [RemapRule("/data/", replacement)])
+
+
+def _range_server(root: Path) -> Any:
+    """A loopback http.server serving ``root`` with byte ranges (Icechunk reads ranges)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, directory=str(root), **k)
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            rng = self.headers.get("Range")
+            path = Path(self.translate_path(self.path))
+            if not rng or not path.is_file():
+                super().do_GET()
+                return
+            data = path.read_bytes()
+            first, _, last = rng.removeprefix("bytes=").partition("-")
+            a, b = int(first), (int(last) if last else len(data) - 1)
+            body = data[a : b + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {a}-{a + len(body) - 1}/{len(data)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.mark.parametrize("name", ["a b.h5", "x#1.h5", "p%41.h5"])
+def test_local_files_remapped_to_http_are_read_by_their_names(tmp_path: Path, name: str) -> None:
+    """A file name with URL syntax in it (space, '#', '%41'), remapped to an http:// server: the
+    published URL is percent-encoded, and Icechunk's HTTP store and the kerchunk JSON name the
+    right object (the server's decoded path is the file name)."""
+    import h5py
+
+    import refstore
+    from refstore.emit import emit
+    from refstore.table.remap import add_rule
+
+    from .readers import icechunk as icechunk_reader
+
+    d = tmp_path / "d"
+    d.mkdir()
+    # a second file with other values beside it: each published URL must name its own file
+    for i, n in enumerate([name, "other.h5"]):
+        with h5py.File(d / n, "w") as f:
+            f.create_dataset("x", data=np.full((4,), i + 1, "i4"), chunks=(2,))
+    srv = _range_server(d)
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/"
+        for n in (name, "other.h5"):
+            col = str(tmp_path / f"col-{n}")
+            refstore.init(col)
+            refstore.scan(col, [str(d / n)])
+            add_rule(refstore.Collection.open(col), str(d) + "/", url)
+            doc_out = tmp_path / f"{n}.json"
+            emit(refstore.Collection.open(col), "kerchunk-json", str(doc_out))
+            assert list(json.loads(doc_out.read_text())["templates"].values()) == [url + urllib.parse.quote(n)]
+            out = tmp_path / f"{n}.icechunk"
+            emit(refstore.Collection.open(col), "icechunk", str(out))
+            got = np.asarray(icechunk_reader.open_form(str(out), None)["x"][...])
+            np.testing.assert_array_equal(got, np.full((4,), 1 if n == name else 2, "i4"))
+    finally:
+        srv.shutdown()
+        srv.server_close()
