@@ -24,6 +24,7 @@ import refstore
 from refstore.emit import emit
 from refstore.emit.kerchunk_parquet import SCHEMA
 
+from .readers import kerchunk_json as json_reader
 from .readers import kerchunk_parquet as parquet_reader
 
 GOLDEN = Path(__file__).parent / "golden" / "kerchunk_edge.json"
@@ -293,8 +294,6 @@ def test_absent_chunks_read_as_the_stored_fill_and_xarray_masks_only_fillvalue(
     nothing without one): a real 0 stays 0, a fill value different from _FillValue stays."""
     import xarray as xr
 
-    from .readers import kerchunk_json as json_reader
-
     dtype, fill, cf, codecs = FILL_CASES[cid]
     h5 = tmp_path / "sparse.h5"
     _sparse_h5(h5, dtype, fill, cf, codecs)
@@ -311,3 +310,33 @@ def test_absent_chunks_read_as_the_stored_fill_and_xarray_masks_only_fillvalue(
     got = _xarray_on_form(out)["x"]
     expected = xr.open_dataset(h5, engine="netcdf4")["x"].load()
     np.testing.assert_array_equal(got.values, expected.values, err_msg=cid, strict=True)
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+def test_inline_fill_chunks_over_the_cap_are_refused_before_writing(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above MAX_FILL_BYTES of inline fill chunks the array is refused by name (nothing written),
+    or left out with --skip-unexpressible; under it the same array is expressed."""
+    from refstore.emit import kerchunk_json
+    from refstore.errors import UnexpressibleError
+
+    h5 = tmp_path / "sparse.h5"
+    _sparse_h5(h5, "i4", -5, None, {})  # uncompressed: each inline fill chunk is 16 bytes
+    with h5py.File(h5, "a") as f:
+        f.create_dataset("y", data=np.arange(4, dtype="i4"))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(h5)])
+    out = tmp_path / f"out.{fmt}"
+    monkeypatch.setattr(kerchunk_json, "MAX_FILL_BYTES", 3 * 16 - 1)
+    with pytest.raises(UnexpressibleError, match=r"array 'x'.*3 absent chunks"):
+        emit(refstore.Collection.open(col), fmt, str(out))
+    assert not out.exists()
+    rep = emit(refstore.Collection.open(col), fmt, str(out), skip_unexpressible=True)
+    assert set(rep.skipped) == {"x"}
+    monkeypatch.setattr(kerchunk_json, "MAX_FILL_BYTES", 3 * 16)
+    emit(refstore.Collection.open(col), fmt, str(out))
+    reader = parquet_reader if fmt == "kerchunk-parquet" else json_reader
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(np.asarray(reader.open_form(str(out), None)["x"][...]), f["x"][...])
