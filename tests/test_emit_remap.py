@@ -390,3 +390,36 @@ def test_local_files_remapped_to_http_are_read_by_their_names(tmp_path: Path, na
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_local_files_remapped_to_s3_keep_literal_keys(tmp_path: Path, s3: Any) -> None:
+    """A file name with URL syntax in it, uploaded under the same (literal) key and remapped to
+    s3://: the published location names that key, and GDAL's /vsis3/ (the VRT's reader) reads
+    it from the loopback S3 server."""
+    import subprocess
+
+    import h5py
+
+    import refstore
+    from refstore.emit import emit
+    from refstore.table.remap import add_rule
+
+    name = "x#1 a%41.h5"
+    d = tmp_path / "d"
+    d.mkdir()
+    with h5py.File(d / name, "w") as f:
+        f.create_dataset("x", data=np.arange(4, dtype="i4") + 7, chunks=(2,))
+    s3.put("pub/" + name, d / name)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(d / name)])
+    add_rule(refstore.Collection.open(col), str(d) + "/", s3.url("pub/"))
+    out = tmp_path / "out.vrt"
+    emit(refstore.Collection.open(col), "vrt", str(out))
+    assert f"/vsis3/{s3.bucket}/pub/{name}<" in out.read_text()
+    host = s3.server.endpoint.split("//", 1)[1]
+    env = {**os.environ, "AWS_S3_ENDPOINT": host, "AWS_HTTPS": "NO", "AWS_VIRTUAL_HOSTING": "FALSE"}
+    r = subprocess.run(["gdalmdiminfo", "-detailed", "-array", "x", str(out)], capture_output=True, text=True,
+                       env=env, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["values"] == [7, 8, 9, 10]
