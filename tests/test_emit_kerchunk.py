@@ -24,6 +24,7 @@ import refstore
 from refstore.emit import emit
 from refstore.emit.kerchunk_parquet import SCHEMA
 
+from .readers import kerchunk_json as json_reader
 from .readers import kerchunk_parquet as parquet_reader
 
 GOLDEN = Path(__file__).parent / "golden" / "kerchunk_edge.json"
@@ -40,6 +41,22 @@ def _h5_chunk(d: h5py.Dataset, idx: tuple[int, ...]) -> tuple[int, int] | None:
     """(byte offset, size) of one chunk as h5py reports it; None when unwritten."""
     info = d.id.get_chunk_info_by_coord(tuple(i * c for i, c in zip(idx, d.chunks, strict=True)))
     return None if info.byte_offset is None else (int(info.byte_offset), int(info.size))
+
+
+def _reads_as_fill(raw: bytes | None, zarray: dict[str, Any], d: h5py.Dataset) -> bool:
+    """An unwritten chunk of ``d`` as the form stores it: absent (``raw`` None), reading as the
+    ``.zarray`` fill value (null: zero), or inline bytes decoding (numcodecs, the ``.zarray``
+    filters in reverse) to a chunk of h5py's fill value."""
+    import numcodecs
+
+    want = np.full(zarray["chunks"], d.fillvalue, d.dtype)
+    if raw is None:
+        fv = zarray["fill_value"]
+        return bool(want.tobytes() == np.full_like(want, 0 if fv is None else fv).tobytes())
+    data: Any = raw
+    for cfg in reversed(zarray["filters"] or []):
+        data = numcodecs.get_codec(dict(cfg)).decode(data)
+    return bool(np.frombuffer(bytes(data), d.dtype).tobytes() == want.tobytes())
 
 
 def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path) -> None:
@@ -78,8 +95,8 @@ def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Pa
                         assert (r["path"], r["offset"], r["size"]) == (url, d.id.get_offset(), d.id.get_storage_size())
                     continue
                 ref = _h5_chunk(d, tuple(int(i) for i in np.unravel_index(flat, grid)))
-                if ref is None:  # unwritten: absent
-                    assert r["path"] is None and r["raw"] is None, f"{name}[{flat}]"
+                if ref is None:  # unwritten: absent, or the fill chunk inline
+                    assert r["path"] is None and _reads_as_fill(r["raw"], zarray, d), f"{name}[{flat}]"
                 else:
                     assert (r["path"], r["offset"], r["size"], r["raw"]) == (url, *ref, None), f"{name}[{flat}]"
         assert _h5_chunk(f["partial"], (1, 1)) is None  # absent chunks ...
@@ -196,7 +213,12 @@ def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_pat
         for idx in np.ndindex(*grid):
             ref = _h5_chunk(d, idx)
             key = "partial/" + ".".join(map(str, idx))
-            assert refs.get(key) == (None if ref is None else ["{{" + tpl + "}}", *ref]), key
+            if ref is None:  # unwritten: absent, or the fill chunk inline
+                got = refs.get(key)
+                raw = None if got is None else base64.b64decode(got.removeprefix("base64:"))
+                assert _reads_as_fill(raw, json.loads(refs["partial/.zarray"]), d), key
+            else:
+                assert refs.get(key) == ["{{" + tpl + "}}", *ref], key
         assert refs["compact/0.0"] == "base64:" + base64.b64encode(f["compact"][()].tobytes()).decode()
         assert refs["scalar/0"] == ["{{" + tpl + "}}", f["scalar"].id.get_offset(), 8]
 
@@ -238,3 +260,83 @@ def test_golden_json(tmp_path: Path) -> None:
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text(), "kerchunk JSON changed: regenerate tests/golden (see this module's docstring)"
+
+
+# --------------------------------------------------------------------------- absent chunks
+def _sparse_h5(path: Path, dtype: str, fill: Any, cf: Any, codecs: dict[str, Any]) -> None:
+    """(4, 4) in (2, 2) chunks, only chunk (0, 0) written (it holds a 0, the fill value and the
+    _FillValue); the other three chunks are never written (absent)."""
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", shape=(4, 4), chunks=(2, 2), dtype=dtype, fillvalue=fill, **codecs)
+        d[0:2, 0:2] = np.array([[0, 1], [fill, 2 if cf is None else cf]], dtype)
+        if cf is not None:
+            d.attrs["_FillValue"] = np.array(cf, dtype)
+
+
+FILL_CASES = {
+    # (dtype, stored HDF5 fill, _FillValue attribute or None, HDF5 filters)
+    "zero-fill-no-attr": ("f4", 0, None, {}),
+    "zero-fill-other-attr": ("i2", 0, -999, {}),
+    "fill-no-attr": ("f4", 7.5, None, {"compression": "gzip", "shuffle": True}),
+    "fill-no-attr-raw": ("i4", -5, None, {}),
+    "fill-other-attr": ("i2", 3, -999, {"compression": "gzip"}),
+    "fill-equals-attr": ("f8", -1.0, -1.0, {"compression": "gzip"}),
+}
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+@pytest.mark.parametrize("cid", sorted(FILL_CASES))
+def test_absent_chunks_read_as_the_stored_fill_and_xarray_masks_only_fillvalue(
+    tmp_path: Path, fmt: str, cid: str
+) -> None:
+    """Absent chunks read as the stored fill value (h5py: raw values through zarr), and xarray on
+    the form masks exactly what xarray's netCDF4 engine masks on the file (the _FillValue, and
+    nothing without one): a real 0 stays 0, a fill value different from _FillValue stays."""
+    import xarray as xr
+
+    dtype, fill, cf, codecs = FILL_CASES[cid]
+    h5 = tmp_path / "sparse.h5"
+    _sparse_h5(h5, dtype, fill, cf, codecs)
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(h5)])
+    out = tmp_path / f"out.{fmt}"
+    emit(refstore.Collection.open(col), fmt, str(out))
+    with h5py.File(h5) as f:
+        raw = f["x"][...]
+        assert f["x"].id.get_num_chunks() == 1
+    reader = json_reader if fmt == "kerchunk-json" else parquet_reader
+    np.testing.assert_array_equal(np.asarray(reader.open_form(str(out), None)["x"][...]), raw, strict=True)
+    got = _xarray_on_form(out)["x"]
+    expected = xr.open_dataset(h5, engine="netcdf4")["x"].load()
+    np.testing.assert_array_equal(got.values, expected.values, err_msg=cid, strict=True)
+
+
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
+def test_inline_fill_chunks_over_the_cap_are_refused_before_writing(
+    tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above MAX_FILL_BYTES of inline fill chunks the array is refused by name (nothing written),
+    or left out with --skip-unexpressible; under it the same array is expressed."""
+    from refstore.emit import kerchunk_json
+    from refstore.errors import UnexpressibleError
+
+    h5 = tmp_path / "sparse.h5"
+    _sparse_h5(h5, "i4", -5, None, {})  # uncompressed: each inline fill chunk is 16 bytes
+    with h5py.File(h5, "a") as f:
+        f.create_dataset("y", data=np.arange(4, dtype="i4"))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(h5)])
+    out = tmp_path / f"out.{fmt}"
+    monkeypatch.setattr(kerchunk_json, "MAX_FILL_BYTES", 3 * 16 - 1)
+    with pytest.raises(UnexpressibleError, match=r"array 'x'.*3 absent chunks"):
+        emit(refstore.Collection.open(col), fmt, str(out))
+    assert not out.exists()
+    rep = emit(refstore.Collection.open(col), fmt, str(out), skip_unexpressible=True)
+    assert set(rep.skipped) == {"x"}
+    monkeypatch.setattr(kerchunk_json, "MAX_FILL_BYTES", 3 * 16)
+    emit(refstore.Collection.open(col), fmt, str(out))
+    reader = parquet_reader if fmt == "kerchunk-parquet" else json_reader
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(np.asarray(reader.open_form(str(out), None)["x"][...]), f["x"][...])

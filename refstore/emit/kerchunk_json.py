@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,9 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
-from .._values import decode_fill
+from .._values import decode_attr, decode_fill
+from ..errors import UnexpressibleError
 from ..plan.remap import to_url
-from ..zarr_meta import v2_array, v2_attrs
+from ..schema import Kind
+from ..zarr_meta import scalar_value, v2_array, v2_attrs
 from ._common import atomic_output, check_zarr
 
 if TYPE_CHECKING:
@@ -39,21 +42,28 @@ if TYPE_CHECKING:
     from ._input import EmitSource
 
 __all__ = [
+    "MAX_FILL_BYTES",
+    "FillPlan",
+    "absent_chunks",
     "check",
     "chunk_keys",
     "consolidated",
-    "fill_chunk",
+    "encoded_fill_chunk",
+    "fill_plan",
     "group_metadata",
     "string_dictionary",
     "v2_chunk_keys",
     "v2_metadata",
     "v2_zarray",
+    "v2_zattrs",
     "write",
 ]
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     check_zarr(src, meta, zarr_format=2)
+    n_refs = src.snapshot.count(Kind.CHUNK, f"array = '{meta.name.replace(chr(39), chr(39) * 2)}'")
+    fill_plan(meta, math.prod(src.grid(meta)), n_refs)
 
 
 _STR = pa.large_string()
@@ -67,9 +77,6 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
     """``.zgroup``/``.zattrs`` documents (as objects) for the root and every group holding an
     emitted array; group attributes from the collection's first source (length-1 arrays as
     scalars)."""
-    from .._values import decode_attr
-    from ..zarr_meta import scalar_value
-
     groups = src.group_attrs()
     paths = {""}
     for m in arrays:
@@ -84,30 +91,100 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
     return out
 
 
-def fill_chunk(src: EmitSource, meta: ArrayMeta, n_refs: int) -> bytes | None:
-    """The bytes of the one chunk of a never-written, uncompressed, single-chunk array without
-    a ``_FillValue`` attribute (netCDF's attribute-only scalars such as ``grid_mapping``
-    variables), written inline so its ``.zarray`` can say ``fill_value: null``; else None."""
-    if n_refs or meta.codecs or "_FillValue" in meta.attrs or math.prod(src.grid(meta)) != 1:
-        return None
+MAX_FILL_BYTES = 64 * 2**20
+"""At most this many bytes of fill chunks written inline per array (see :func:`fill_plan`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FillPlan:
+    """How an array's absent chunks read as the stored (HDF5) fill value while xarray masks
+    exactly the CF ``_FillValue``: ``fill_value`` for ``.zarray`` (None: ``null``), ``attr``
+    (keep ``_FillValue`` in ``.zattrs``), ``chunk`` (the encoded fill chunk written inline for
+    every absent chunk, or None)."""
+
+    fill_value: Any
+    attr: bool
+    chunk: bytes | None
+
+
+def _bits(value: Any, dt: np.dtype[Any]) -> bytes:
+    return np.asarray(value, dtype=dt).tobytes()
+
+
+def encoded_fill_chunk(meta: ArrayMeta, value: Any) -> bytes:
+    """One chunk of ``value`` encoded by the array's zarr v2 filters (in encode order), so a
+    zarr reader decodes it back to the fill value."""
+    import numcodecs
+    from numcodecs.compat import ensure_bytes
+
+    from ..zarr_meta import register_codecs, v2_filters
+
+    register_codecs()
+    data: Any = np.full(meta.chunks, value, dtype=np.dtype(meta.dtype))
+    for cfg in v2_filters(meta):
+        try:
+            data = numcodecs.get_codec(dict(cfg)).encode(data)
+        except Exception as e:  # a codec that only decodes (or rejects the chunk)
+            raise UnexpressibleError(
+                f"array {meta.name!r}: cannot encode a fill chunk with {cfg['id']} ({e}); its absent chunks "
+                "need one in zarr v2"
+            ) from None
+    return bytes(ensure_bytes(data))
+
+
+def fill_plan(meta: ArrayMeta, n_chunks: int, n_refs: int) -> FillPlan:
+    """zarr v2 has one ``fill_value`` for two jobs: what absent chunks read as, and (for xarray,
+    which masks it) the CF ``_FillValue``; ``null`` reads absent chunks as zero (zarr-python 3)
+    and makes xarray mask the ``.zattrs`` ``_FillValue`` if any. So, with ``F`` the stored fill
+    value and ``A`` the ``_FillValue`` attribute (compared bitwise):
+
+    - no absent chunks, or ``F == A``: ``fill_value: A`` (``null`` without ``A``);
+    - ``F`` zero: ``fill_value: null`` (and ``A`` kept in ``.zattrs``);
+    - else every absent chunk is written inline as one encoded chunk of ``F``, with
+      ``fill_value: A`` (``null`` without ``A``), up to :data:`MAX_FILL_BYTES`; beyond that the
+      array is refused (``UnexpressibleError``).
+    """
     dt = np.dtype(meta.dtype)
-    return np.full(meta.chunks, decode_fill(meta.fill_value, dt), dtype=dt).tobytes()
+    stored = decode_fill(meta.fill_value, dt)
+    cf = None
+    if "_FillValue" in meta.attrs:
+        cf = np.asarray(decode_attr(meta.attrs["_FillValue"])).astype(dt).ravel()[0]
+    absent = n_chunks - n_refs
+    if absent <= 0 or (cf is not None and _bits(cf, dt) == _bits(stored, dt)):
+        return FillPlan(cf, False, None)
+    if not any(_bits(stored, dt)):
+        return FillPlan(None, cf is not None, None)
+    chunk = encoded_fill_chunk(meta, stored)
+    if absent * len(chunk) > MAX_FILL_BYTES:
+        raise UnexpressibleError(
+            f"array {meta.name!r}: its {absent} absent chunks read as the stored fill value {stored!r}, which "
+            f"zarr v2 cannot say apart from the _FillValue; inline fill chunks would take {absent * len(chunk)} "
+            f"bytes (over {MAX_FILL_BYTES}); the icechunk, parquet and sqlite forms express it"
+        )
+    return FillPlan(cf, False, chunk)
 
 
 def v2_zarray(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
-    """``.zarray`` of an array with ``n_refs`` chunk references (inline ones included).
+    """``.zarray`` of an array with ``n_refs`` chunk references (inline ones included); fill
+    value by :func:`fill_plan`."""
+    return v2_array(meta, fill_value=fill_plan(meta, math.prod(src.grid(meta)), n_refs).fill_value)
 
-    zarr v2 has one fill value for two jobs: what absent chunks read as, and (for xarray) the CF
-    ``_FillValue`` to mask. With a ``_FillValue`` attribute both agree. Without one, an array
-    whose chunks are all present (or whose one chunk is written inline, see
-    :func:`fill_chunk`) gets ``fill_value: null``: xarray masks nothing, as on the source. Any
-    other array with absent chunks keeps its stored fill value, so they read right (and xarray
-    masks that value)."""
-    if "_FillValue" not in meta.attrs and (
-        n_refs >= math.prod(src.grid(meta)) or fill_chunk(src, meta, n_refs) is not None
-    ):
-        return v2_array(meta, fill_value=None)
-    return v2_array(meta)
+
+def v2_zattrs(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
+    """``.zattrs`` of an array: :func:`~refstore.zarr_meta.v2_attrs`, plus ``_FillValue`` when
+    :func:`fill_plan` keeps it there."""
+    attrs = v2_attrs(meta)
+    if fill_plan(meta, math.prod(src.grid(meta)), n_refs).attr:
+        attrs["_FillValue"] = scalar_value(decode_attr(meta.attrs["_FillValue"]))
+    return dict(sorted(attrs.items()))
+
+
+def absent_chunks(src: EmitSource, meta: ArrayMeta, refs: pa.Table) -> np.ndarray[Any, Any]:
+    """C-order flat indices of the chunks ``refs`` does not hold (int64, ascending)."""
+    present = np.zeros(math.prod(src.grid(meta)), bool)
+    present[src.flat_index(meta, refs)] = True
+    out: np.ndarray[Any, Any] = np.flatnonzero(~present).astype(np.int64)
+    return out
 
 
 def v2_metadata(src: EmitSource, arrays: list[ArrayMeta], n_refs: dict[str, int]) -> dict[str, dict[str, Any]]:
@@ -116,7 +193,7 @@ def v2_metadata(src: EmitSource, arrays: list[ArrayMeta], n_refs: dict[str, int]
     docs: dict[str, dict[str, Any]] = dict(group_metadata(src, arrays))
     for meta in arrays:
         docs[f"{meta.name}/.zarray"] = v2_zarray(src, meta, n_refs[meta.name])
-        docs[f"{meta.name}/.zattrs"] = v2_attrs(meta)
+        docs[f"{meta.name}/.zattrs"] = v2_zattrs(src, meta, n_refs[meta.name])
     return {k: docs[k] for k in sorted(docs)}
 
 
@@ -169,7 +246,20 @@ def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[s
         idx[rows] = np.arange(len(rows))
         full = pc.take(pa.array(texts, _STR), pa.array(idx, mask=idx < 0))
         out = pc.if_else(inline, full, out)
-    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    out = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    plan = fill_plan(meta, math.prod(src.grid(meta)), refs.num_rows)
+    if plan.chunk is None:
+        return out
+    absent = absent_chunks(src, meta, refs)
+    ndim = len(meta.shape)
+    where = np.unravel_index(absent, src.grid(meta)) if ndim else ()
+    akeys = v2_chunk_keys(meta, pa.table({GLOBAL_KEY_COLUMNS[i]: pa.array(where[i], pa.int64()) for i in range(ndim)})
+                          if ndim else pa.table({"n": pa.nulls(len(absent))}))  # fmt: skip
+    value = f'":"base64:{base64.b64encode(plan.chunk).decode("ascii")}",'
+    fills = pc.binary_join_element_wise(_s(prefix), akeys, _s(value), _s(""))
+    order = np.argsort(np.concatenate([src.flat_index(meta, refs), absent]), kind="stable")
+    merged = pc.take(pa.concat_arrays([out, fills]), pa.array(order))
+    return merged.combine_chunks() if isinstance(merged, pa.ChunkedArray) else merged
 
 
 def string_dictionary(col: pa.ChunkedArray) -> pa.DictionaryArray:
@@ -203,12 +293,8 @@ def write(
         f.write(head.encode("ascii"))
         for i, meta in enumerate(arrays):  # chunk entries, each followed by a comma
             t = src.refs(meta.name)
-            if t.num_rows:
+            if math.prod(src.grid(meta)):
                 f.write(_value_bytes(_entries(src, meta, t, urls)))
-            fill = fill_chunk(src, meta, t.num_rows)
-            if fill is not None:
-                key = json.dumps(f"{meta.name}/{'.'.join(['0'] * len(meta.shape)) or '0'}")
-                f.write(f'{key}:"base64:{base64.b64encode(fill).decode("ascii")}",'.encode("ascii"))
             n_refs[meta.name] = t.num_rows
             if progress is not None:
                 progress(i + 1, len(arrays))

@@ -7,7 +7,8 @@ consolidated metadata). Each array ``A`` has ``OUT/A/refs.<k>.parq``,
 flat index is ``k * N + i``, and every file has exactly ``N`` rows. Columns: ``path`` (string,
 null unless a reference), ``offset`` and ``size`` (int64; 0 unless a reference), ``raw``
 (binary, the inline chunk bytes, else null). A row whose ``path`` and ``raw`` are both null is an
-absent chunk (zarr reads the fill value); see ``kerchunk_json.v2_zarray`` for fill values.
+absent chunk (zarr reads the fill value); see ``kerchunk_json.fill_plan`` for fill values (and
+the absent chunks it writes inline).
 
 Built columnar: the rows of an array are scattered into the padded grid with numpy and
 ``pyarrow.compute.take`` (work per distinct URL, never per chunk), and written with pinned
@@ -35,8 +36,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..plan.remap import to_url
-from ._common import atomic_output, check_zarr
-from .kerchunk_json import consolidated, fill_chunk, string_dictionary, v2_metadata
+from ._common import atomic_output
+from .kerchunk_json import check as check_v2
+from .kerchunk_json import consolidated, fill_plan, string_dictionary, v2_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,7 +76,7 @@ pyarrow release and nothing else varies)."""
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
-    check_zarr(src, meta, zarr_format=2)
+    check_v2(src, meta)
 
 
 def _n_chunks(src: EmitSource, meta: ArrayMeta) -> int:
@@ -113,14 +115,18 @@ def padded_refs(src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> 
         path = pc.take(urls, pa.array(idx, mask=idx < 0))
     else:
         path = pa.nulls(rows, pa.string())
-    fill = fill_chunk(src, meta, refs.num_rows)
     if inline.any():
         values = pc.cast(refs.column("inline").filter(pa.array(inline)).combine_chunks(), pa.binary())
         raw = _scatter(values, flat[inline], rows)
-    elif fill is not None:
-        raw = _scatter(pa.array([fill], pa.binary()), np.zeros(1, np.int64), rows)
     else:
         raw = pa.nulls(rows, pa.binary())
+    n_chunks = _n_chunks(src, meta)
+    chunk = fill_plan(meta, n_chunks, refs.num_rows).chunk
+    if chunk is not None:  # absent chunks written inline as the encoded fill chunk
+        absent = np.zeros(rows, bool)
+        absent[:n_chunks] = True
+        absent[flat] = False
+        raw = pc.if_else(pa.array(absent), pa.scalar(chunk, pa.binary()), raw)
     return pa.Table.from_arrays([path, pa.array(off), pa.array(size), raw], schema=SCHEMA)
 
 

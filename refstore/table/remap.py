@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..errors import BadInputError, NotFoundError
-from ..plan.remap import RemapRule, canonical_prefix
+from ..errors import NotFoundError
+from ..plan.remap import RemapRule, canonical_prefix, check_replacement
 from ..schema import MERGE_KEY, Kind
 from ._commit import commit, head_row, retry_on_conflict
 from ._rows import rows
@@ -32,8 +32,7 @@ def remap_rules(snap: Snapshot) -> list[RemapRule]:
 def add_rule(col: Collection, prefix: str, replacement: str) -> int:
     """Add (or replace) the rule for ``prefix``: one new version; unchanged rules commit nothing."""
     key = canonical_prefix(prefix)
-    if not replacement:
-        raise BadInputError(f"remap {prefix!r}: the replacement must not be empty")
+    check_replacement(replacement)
 
     def attempt() -> int:
         snap = col.snapshot()
