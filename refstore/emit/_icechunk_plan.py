@@ -152,6 +152,8 @@ class ChunkState:
         return ChunkState(i, np.zeros(0, np.uint8), i, u, u, i)
 
     def sorted(self) -> ChunkState:
+        if len(self.flat) < 2 or bool(np.all(self.flat[1:] > self.flat[:-1])):
+            return self
         order = np.argsort(self.flat, kind="stable")
         return ChunkState(self.flat[order], self.kind[order], self.loc[order], self.offset[order],
                           self.length[order], self.token[order])  # fmt: skip

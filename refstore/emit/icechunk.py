@@ -174,7 +174,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     rows: dict[int, bytes] = {}
     held_rows = np.nonzero(held)[0]
     if len(held_rows):
-        for r, b in zip(held_rows.tolist(), src.held_bytes(t), strict=True):
+        for r, b in zip(held_rows.tolist(), src.held_bytes(t, array=meta.name), strict=True):
             rows[r] = b
     inline_rows = np.nonzero(native & ~held)[0]
     if len(inline_rows):
@@ -321,12 +321,18 @@ async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_ind
         cols["len"].append(np.where(virtual, lens, 0).astype(np.uint64))
     if not cols["kind"]:
         return _Held(ChunkState.empty(), np.zeros((0, ndim), np.int64))
-    c = {k: np.concatenate(v) for k, v in cols.items()}
-    inside = np.all(c["coords"] < np.array(grid, np.int64), axis=1) if ndim else np.ones(len(c["kind"]), bool)
-    flat = np.ravel_multi_index(tuple(c["coords"][inside].T), grid) if ndim else np.zeros(int(inside.sum()))
-    state = ChunkState(flat=np.asarray(flat, np.int64), kind=c["kind"][inside], loc=c["loc"][inside],
-                       offset=c["off"][inside], length=c["len"][inside], token=c["tok"][inside])  # fmt: skip
-    return _Held(state.sorted(), c["coords"][~inside])
+    coords = np.concatenate(cols.pop("coords"))
+    c = {k: np.concatenate(cols.pop(k)) for k in list(cols)}
+    inside = np.all(coords < np.array(grid, np.int64), axis=1) if ndim else np.ones(len(c["kind"]), bool)
+    outside = coords[~inside]
+    if not inside.all():
+        coords = coords[inside]
+        c = {k: v[inside] for k, v in c.items()}
+    flat = np.ravel_multi_index(tuple(coords.T), grid) if ndim else np.zeros(len(coords), np.int64)
+    del coords
+    state = ChunkState(flat=np.asarray(flat, np.int64), kind=c["kind"], loc=c["loc"], offset=c["off"],
+                       length=c["len"], token=c["tok"])  # fmt: skip
+    return _Held(state.sorted(), outside)
 
 
 def _checksum(token: str) -> datetime | str | None:
@@ -387,14 +393,12 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, held: _Held, urls: 
             checksum = _checksum(tokens[int(t)]) if t >= 0 else None
             for b in boxes(want.coords, group):
                 size = int(np.prod(b.shape))
-                loc = np.full(size, len(urls), np.int64)
-                loc[b.cells] = st.loc[b.rows]
                 off = np.zeros(size, np.uint64)
                 off[b.cells] = st.offset[b.rows]
                 ln = np.zeros(size, np.uint64)
                 ln[b.cells] = st.length[b.rows]
-                failed = store.set_virtual_refs_arr(name, b.shape, url_arr[loc].tolist(), off, ln,
-                                                    arr_offset=b.origin, checksum=checksum)  # fmt: skip
+                failed = store.set_virtual_refs_arr(name, b.shape, _box_urls(url_arr, st.loc[b.rows], b.cells, size),
+                                                    off, ln, arr_offset=b.origin, checksum=checksum)  # fmt: skip
                 if failed:
                     raise StorageError(f"array {name!r}: {len(failed)} references outside every container")
     counts.written += len(virt)
@@ -405,6 +409,19 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, held: _Held, urls: 
 
     _run(native_set())
     counts.native += len(nat)
+
+
+def _box_urls(url_arr: np.ndarray[Any, Any], loc: np.ndarray[Any, Any], cells: np.ndarray[Any, Any],
+              size: int) -> list[str]:  # fmt: skip
+    """The location list of one box for ``set_virtual_refs_arr`` (which takes only a ``list``):
+    references to the few URL strings, never a string per cell; ``""`` = no chunk here. A box
+    filled from one source (a file's block of a series) is ``[url] * size``."""
+    if len(cells) == size and len(loc) and int(loc.min()) == int(loc.max()):
+        return [url_arr[int(loc[0])]] * size
+    full = np.full(size, len(url_arr) - 1, np.int64)
+    full[cells] = loc
+    out: list[str] = url_arr[full].tolist()
+    return out
 
 
 def _splits(arrays: list[ArrayMeta], grids: dict[str, tuple[int, ...]]) -> dict[str, int]:
