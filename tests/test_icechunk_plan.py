@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refstore.errors import BadInputError
 from refstore.emit._icechunk_plan import (
     NATIVE,
     VIRTUAL,
@@ -24,6 +23,7 @@ from refstore.emit._icechunk_plan import (
     diff_states,
     split_rows,
 )
+from refstore.errors import BadInputError
 
 
 @st.composite

@@ -176,10 +176,12 @@ class EmitSource:
         if len(ids) == 0:
             return []
         blobs = self.snapshot.ds.read_blobs("held", ids=ids.combine_chunks(), preserve_order=True)
-        out = [raw for _addr, raw in blobs]
-        if any(raw is None for raw in out):
-            raise SourceReadError(f"array {array!r}: a held chunk has no bytes (collection damaged?)")
-        return [bytes(raw) for raw in out]
+        out: list[bytes] = []
+        for _addr, raw in blobs:
+            if raw is None:
+                raise SourceReadError(f"array {array!r}: a held chunk has no bytes (collection damaged?)")
+            out.append(bytes(raw))
+        return out
 
     def masked_chunks(self, name: str) -> int:
         """Chunks whose HDF5 filter mask skips a filter (zarr-shaped forms cannot express them)."""

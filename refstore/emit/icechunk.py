@@ -4,8 +4,10 @@
 it exists, commits to its ``main`` branch only what changed since what it holds. Layout:
 
 - one virtual chunk container per scheme and authority of the published locations (one for
-  local files, one per bucket or host), prefix = their longest common folder; the container
-  config is persisted, credentials never are (readers authorize each prefix at open);
+  local files, one per bucket or host), prefix = their longest common folder, cut back before
+  the first folder whose name needs percent-encoding; local paths as ``file://`` URLs encoded
+  the way Icechunk decodes them (``chunk_url``); the container config (prefix, store, an S3
+  region/endpoint) is persisted, credentials never are (readers authorize each prefix at open);
 - zarr v3 metadata from ``zarr_meta.v3_array`` serialized by zarr-python, groups with the
   collection's group attributes;
 - references in bulk (``set_virtual_refs_arr``: one call per checksum and block of the chunk
