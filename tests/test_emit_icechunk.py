@@ -509,3 +509,18 @@ def test_container_config_persists_endpoint_and_region_never_credentials(
     assert any(b"eu-west-3" in t for t in texts)  # the decompression works: the region is found
     for name, value in secrets.items():
         assert not any(value.encode() in t for t in texts), f"{name} persisted"
+
+
+def test_icechunk_errors_are_one_line_on_the_cli(tmp_path: Path, new_collection: Any) -> None:
+    """A damaged repository: Icechunk's error becomes one line and exit 2, and nothing changes."""
+    from ._cli import run
+
+    col, _ = _series(tmp_path, new_collection, days=1)
+    out = tmp_path / "repo.icechunk"
+    emit(refstore.Collection.open(col), "icechunk", str(out))
+    (out / "repo").write_bytes((out / "repo").read_bytes()[:100])  # truncated
+    before_files = _files(str(out))
+    r = run("-C", col, "emit", "icechunk", str(out))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{out}: Icechunk: " in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert _files(str(out)) == before_files

@@ -478,13 +478,15 @@ def write(
     import icechunk as ic
 
     register_codecs()
+    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
+        ic.set_logs_filter(_LOGS)
     out = os.path.abspath(out)
-    exists = os.path.isdir(out) and bool(os.listdir(out))
-    if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
-        raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
     try:
+        exists = os.path.isdir(out) and bool(os.listdir(out))
+        if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
+            raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
         if exists:
             return _emit(src, arrays, out, progress, fresh=False)
         with atomic_output(out, directory=True) as tmp:
@@ -492,15 +494,13 @@ def write(
         return info
     except ic.IcechunkError as e:  # one line for the CLI, not Icechunk's report
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise StorageError(f"{out}: Icechunk refused the emit: {first}") from e
+        raise StorageError(f"{out}: Icechunk: {first}") from e
 
 
 def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callable[[int, int], None] | None,
           *, fresh: bool) -> dict[str, Any]:  # fmt: skip
     import icechunk as ic
 
-    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
-        ic.set_logs_filter(_LOGS)
     storage = ic.local_filesystem_storage(path)
     locs = _Locations.of(src)
     grids = {m.name: src.grid(m) for m in arrays}
