@@ -366,3 +366,161 @@ def test_scalar_contiguous_and_empty_arrays(tmp_path: Path, new_collection: Any)
     with h5py.File(src) as f:
         for name in ("s", "v", "empty"):
             assert_same(got[name][...], f[name][()], name)
+
+
+def _files(folder: str) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("folder", ["e#1", "e%41", "e 1", "é?1"])
+def test_source_folders_with_characters_that_need_escaping(tmp_path: Path, new_collection: Any, folder: str) -> None:
+    """Chunk URLs are percent-encoded the way Icechunk decodes them, and the container prefix
+    stops before the folder whose name would read differently encoded and decoded."""
+    data = tmp_path / "in" / folder
+    data.mkdir(parents=True)
+    src = data / "f.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=np.arange(16, dtype="f4").reshape(4, 4), chunks=(2, 2))
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    with h5py.File(src) as f:
+        assert_same(open_form(out, None)["x"][...], f["x"][()], f"x under {folder!r}")
+    assert rep.extra["containers"] == [f"file://{tmp_path}/in/"]
+    again = emit(refstore.Collection.open(col), "icechunk", out)  # the held locations read back equal
+    assert not again.extra["committed"] and again.extra["written"] == 0
+
+
+def test_older_smaller_version_into_the_same_repository(tmp_path: Path, new_collection: Any) -> None:
+    """An older version whose arrays are shorter: chunks past the new grid are deleted, the
+    repository reads as that version, and the CLI does it without a traceback."""
+    from ._cli import run
+
+    data = tmp_path / "oisst"
+    days = write_series(data, 3)
+    col = new_collection()
+    refstore.scan(col, [str(p) for p in days[:2]], concat_dim="time")
+    create_tag(refstore.Collection.open(col), "two")
+    refstore.scan(col, [str(days[2])])
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    assert open_form(out, None)["sst"].shape[0] == 3
+    r = run("-C", col, "emit", "icechunk", out, "--as-of", "two")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    got = open_form(out, None)
+    ds = refstore.open(col, as_of="two")
+    for name in ds.arrays:
+        assert_same(got[name][...], ds[name][...], f"{name} as of 'two'")
+    held = _all_refs(out)["chunks"]
+    for name in ds.arrays:  # the third day's chunks are gone, not just out of sight
+        grid = [-(-s // c) for s, c in zip(ds[name].shape, ds.snapshot.array(name).chunks, strict=True)]
+        assert held.get(name) and all(all(i < g for i, g in zip(c, grid, strict=True)) for c, *_ in held[name]), name
+    assert len(held["sst"]) == ds.snapshot.count("chunk", "array = 'sst'")
+    # and forward again: the newer version comes back whole
+    emit(refstore.Collection.open(col), "icechunk", out)
+    latest = refstore.open(col)
+    assert_same(open_form(out, None)["sst"][...], latest["sst"][...], "sst latest again")
+
+
+def test_refused_emit_changes_nothing(tmp_path: Path, new_collection: Any) -> None:
+    """A tag that would move is refused before the repository config (a new container) or the
+    branch changes: every file of the repository stays as it was."""
+    from refstore.table import delete_tag
+
+    col, _ = _series(tmp_path, new_collection, days=2)
+    create_tag(refstore.Collection.open(col), "rel")
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    later = tmp_path / "later"
+    later.mkdir()
+    write_day(later / "oisst-avhrr-v02r01.20240103.nc", date(2024, 1, 3))
+    refstore.scan(col, [str(later)], concat_dim="time")  # needs a new container
+    delete_tag(refstore.Collection.open(col), "rel")
+    create_tag(refstore.Collection.open(col), "rel")  # now names the newer version
+    before_files = _files(out)
+    tip = open_repo(out).lookup_branch("main")
+    with pytest.raises(BadInputError, match="'rel' already names another state"):
+        emit(refstore.Collection.open(col), "icechunk", out)
+    assert _files(out) == before_files
+    assert open_repo(out).lookup_branch("main") == tip
+    cfg = ic.Repository.fetch_config(ic.local_filesystem_storage(out))
+    assert not any(p.startswith(f"file://{later}") for p in cfg.virtual_chunk_containers)
+
+
+def test_held_chunk_without_bytes_is_refused(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+    """A held chunk whose bytes are missing (a damaged collection) is an error naming the array,
+    never an empty native chunk; nothing is written."""
+    import pyarrow as pa
+
+    from refstore.emit._input import EmitSource
+
+    col, _ = _series(tmp_path, new_collection, days=1)
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    before_files = _files(out)
+    real = EmitSource.refs
+
+    def damaged(self: EmitSource, name: str, **kw: Any) -> pa.Table:
+        t = real(self, name, **kw)
+        if name != "sst":
+            return t
+        held = np.full(t.num_rows, -1, np.int32)
+        held[0] = self.version  # marked held, but no bytes were ever stored
+        return t.set_column(t.column_names.index("held_at"), "held_at", pa.array(held))
+
+    monkeypatch.setattr(EmitSource, "refs", damaged)
+    with pytest.raises(refstore.SourceReadError, match="array 'sst': a held chunk has no bytes"):
+        emit(refstore.Collection.open(col), "icechunk", out)
+    assert _files(out) == before_files
+    fresh = tmp_path / "fresh.icechunk"
+    with pytest.raises(refstore.SourceReadError, match="array 'sst'"):
+        emit(refstore.Collection.open(col), "icechunk", str(fresh))
+    assert not fresh.exists()
+
+
+def test_container_config_persists_endpoint_and_region_never_credentials(
+    tmp_path: Path, new_collection: Any, monkeypatch: Any
+) -> None:
+    """An s3 container keeps the endpoint and region a reader needs; no credential from the
+    environment reaches any file of the repository (raw or zstd-decompressed)."""
+    from numcodecs import Zstd
+
+    secrets = {"AWS_ACCESS_KEY_ID": "AKIDrefstoreNEVERSTORED", "AWS_SECRET_ACCESS_KEY": "s3cr3t-refstore-never-stored",
+               "AWS_SESSION_TOKEN": "tok-refstore-never-stored"}  # fmt: skip
+    for k, v in {**secrets, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-3"}.items():
+        monkeypatch.setenv(k, v)
+    col, data = _series(tmp_path, new_collection, days=1)
+    from refstore.table.remap import add_rule
+
+    add_rule(refstore.Collection.open(col), str(data) + "/", "s3://archive/oisst/")
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["containers"] == ["s3://archive/oisst/"]
+    store = repr(ic.Repository.fetch_config(ic.local_filesystem_storage(out)).virtual_chunk_containers[
+        "s3://archive/oisst/"].store)  # fmt: skip
+    assert "http://127.0.0.1:9" in store and "eu-west-3" in store
+    texts = []
+    for raw in _files(out).values():
+        texts.append(raw)
+        at = raw.find(b"\x28\xb5\x2f\xfd")  # Icechunk's files: a header, then one zstd frame
+        if at >= 0:
+            texts.append(bytes(Zstd().decode(raw[at:])))
+    assert any(b"eu-west-3" in t for t in texts)  # the decompression works: the region is found
+    for name, value in secrets.items():
+        assert not any(value.encode() in t for t in texts), f"{name} persisted"
+
+
+def test_icechunk_errors_are_one_line_on_the_cli(tmp_path: Path, new_collection: Any) -> None:
+    """A damaged repository: Icechunk's error becomes one line and exit 2, and nothing changes."""
+    from ._cli import run
+
+    col, _ = _series(tmp_path, new_collection, days=1)
+    out = tmp_path / "repo.icechunk"
+    emit(refstore.Collection.open(col), "icechunk", str(out))
+    (out / "repo").write_bytes((out / "repo").read_bytes()[:100])  # truncated
+    before_files = _files(str(out))
+    r = run("-C", col, "emit", "icechunk", str(out))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{out}: Icechunk: " in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert _files(str(out)) == before_files

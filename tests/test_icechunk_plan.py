@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,11 +18,12 @@ from refstore.emit._icechunk_plan import (
     ChunkState,
     boxes,
     checksum_token,
+    chunk_url,
     container_prefixes,
     diff_states,
-    encode_url,
     split_rows,
 )
+from refstore.errors import BadInputError
 
 
 @st.composite
@@ -94,7 +96,25 @@ def test_container_prefixes() -> None:
     assert all(any(u.startswith(p) for p in got) for u in urls)
     assert container_prefixes(["file:///data/c/z.nc", "file:///data/a/x.nc"], ["file:///data/a/"]) == [
         "file:///data/c/"]  # fmt: skip
-    assert container_prefixes(["file:///x.nc"]) == ["file:///"]
+    # Icechunk refuses a file:/// container: one per top-level folder
+    assert container_prefixes(["file:///data/x.nc", "file:///tmp/y.nc"]) == ["file:///data/", "file:///tmp/"]
+    with pytest.raises(BadInputError, match="directly under /"):
+        container_prefixes(["file:///x.nc"])
+
+
+def test_container_prefixes_stop_before_characters_that_need_escaping() -> None:
+    """Icechunk matches a prefix against the chunk URL as given when writing and percent-decoded
+    when reading: a prefix ends before the first folder whose name reads differently."""
+    urls = [chunk_url(p) for p in ["/d/e#1/f.h5", "/d/e#1/g.h5"]]
+    assert urls == ["file:///d/e%231/f.h5", "file:///d/e%231/g.h5"]
+    assert container_prefixes(urls) == ["file:///d/"]
+    assert container_prefixes([chunk_url("/d/ok/e 1/f.h5"), chunk_url("/d/ok/x.h5")]) == ["file:///d/ok/"]
+    assert container_prefixes(["https://h/a%20b/c.nc", "https://h/a%20b/d.nc"]) == ["https://h/"]
+    # an existing prefix that would never match on read covers nothing
+    assert container_prefixes(["file:///d/e%231/f.h5"], ["file:///d/e%231/"]) == ["file:///d/"]
+    assert container_prefixes(["file:///d/e%231/f.h5"], ["file:///d/"]) == []
+    with pytest.raises(BadInputError, match="directly under /"):
+        container_prefixes([chunk_url("/e#1/f.h5")])
 
 
 def test_checksum_tokens_and_urls() -> None:
@@ -102,8 +122,11 @@ def test_checksum_tokens_and_urls() -> None:
     assert checksum_token("/d/x.nc", "/d/x.nc", 1_700_000_000_000_000_000, None) == "mtime:1700000000"
     assert checksum_token("s3://b/x.nc", "s3://b/x.nc", 5, '"abc"') == 'etag:"abc"'
     assert checksum_token("/d/x.nc", "/mirror/x.nc", 5, None) == ""
-    assert encode_url("file:///d/a#1?.nc") == "file:///d/a%231%3F.nc"
-    assert encode_url("https://h/a?x=1") == "https://h/a?x=1"
+    assert chunk_url("/d/a#1?.nc") == chunk_url("file:///d/a#1?.nc") == "file:///d/a%231%3F.nc"
+    assert chunk_url("/d/50%/é b+c@d=e.nc") == "file:///d/50%25/%C3%A9%20b+c@d=e.nc"
+    assert chunk_url("https://h/a%20b?x=1") == "https://h/a%20b?x=1"  # URLs verbatim: never encoded twice
+    with pytest.raises(BadInputError, match="control characters"):
+        chunk_url("/d/a\tb.nc")
     assert split_rows((100, 100)) is None
     assert split_rows((2_000_000, 2)) == 500_000
     assert split_rows((10, 3_000_000)) == 1

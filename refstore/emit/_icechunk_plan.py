@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 import os
+import string
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import numpy as np
+
+from ..errors import BadInputError
 
 __all__ = [
     "SPLIT_REFS",
@@ -21,10 +24,11 @@ __all__ = [
     "ChunkState",
     "boxes",
     "checksum_token",
+    "chunk_url",
     "container_prefixes",
     "diff_states",
-    "encode_url",
     "split_rows",
+    "stable_prefix",
 ]
 
 SPLIT_REFS = 1_000_000
@@ -35,13 +39,27 @@ MISSING, NATIVE, VIRTUAL = 0, 1, 2
 """Kinds of a chunk (Icechunk's ``ChunkType`` values; missing = no chunk)."""
 
 
-def encode_url(url: str) -> str:
-    """A ``file://`` URL with the characters Icechunk reads as URL syntax (``%``, ``?``, ``#``)
-    percent-encoded in its path; other URLs are published verbatim."""
-    if not url.startswith("file://") or not any(c in url for c in "%?#"):
-        return url
-    path = url[len("file://") :].replace("%", "%25").replace("?", "%3F").replace("#", "%23")
-    return "file://" + path
+_PCHAR = "/!$&'()*+,;=:@"
+"""Characters a ``file://`` URL keeps verbatim in its path besides letters, digits and ``-._~``
+(RFC 3986 path characters): Icechunk's URL parser neither encodes nor interprets them."""
+
+_STABLE = frozenset(string.ascii_letters + string.digits + "-._~" + _PCHAR)
+"""Characters a container prefix may hold after its ``scheme://authority/``: they read the same
+in a chunk URL as written and percent-decoded, the two forms Icechunk matches prefixes against
+(the location as given when a reference is set, the decoded location when a chunk is read)."""
+
+
+def chunk_url(location: str) -> str:
+    """The URL Icechunk gets for a published location. A local path (or a ``file://`` URL, whose
+    remainder refstore reads as a path) becomes a ``file://`` URL with its path percent-encoded
+    as UTF-8 except letters, digits, ``-._~`` and ``_PCHAR`` (Icechunk percent-decodes the path
+    to find the file). Other URLs are already URLs (remap targets): verbatim."""
+    if "://" in location and not location.startswith("file://"):
+        return location
+    path = location[len("file://") :] if location.startswith("file://") else location
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        raise BadInputError(f"{path}: Icechunk cannot reference a local path with control characters")
+    return "file://" + quote(os.fsencode(path), safe=_PCHAR)
 
 
 def _root(url: str) -> str:
@@ -50,22 +68,52 @@ def _root(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/"
 
 
+def _stable_folder(url: str) -> str:
+    """The longest folder (ending in ``/``) of ``url`` with only ``_STABLE`` characters after its
+    root; at least the root."""
+    root = _root(url)
+    rest = url[len(root) :]
+    cut = next((i for i, c in enumerate(rest) if c not in _STABLE), len(rest))
+    return root + rest[: rest.rfind("/", 0, cut) + 1]
+
+
+def stable_prefix(prefix: str) -> bool:
+    """Whether a container prefix matches its chunk URLs both as given and percent-decoded."""
+    return _stable_folder(prefix) == prefix
+
+
 def container_prefixes(urls: list[str], existing: list[str] | None = None) -> list[str]:
     """One virtual chunk container per scheme and authority (bucket, host; one for local files):
-    the longest common folder of its locations. URLs already under an ``existing`` prefix need
-    no new container (a new prefix may enclose an existing one: Icechunk resolves nested
-    prefixes). Sorted, each ending in ``/``."""
-    existing = existing or []
-    todo = sorted({u for u in urls if not any(u.startswith(p) for p in existing)})
+    the longest common folder of its locations, cut back before the first segment holding a
+    character outside ``_STABLE`` (``%``, space, ``#``, non-ASCII...). URLs already under a stable
+    ``existing`` prefix need no new container (a new prefix may enclose an existing one: Icechunk
+    resolves nested prefixes, longest first). Sorted, each ending in ``/``."""
+    usable = [p for p in existing or [] if stable_prefix(p)]
+    todo = sorted({u for u in urls if not any(u.startswith(p) for p in usable)})
     groups: dict[str, list[str]] = {}
     for u in todo:
         groups.setdefault(_root(u), []).append(u)
     out: list[str] = []
     for root, members in sorted(groups.items()):
-        common = os.path.commonprefix([m[: m.rindex("/") + 1] for m in members])  # noqa: RUF071 (cut back to a "/" next)
-        common = common[: common.rindex("/") + 1]
-        out.append(common if len(common) >= len(root) else root)
+        out += _common_folders(root, sorted({_stable_folder(m) for m in members}))
     return sorted(out)
+
+
+def _common_folders(root: str, folders: list[str]) -> list[str]:
+    """The longest common folder of ``folders`` (all under ``root``); for local files, whose
+    container Icechunk refuses at ``file:///``, one per top-level folder instead."""
+    common = os.path.commonprefix(folders)  # noqa: RUF071 (cut back to a "/" next)
+    common = common[: common.rindex("/") + 1]
+    if len(common) > len(root) or root != "file:///":
+        return [max(common, root, key=len)]
+    tops: dict[str, list[str]] = {}
+    for f in folders:
+        top = f[len(root) :].split("/", 1)[0]
+        if not top:
+            raise BadInputError(f"{f}: Icechunk has no container for local files directly under / or under a "
+                                "top-level folder whose name needs escaping; remap them")  # fmt: skip
+        tops.setdefault(top, []).append(f)
+    return [p for group in tops.values() for p in _common_folders(root, group)]
 
 
 def checksum_token(location: str, published: str, mtime_ns: int | None, etag: str | None) -> str:
@@ -104,6 +152,8 @@ class ChunkState:
         return ChunkState(i, np.zeros(0, np.uint8), i, u, u, i)
 
     def sorted(self) -> ChunkState:
+        if len(self.flat) < 2 or bool(np.all(self.flat[1:] > self.flat[:-1])):
+            return self
         order = np.argsort(self.flat, kind="stable")
         return ChunkState(self.flat[order], self.kind[order], self.loc[order], self.offset[order],
                           self.length[order], self.token[order])  # fmt: skip

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
+from ..errors import SourceReadError
 from ..plan.remap import RemapRule, apply_remap, remap_one
 from ..schema import Kind
 from ..table.collection import sql_str
@@ -163,14 +164,20 @@ class EmitSource:
         flat: np.ndarray[Any, Any] = np.ravel_multi_index(keys, self.grid(meta)).astype(np.int64)
         return flat
 
-    def held_bytes(self, refs: pa.Table) -> list[bytes]:
-        """The held bytes of the rows of ``refs`` with ``held_at >= 0``, in row order."""
+    def held_bytes(self, refs: pa.Table, *, array: str = "") -> list[bytes]:
+        """The held bytes of the rows of ``refs`` (of ``array``) with ``held_at >= 0``, in row
+        order; a held row without bytes raises ``SourceReadError`` (never an empty chunk)."""
         mask = pc.greater_equal(refs.column("held_at"), 0)
         ids = refs.column("_rowid").filter(mask)
         if len(ids) == 0:
             return []
         blobs = self.snapshot.ds.read_blobs("held", ids=ids.combine_chunks(), preserve_order=True)
-        return [bytes(raw) if raw is not None else b"" for _addr, raw in blobs]
+        out: list[bytes] = []
+        for _addr, raw in blobs:
+            if raw is None:
+                raise SourceReadError(f"array {array!r}: a held chunk has no bytes (collection damaged?)")
+            out.append(bytes(raw))
+        return out
 
     def masked_chunks(self, name: str) -> int:
         """Chunks whose HDF5 filter mask skips a filter (zarr-shaped forms cannot express them)."""

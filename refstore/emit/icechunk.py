@@ -4,8 +4,10 @@
 it exists, commits to its ``main`` branch only what changed since what it holds. Layout:
 
 - one virtual chunk container per scheme and authority of the published locations (one for
-  local files, one per bucket or host), prefix = their longest common folder; the container
-  config is persisted, credentials never are (readers authorize each prefix at open);
+  local files, one per bucket or host), prefix = their longest common folder, cut back before
+  the first folder whose name needs percent-encoding; local paths as ``file://`` URLs encoded
+  the way Icechunk decodes them (``chunk_url``); the container config (prefix, store, an S3
+  region/endpoint) is persisted, credentials never are (readers authorize each prefix at open);
 - zarr v3 metadata from ``zarr_meta.v3_array`` serialized by zarr-python, groups with the
   collection's group attributes;
 - references in bulk (``set_virtual_refs_arr``: one call per checksum and block of the chunk
@@ -35,7 +37,6 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, StorageError
-from ..plan.remap import to_url
 from ..zarr_meta import plain_value, register_codecs, v3_array
 from ._common import atomic_output, check_zarr
 from ._icechunk_plan import (
@@ -44,9 +45,9 @@ from ._icechunk_plan import (
     ChunkState,
     boxes,
     checksum_token,
+    chunk_url,
     container_prefixes,
     diff_states,
-    encode_url,
     split_rows,
 )
 
@@ -132,7 +133,7 @@ class _Locations:
         tokens: dict[str, str] = {}
         cols = [t.column(c).to_pylist() for c in ("location", "published", "mtime_ns", "etag")]
         for loc, pub, mt, etag in zip(*cols, strict=True):
-            url = encode_url(to_url(pub))
+            url = chunk_url(pub)
             by_loc[pub] = url
             tokens[url] = checksum_token(loc, pub, mt, etag)
         return _Locations(sorted(tokens), tokens, by_loc)
@@ -164,7 +165,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     path = t.column("path").combine_chunks() if n else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if not pa.types.is_dictionary(path.type):
         path = pc.dictionary_encode(path)
-    dict_urls = [locs.by_location.get(p, encode_url(to_url(p))) for p in path.dictionary.to_pylist()]
+    dict_urls = [locs.by_location.get(p) or chunk_url(p) for p in path.dictionary.to_pylist()]
     code = np.array([url_index.get(u, -1) for u in dict_urls], np.int64)
     tok = np.array([token_index.get(locs.tokens.get(u, ""), -1) for u in dict_urls], np.int64)
     idx = path.indices.to_numpy(zero_copy_only=False).astype(np.int64) if n else np.zeros(0, np.int64)
@@ -175,7 +176,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     rows: dict[int, bytes] = {}
     held_rows = np.nonzero(held)[0]
     if len(held_rows):
-        for r, b in zip(held_rows.tolist(), src.held_bytes(t), strict=True):
+        for r, b in zip(held_rows.tolist(), src.held_bytes(t, array=meta.name), strict=True):
             rows[r] = b
     inline_rows = np.nonzero(native & ~held)[0]
     if len(inline_rows):
@@ -283,35 +284,57 @@ async def _set(store: Any, key: str, value: bytes) -> None:
     await store.set(key, default_buffer_prototype().buffer.from_bytes(value))
 
 
+@dataclass
+class _Held:
+    """What the repository holds for one array: ``state`` (chunks inside the wanted grid, flat
+    indices in that grid) and ``outside`` (coordinates past it: the array shrank; deleted)."""
+
+    state: ChunkState
+    outside: np.ndarray[Any, np.dtype[np.int64]]  # (n, ndim)
+
+
 async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_index: dict[str, int],
-                token_index: dict[str, int], old_tokens: dict[str, str], *, known: bool) -> ChunkState:  # fmt: skip
+                token_index: dict[str, int], old_tokens: dict[str, str], *, known: bool) -> _Held:  # fmt: skip
     """The chunk references the repository holds for one array, in the wanted vocabulary
     (locations it does not know get -2). Checksum tokens come from the previous commit's
     metadata (``known``: written by refstore; a URL missing there had none); without it every
-    token counts as unknown, so every reference is rewritten."""
-    parts: list[tuple[Any, ...]] = []
-    async for batch in store.array_chunk_iterator(name, 262_144):
-        parts.append(batch)
-    if not parts:
-        return ChunkState.empty()
-    coords = np.concatenate([p[0].reshape(len(p[1]), ndim) for p in parts]).astype(np.int64)
-    kinds = np.concatenate([p[1] for p in parts])
-    paths = pa.array([s for p in parts for s in p[2]], pa.string()).dictionary_encode()
-    uniq = paths.dictionary.to_pylist()
-    code = np.array([url_index.get(u, -2) for u in uniq] or [0], np.int64)
-    tok = np.array([token_index.get(t, -2) if (t := old_tokens.get(u, "" if known else "?")) else -1
-                    for u in uniq] or [0], np.int64)  # fmt: skip
-    idx = paths.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    virtual = kinds == 2
-    flat = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64) if ndim else np.zeros(len(kinds), np.int64)
-    return ChunkState(
-        flat=flat,
-        kind=np.where(virtual, VIRTUAL, NATIVE).astype(np.uint8),
-        loc=np.where(virtual, code[idx], -1).astype(np.int64),
-        offset=np.where(virtual, np.concatenate([p[3] for p in parts]), 0).astype(np.uint64),
-        length=np.where(virtual, np.concatenate([p[4] for p in parts]), 0).astype(np.uint64),
-        token=np.where(virtual, tok[idx], -1).astype(np.int64),
-    ).sorted()
+    token counts as unknown, so every reference is rewritten. Columnar per batch: the batch's
+    locations go to Arrow and are dictionary-encoded (work per distinct URL, not per chunk)."""
+    cols: dict[str, list[np.ndarray[Any, Any]]] = {k: [] for k in ("coords", "kind", "loc", "off", "len", "tok")}
+    async for coords, kinds, paths, offs, lens, _inline in store.array_chunk_iterator(name, 262_144):
+        virtual = np.asarray(kinds) == 2
+        loc = np.full(len(virtual), -1, np.int64)
+        tok = np.full(len(virtual), -1, np.int64)
+        if virtual.any():
+            urls = pa.array(paths, pa.string()).filter(pa.array(virtual)).dictionary_encode()
+            uniq = urls.dictionary.to_pylist()
+            code = np.array([url_index.get(u, -2) for u in uniq], np.int64)
+            tcode = np.array([token_index.get(t, -2) if (t := old_tokens.get(u, "" if known else "?")) else -1
+                              for u in uniq], np.int64)  # fmt: skip
+            idx = urls.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            loc[virtual] = code[idx]
+            tok[virtual] = tcode[idx]
+        del paths
+        cols["coords"].append(np.asarray(coords, np.int64).reshape(len(virtual), ndim))
+        cols["kind"].append(np.where(virtual, VIRTUAL, NATIVE).astype(np.uint8))
+        cols["loc"].append(loc)
+        cols["tok"].append(tok)
+        cols["off"].append(np.where(virtual, offs, 0).astype(np.uint64))
+        cols["len"].append(np.where(virtual, lens, 0).astype(np.uint64))
+    if not cols["kind"]:
+        return _Held(ChunkState.empty(), np.zeros((0, ndim), np.int64))
+    coords = np.concatenate(cols.pop("coords"))
+    c = {k: np.concatenate(cols.pop(k)) for k in list(cols)}
+    inside = np.all(coords < np.array(grid, np.int64), axis=1) if ndim else np.ones(len(c["kind"]), bool)
+    outside = coords[~inside]
+    if not inside.all():
+        coords = coords[inside]
+        c = {k: v[inside] for k, v in c.items()}
+    flat = np.ravel_multi_index(tuple(coords.T), grid) if ndim else np.zeros(len(coords), np.int64)
+    del coords
+    state = ChunkState(flat=np.asarray(flat, np.int64), kind=c["kind"], loc=c["loc"], offset=c["off"],
+                       length=c["len"], token=c["tok"])  # fmt: skip
+    return _Held(state.sorted(), outside)
 
 
 def _checksum(token: str) -> datetime | str | None:
@@ -329,12 +352,13 @@ class _Counts:
     deleted: int = 0
 
 
-def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, urls: list[str],
+def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, held: _Held, urls: list[str],
                  tokens: list[str], counts: _Counts, *, meta_doc: bytes | None) -> None:  # fmt: skip
     """Make the array's chunks in the session equal ``want``; ``meta_doc``: its new zarr.json,
     written after the deletes (a shape may shrink) and before the writes (or grow)."""
     name = meta.name
     grid = want.grid
+    have = held.state
     d = diff_states(want.state, have)
     # native chunks held by both: rewrite only when their bytes differ
     keys_h = [_key(name, np.unravel_index(int(have.flat[h]), grid) if grid else ()) for _w, h in d.compare_native]
@@ -343,6 +367,7 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
         old = await asyncio.gather(*(_get(store, k) for k in keys_h))
         redo = [int(w) for (w, _h), o in zip(d.compare_native, old, strict=True) if o != want.native[int(w)]]
         deletes = [_key(name, np.unravel_index(int(f), grid) if grid else ()) for f in d.delete]
+        deletes += [_key(name, c) for c in held.outside]  # past a shrunken grid: before the new zarr.json
         for k in deletes:
             await store.delete(k)
         return redo
@@ -350,7 +375,7 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
     redo = _run(native_io())
     if meta_doc is not None:
         _run(_set(store, f"{name}/zarr.json", meta_doc))
-    counts.deleted += len(d.delete)
+    counts.deleted += len(d.delete) + len(held.outside)
     rows = np.sort(np.concatenate([d.write, np.array(redo, np.int64)])) if redo else d.write
     st = want.state
     virt = rows[st.kind[rows] == VIRTUAL]
@@ -370,14 +395,12 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
             checksum = _checksum(tokens[int(t)]) if t >= 0 else None
             for b in boxes(want.coords, group):
                 size = int(np.prod(b.shape))
-                loc = np.full(size, len(urls), np.int64)
-                loc[b.cells] = st.loc[b.rows]
                 off = np.zeros(size, np.uint64)
                 off[b.cells] = st.offset[b.rows]
                 ln = np.zeros(size, np.uint64)
                 ln[b.cells] = st.length[b.rows]
-                failed = store.set_virtual_refs_arr(name, b.shape, url_arr[loc].tolist(), off, ln,
-                                                    arr_offset=b.origin, checksum=checksum)  # fmt: skip
+                failed = store.set_virtual_refs_arr(name, b.shape, _box_urls(url_arr, st.loc[b.rows], b.cells, size),
+                                                    off, ln, arr_offset=b.origin, checksum=checksum)  # fmt: skip
                 if failed:
                     raise StorageError(f"array {name!r}: {len(failed)} references outside every container")
     counts.written += len(virt)
@@ -388,6 +411,19 @@ def _write_array(store: Any, meta: ArrayMeta, want: _Wanted, have: ChunkState, u
 
     _run(native_set())
     counts.native += len(nat)
+
+
+def _box_urls(url_arr: np.ndarray[Any, Any], loc: np.ndarray[Any, Any], cells: np.ndarray[Any, Any],
+              size: int) -> list[str]:  # fmt: skip
+    """The location list of one box for ``set_virtual_refs_arr`` (which takes only a ``list``):
+    references to the few URL strings, never a string per cell; ``""`` = no chunk here. A box
+    filled from one source (a file's block of a series) is ``[url] * size``."""
+    if len(cells) == size and len(loc) and int(loc.min()) == int(loc.max()):
+        return [url_arr[int(loc[0])]] * size
+    full = np.full(size, len(url_arr) - 1, np.int64)
+    full[cells] = loc
+    out: list[str] = url_arr[full].tolist()
+    return out
 
 
 def _splits(arrays: list[ArrayMeta], grids: dict[str, tuple[int, ...]]) -> dict[str, int]:
@@ -423,31 +459,48 @@ def _info(snapshot: Any) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
+def _check_tags(repo: Any, path: str, src: EmitSource, tag_names: list[str]) -> None:
+    """Icechunk tags are immutable: refuse (before anything changes) a tag naming another state."""
+    existing = set(repo.list_tags())
+    for name in tag_names:
+        if name in existing:
+            held = _info(repo.lookup_snapshot(repo.lookup_tag(name)))
+            if held.get("version") != src.version or held.get("uri") != src.uri:
+                raise BadInputError(
+                    f"{path}: Icechunk tag {name!r} already names another state (refstore version "
+                    f"{held.get('version')}); tags are immutable"
+                )
+
+
 def write(
     src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     import icechunk as ic
 
     register_codecs()
+    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
+        ic.set_logs_filter(_LOGS)
     out = os.path.abspath(out)
-    exists = os.path.isdir(out) and bool(os.listdir(out))
-    if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
-        raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
-    if exists:
-        return _emit(src, arrays, out, progress, fresh=False)
-    with atomic_output(out, directory=True) as tmp:
-        info = _emit(src, arrays, tmp, progress, fresh=True)
-    return info
+    try:
+        exists = os.path.isdir(out) and bool(os.listdir(out))
+        if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
+            raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
+        if exists:
+            return _emit(src, arrays, out, progress, fresh=False)
+        with atomic_output(out, directory=True) as tmp:
+            info = _emit(src, arrays, tmp, progress, fresh=True)
+        return info
+    except ic.IcechunkError as e:  # one line for the CLI, not Icechunk's report
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise StorageError(f"{out}: Icechunk: {first}") from e
 
 
 def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callable[[int, int], None] | None,
           *, fresh: bool) -> dict[str, Any]:  # fmt: skip
     import icechunk as ic
 
-    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
-        ic.set_logs_filter(_LOGS)
     storage = ic.local_filesystem_storage(path)
     locs = _Locations.of(src)
     grids = {m.name: src.grid(m) for m in arrays}
@@ -462,6 +515,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         with _quiet():
             repo = ic.Repository.create(storage, config=cfg, authorize_virtual_chunk_access=credentials(prefixes))
         old: dict[str, Any] = {}
+        new: list[str] = []
     else:
         cfg = ic.Repository.fetch_config(storage) or ic.RepositoryConfig.default()
         have_prefixes = sorted((cfg.virtual_chunk_containers or {}).keys())
@@ -472,23 +526,15 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         if old and old.get("uri") != src.uri:
             raise BadInputError(f"{path}: holds collection {old.get('uri')}, not {src.uri}; emit into a new folder")
         prefixes = sorted({*have_prefixes, *new})
-        if new or old.get("splits", {}) != splits:  # new containers or splits: saved before the commit
-            for p in new:
-                cfg.set_virtual_chunk_container(_container(p))
-            cfg.manifest = ic.ManifestConfig(splitting=_splitting_config(splits))
-            with _quiet():
-                repo = ic.Repository.open(storage, config=cfg, authorize_virtual_chunk_access=credentials(prefixes))
-                repo.save_config()
     tag_names = sorted({*src.tags, *([src.tag] if src.tag else []), f"refstore-v{src.version}"})
-    existing_tags = set(repo.list_tags())
-    for name in tag_names:
-        if name in existing_tags:
-            held = _info(repo.lookup_snapshot(repo.lookup_tag(name)))
-            if held.get("version") != src.version or held.get("uri") != src.uri:
-                raise BadInputError(
-                    f"{path}: Icechunk tag {name!r} already names another state (refstore version "
-                    f"{held.get('version')}); tags are immutable"
-                )
+    _check_tags(repo, path, src, tag_names)
+    save_config = not fresh and bool(new or old.get("splits", {}) != splits)
+    if save_config:  # new containers or splits: in this session now, saved just before the commit
+        for p in new:
+            cfg.set_virtual_chunk_container(_container(p))
+        cfg.manifest = ic.ManifestConfig(splitting=_splitting_config(splits))
+        with _quiet():
+            repo = ic.Repository.open(storage, config=cfg, authorize_virtual_chunk_access=credentials(prefixes))
     old_tokens: dict[str, str] = old.get("checksums", {}) if old else {}
     token_list = sorted({t for t in [*locs.tokens.values(), *old_tokens.values()] if t})
     token_index = _vocab(token_list)
@@ -525,7 +571,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
             _run(store.delete_dir(meta.name))
             before = None
         if before is None:
-            have = ChunkState.empty()
+            have = _Held(ChunkState.empty(), np.zeros((0, len(meta.shape)), np.int64))
         else:
             have = _run(_have(store, meta.name, len(meta.shape), grids[meta.name], url_index, token_index,
                               old_tokens, known=bool(old)))  # fmt: skip
@@ -543,6 +589,8 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
     }
+    if save_config:  # after every chunk was planned and set: a refused emit changes nothing
+        repo.save_config()
     committed = session.has_uncommitted_changes or old.get("version") != src.version
     if committed:
         snapshot = session.commit(message, metadata={"refstore": info}, allow_empty=True)
