@@ -524,3 +524,24 @@ def test_icechunk_errors_are_one_line_on_the_cli(tmp_path: Path, new_collection:
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"{out}: Icechunk: " in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert _files(str(out)) == before_files
+
+
+def test_s3_keys_with_characters_that_need_escaping(tmp_path: Path, new_collection: Any, s3: Any) -> None:
+    """Local files remapped to s3:// keep their literal key names (as refstore and GDAL read
+    them); Icechunk percent-decodes keys, so the emitted URLs encode them."""
+    data = tmp_path / "d"
+    data.mkdir()
+    expected = np.arange(16, dtype="f4").reshape(4, 4)
+    for name in ("x#1 a.h5", "p%41.h5"):
+        with h5py.File(data / name, "w") as f:
+            f.create_dataset("v", data=expected, chunks=(2, 2))
+        s3.put(f"pub/{name}", data / name)
+    from refstore.table.remap import add_rule
+
+    for name in ("x#1 a.h5", "p%41.h5"):
+        col = new_collection(f"c{name[0]}")
+        refstore.scan(col, [str(data / name)])
+        add_rule(refstore.Collection.open(col), f"{data}/", s3.url("pub/"))
+        out = str(tmp_path / f"{name[0]}.icechunk")
+        emit(refstore.Collection.open(col), "icechunk", out)
+        assert_same(open_form(out, None)["v"][...], expected, name)

@@ -53,9 +53,15 @@ def chunk_url(location: str) -> str:
     """The URL Icechunk gets for a published location. A local path (or a ``file://`` URL, whose
     remainder refstore reads as a path) becomes a ``file://`` URL with its path percent-encoded
     as UTF-8 except letters, digits, ``-._~`` and ``_PCHAR`` (Icechunk percent-decodes the path
-    to find the file). Other URLs are already URLs (remap targets): verbatim."""
-    if "://" in location and not location.startswith("file://"):
+    to find the file). Object-store URLs (``s3://``, ``gs://``, ``az://``...: keys named
+    literally, as refstore and GDAL read them) get their key encoded the same way, since
+    Icechunk percent-decodes it too. HTTP(S) URLs are already encoded (remap): verbatim."""
+    if location.startswith(("http://", "https://")):
         return location
+    if "://" in location and not location.startswith("file://"):
+        scheme, _, rest = location.partition("://")
+        bucket, _, key = rest.partition("/")
+        return f"{scheme}://{bucket}/" + quote(key.encode("utf-8"), safe=_PCHAR)
     path = location[len("file://") :] if location.startswith("file://") else location
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise BadInputError(f"{path}: Icechunk cannot reference a local path with control characters")
