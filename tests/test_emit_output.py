@@ -117,7 +117,7 @@ def test_file_and_folder_never_replace_each_other(col: tuple[str, Path], tmp_pat
 
 
 def test_only_regular_files_are_replaced(col: tuple[str, Path], tmp_path: Path) -> None:
-    uri, src = col
+    uri, _ = col
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     _refused(uri, "kerchunk-json", fifo, "not a regular file", cli=True)
