@@ -316,6 +316,8 @@ class TiffScanner:
             sort_value=sort_value,
             sort_units="seconds since 1970-01-01" if lead else None,
             groups={"": {}},
+            format="tiff",
+            layout={"ifds": {name: i for i, name in enumerate(names)}},
         )
 
     @staticmethod
