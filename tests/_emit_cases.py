@@ -3,13 +3,14 @@
 A case is one collection: each netCDF4/HDF5, netCDF3 and TIFF file of ``../shared/data`` on its
 own, the generated TIFF cases one by one, the HDF5 edge-case and plugin files, and the
 generated series (OISST-like netCDF4 along time, netCDF3 records of different counts, a COG
-series). The oracle of a single-source case is the format's own library (h5py,
-netCDF4-python, tifffile: ``read.verify._Oracle``); of a series, the direct reader, which
+series, HDF5 series of two eras, striped TIFF series: ``STRIP_SERIES``). The oracle of a single-source case is the
+format's own library (h5py, netCDF4-python, tifffile: ``read.verify._Oracle``); of a striped
+TIFF series, tifffile's pages stacked along time; of the other series, the direct reader, which
 ``test_series``/``test_netcdf3``/``test_tiff`` prove equal to numpy concatenations of those
 libraries' reads.
 
-Use: ``emit_cases`` (session fixture) -> list of ``Case``; ``case.expected(name)`` and
-``assert_same(got, expected)``.
+Use: ``emit_cases`` (session fixture) -> list of ``Case``; ``case.windows(name)``,
+``case.expected(name, sel)`` and ``assert_same(got, expected)``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,59 @@ import numpy as np
 
 from .conftest import SHARED_DATA, hdf5_files_in_shared, netcdf3_files_in_shared
 
-__all__ = ["Case", "assert_same", "build_cases", "case_ids"]
+__all__ = ["STRIP_SERIES", "Case", "assert_same", "build_cases", "case_ids", "write_era_series", "write_strip_series"]
 
 MAX_WHOLE_BYTES = 64 << 20
-"""Arrays larger than this are compared on a window (their first chunks), not whole."""
+"""Arrays larger than this are compared on two windows (their first and their last chunks,
+the edge chunks included), not whole."""
+
+STRIP_SERIES: dict[str, tuple[tuple[int, ...], int, dict[str, Any], bool]] = {
+    # name: (page shape, RowsPerStrip, tifffile options, last strip stored short)
+    "gray-even": ((8, 6), 4, {}, False),
+    "gray-short": ((10, 6), 4, {"compression": "zlib"}, True),
+    "rgb-short": ((10, 8, 3), 4, {"photometric": "rgb"}, True),
+    "rgb-even": ((8, 6, 3), 4, {"photometric": "rgb", "compression": "lzw"}, False),
+    "planar-short": ((3, 10, 7), 4, {"photometric": "rgb", "planarconfig": "separate"}, True),
+}
+"""Striped TIFF series along ``time`` (two dated files each): the short-strip flag must come
+from the y axis, not from the time axis or the width the series adds in front."""
+
+
+def write_era_series(folder: Path, scales: tuple[float, float]) -> list[Path]:
+    """Two HDF5 files along ``time`` whose ``x`` changes codecs and chunks (and its CF
+    ``scale_factor`` when ``scales`` differ) from one file to the next: two eras."""
+    import h5py
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, (comp, chunks) in enumerate((("gzip", (1, 12)), (None, (2, 5)))):
+        path = folder / f"f{i}.h5"
+        with h5py.File(path, "w") as f:
+            t = f.create_dataset("time", data=np.arange(2, dtype="f8") + 2 * i, maxshape=(None,), chunks=(2,))
+            t.attrs["units"] = "days since 2000-01-01"
+            t.make_scale("time")
+            x = f.create_dataset("x", data=(np.arange(24).reshape(2, 12) + 100 * i).astype("<i2"), chunks=chunks,
+                                 compression=comp, shuffle=comp is not None)  # fmt: skip
+            x.attrs["scale_factor"] = np.float32(scales[i])
+            x.dims[0].attach_scale(t)
+        out.append(path)
+    return out
+
+
+def write_strip_series(folder: Path, *, seed: int = 7) -> dict[str, list[Path]]:
+    """``STRIP_SERIES`` written under ``folder/<name>/<name>_2020010<d>.tif`` (uint16)."""
+    from refstore.fixtures.tiff import write_tiff
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[Path]] = {}
+    for name, (shape, rows, kw, _short) in STRIP_SERIES.items():
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        out[name] = [
+            write_tiff(folder / name / f"{name}_2020010{d}.tif", rng.integers(0, 60000, shape).astype("u2"),
+                       rowsperstrip=rows, **kw)
+            for d in (1, 2)
+        ]  # fmt: skip
+    return out
 
 
 def tiff_files_in_shared() -> list[Path]:
@@ -42,6 +92,7 @@ class Case:
     id: str
     uri: str
     source: str | None = None  # the single source, when the case has one
+    tiff_series: tuple[str, ...] = ()  # a series of TIFFs along a new first axis, in order
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def dataset(self) -> Any:
@@ -51,11 +102,18 @@ class Case:
 
     def window(self, name: str) -> tuple[slice, ...]:
         """The whole array, or its first chunks when it is large."""
+        return self.windows(name)[0]
+
+    def windows(self, name: str) -> list[tuple[slice, ...]]:
+        """What to compare: the whole array, or, when it is large, its first two chunks and
+        its last two chunks along every dimension (the last one cut by the array's end)."""
         a = self.dataset()[name]
         nbytes = int(np.prod(a.shape, dtype=np.int64)) * a.dtype.itemsize
         if nbytes <= MAX_WHOLE_BYTES:
-            return tuple(slice(0, n) for n in a.shape)
-        return tuple(slice(0, min(n, 2 * c)) for n, c in zip(a.shape, a.chunks, strict=True))
+            return [tuple(slice(0, n) for n in a.shape)]
+        first = tuple(slice(0, min(n, 2 * c)) for n, c in zip(a.shape, a.chunks, strict=True))
+        last = tuple(slice(max(0, (-(-n // c) - 2) * c), n) for n, c in zip(a.shape, a.chunks, strict=True))
+        return [first, last]
 
     def expected(self, name: str, sel: tuple[slice, ...] | None = None) -> np.ndarray[Any, Any]:
         """Raw stored values of ``sel`` (default ``window(name)``) read by the oracle."""
@@ -68,10 +126,28 @@ class Case:
 
                 with _Oracle(self.source) as o:
                     got = o.read(name, sel)
+            if got is None and self.tiff_series:
+                got = _tiff_series_read(self.tiff_series, name, sel)
             if got is None:
                 got = self.dataset()[name][sel]
             self._cache[key] = np.asarray(got)
         return self._cache[key]  # type: ignore[no-any-return]
+
+
+def _tiff_series_read(paths: tuple[str, ...], name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
+    """tifffile's read of IFD ``name`` of every file, stacked along a new first axis."""
+    import tifffile
+
+    from refstore.scan.tiff import ifd_names
+
+    pages = []
+    for p in paths:
+        with tifffile.TiffFile(p) as tif:
+            names = ifd_names(list(tif.pages))
+            if name not in names:
+                return None
+            pages.append(tif.pages[names.index(name)].asarray())
+    return np.stack(pages)[sel]
 
 
 def assert_same(got: Any, expected: np.ndarray[Any, Any], what: str = "") -> None:
@@ -130,6 +206,16 @@ def build_cases(root: Path) -> list[Case]:
         uri = str(root / f"c-{i:03d}")
         _scan(uri, [str(path)])
         cases.append(Case(cid, uri, os.path.abspath(path)))
+
+    for name, scales in (("codecs", (0.1, 0.1)), ("packing", (0.1, 0.01))):
+        uri = str(root / f"c-eras-{name}")
+        _scan(uri, [str(p) for p in write_era_series(gen / f"eras-{name}", scales)], concat_dim="time")
+        cases.append(Case(f"eras-{name}", uri))
+
+    for name, files in write_strip_series(gen / "strips").items():
+        uri = str(root / f"c-strips-{name}")
+        _scan(uri, [str(p) for p in files], concat_dim="time", time_from_name="%Y%m%d")
+        cases.append(Case(f"strip-series-{name}", uri, tiff_series=tuple(os.path.abspath(p) for p in files)))
 
     seaflux = sorted((SHARED_DATA / "gh-noaa-cdr-seaflux-series").glob("*.tif")) if SHARED_DATA.is_dir() else []
     if seaflux:

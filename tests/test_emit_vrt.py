@@ -26,6 +26,7 @@ from refstore.emit import emit
 from refstore.emit.vrt import gdal_path, gdal_type
 from refstore.errors import BadInputError, UnexpressibleError
 
+from ._cli import run
 from ._emit_cases import Case, assert_same
 
 GOLDEN = Path(__file__).parent / "golden" / "oisst-series.vrt"
@@ -281,15 +282,85 @@ def test_remapped_tiff_overviews_open_their_ifd_over_vsicurl(tmp_path: Path) -> 
     emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
     files = [e.text for e in ET.parse(tmp_path / "x.vrt").getroot().iter("SourceFilename")]
     url = "/vsicurl/https://host/tiff/striped_tiled_overview.tif"
-    assert files == [url, f"GTIFF_DIR:2:{url}"]  # IFD numbers read from the scanned local file
+    assert files == [url, f"GTIFF_DIR:2:{url}"]  # IFD numbers as the scan recorded them
 
 
-def test_overviews_of_remotely_scanned_tiffs_are_refused() -> None:
-    from refstore.emit.vrt import _tiff_dir
+def _moved_away(files: list[Path], to: Path) -> None:
+    to.mkdir()
+    for f in files:
+        f.rename(to / f.name)
 
-    assert _tiff_dir(None, "image", "s3://b/x.tif") == 0  # type: ignore[arg-type]
-    with pytest.raises(UnexpressibleError, match=r"array 'overview_1'.*remote TIFF"):
-        _tiff_dir(None, "overview_1", "s3://b/x.tif")  # type: ignore[arg-type]
+
+def test_emit_needs_no_source_files(tmp_path: Path) -> None:
+    """Everything the VRT needs (format, IFD numbers) was recorded by the scan: the same
+    version gives the same bytes with its sources moved away."""
+    import tifffile
+
+    from refstore.fixtures.oisst import write_series
+    from refstore.fixtures.tiff import write_cases
+
+    tif = write_cases(tmp_path / "gen")["striped_tiled_overview"]
+    data = tmp_path / "data"
+    data.mkdir()
+    files = [shutil.copy(tif, data / f"img_2024010{d}.tif") for d in (1, 2)]  # overviews are IFD 1
+    day = write_series(tmp_path / "nc", 1)[0]
+    odd = Path(shutil.copy(day, data / "netcdf4_named.tif"))  # the scan sniffs formats: not a TIFF
+    series, single = str(tmp_path / "series"), str(tmp_path / "single")
+    refstore.init(series)
+    refstore.scan(series, [str(f) for f in files], concat_dim="time", time_from_name="%Y%m%d")
+    refstore.init(single)
+    refstore.scan(single, [str(odd)])
+    with tifffile.TiffFile(tif) as t:
+        assert len(t.pages) == 2
+    before = {}
+    for col in (series, single):
+        emit(refstore.Collection.open(col), "vrt", str(tmp_path / f"{Path(col).name}-1.vrt"))
+        before[col] = (tmp_path / f"{Path(col).name}-1.vrt").read_bytes()
+    names = [e.text for e in ET.fromstring(before[series]).iter("SourceFilename")]
+    assert f"GTIFF_DIR:2:{files[0]}" in names and str(files[0]) in names
+    assert [e.text for e in ET.fromstring(before[single]).iter("SourceArray")]  # read as netCDF arrays
+    _moved_away([Path(f) for f in files] + [odd], tmp_path / "elsewhere")
+    for col in (series, single):  # a new process: nothing cached from the first emit
+        out = tmp_path / f"{Path(col).name}-2.vrt"
+        r = run("-C", col, "emit", "vrt", str(out))
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == before[col], col
+
+
+def test_collections_scanned_before_formats_were_recorded(tmp_path: Path, monkeypatch: Any) -> None:
+    """Source rows without ``format``/``layout`` (older scans): the files are read as they are
+    now, with a warning; while they are unchanged the VRT is the same."""
+    import refstore.table.upsert as upsert
+    from refstore.fixtures.tiff import write_cases
+
+    tif = write_cases(tmp_path / "gen")["striped_tiled_overview"]
+    new, old = str(tmp_path / "new"), str(tmp_path / "old")
+    refstore.init(new)
+    refstore.scan(new, [str(tif)])
+    refstore.init(old)
+    monkeypatch.setattr(upsert, "_source_meta", lambda order, r: json.dumps(
+        {"order": order, "sort_units": r.sort_units, "groups": r.groups}, sort_keys=True))  # fmt: skip
+    refstore.scan(old, [str(tif)])
+    emit(refstore.Collection.open(new), "vrt", str(tmp_path / "new.vrt"))
+    with pytest.warns(UserWarning, match=r"1 sources .* scanned before refstore recorded their format"):
+        rep = emit(refstore.Collection.open(old), "vrt", str(tmp_path / "old.vrt"))
+    assert rep.extra["read_from_files"] == 1
+    assert (tmp_path / "old.vrt").read_bytes() == (tmp_path / "new.vrt").read_bytes()
+
+
+def test_overviews_of_remotely_scanned_tiffs(s3: Any, tmp_path: Path) -> None:
+    """IFD numbers come from the scan, so a TIFF scanned over S3 keeps its overviews."""
+    from refstore.fixtures.tiff import write_cases
+
+    tif = write_cases(tmp_path / "gen")["striped_tiled_overview"]
+    url = s3.put("tiff/x.tif", tif)
+    col = str(tmp_path / "c")
+    refstore.init(col)
+    refstore.scan(col, [url])
+    emit(refstore.Collection.open(col), "vrt", str(tmp_path / "x.vrt"))
+    files = [e.text for e in ET.parse(tmp_path / "x.vrt").getroot().iter("SourceFilename")]
+    key = url.removeprefix("s3://")
+    assert files == [f"/vsis3/{key}", f"GTIFF_DIR:2:/vsis3/{key}"]
 
 
 def _regen() -> None:

@@ -126,3 +126,23 @@ def test_time_from_name() -> None:
     assert time_from_name("%Y%m%d", "run98765432_20210831.tif").isoformat()[:10] == "2021-08-31"  # every match
     with pytest.raises(refstore.BadInputError, match="no date code"):
         time_from_name("sst", "sst.tif")
+
+
+def test_strip_series_flag_short_strips_on_the_y_axis(tmp_path: Path, new_collection) -> None:
+    """With the concat dimension in front, ``short_edge`` still tests the image's rows: an
+    evenly divided image is not short, a short last strip is, chunky, planar or grey."""
+    from ._emit_cases import STRIP_SERIES, write_strip_series
+
+    for name, files in write_strip_series(tmp_path / "tif").items():
+        col = new_collection(name)
+        refstore.scan(col, [str(p) for p in files], concat_dim="time", time_from_name="%Y%m%d")
+        img = refstore.open(col)["image"]
+        shape, rows, _kw, short = STRIP_SERIES[name]
+        assert img.shape == (2, *shape) and img.meta.short_edge is short, name
+        assert img.chunks[2 if "planarconfig" in _kw else 1] == rows, name
+        expected = np.stack([tifffile.imread(p) for p in files])
+        assert img[...].tobytes() == expected.astype(img.dtype).tobytes(), name
+        # a single file of the same kind gets the same flag
+        one = new_collection(f"{name}-one")
+        refstore.scan(one, [str(files[0])])
+        assert refstore.open(one)["image"].meta.short_edge is short, name

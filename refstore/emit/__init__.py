@@ -72,6 +72,9 @@ def emit(
     snap = col.snapshot(as_of)
     tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
     src = EmitSource(snap, tag=tag, remap=remap)
+    from ._common import check_out
+
+    check_out(src, fmt, out)  # before any work: what is at OUT may be replaced, and is no input
     arrays: list[ArrayMeta] = []
     skipped: dict[str, str] = {}
     for name, meta in src.arrays().items():

@@ -1,64 +1,232 @@
-"""Helpers every form shares: atomic output, and the checks of zarr-shaped forms."""
+"""Helpers every form shares: a safe, atomic OUT, and the checks of zarr-shaped forms.
+
+OUT is written beside itself and renamed over the old OUT only on success. What may be
+replaced (``check_out`` before any work, ``atomic_output`` again at the swap):
+
+- nothing, an empty folder (folder forms), or a regular file (file forms);
+- a non-empty folder only when it is a previous output of the same form, recognised by its
+  content (``FOLDER_FORMS``): a kerchunk-parquet folder holds a ``.zmetadata`` JSON object with
+  ``record_size`` and ``metadata`` and no files but ``refs.<k>.parq``; an Icechunk repository
+  has its layout (``snapshots/`` and ``repo``), and the form then commits into it.
+
+Everything else is refused (``BadInputError``, one line naming OUT) before anything is
+written: a folder where a file goes or a file where a folder goes, a symbolic link, a FIFO,
+socket or device, OUT inside the collection's folder (or holding it), OUT equal to a source of
+the version. OS errors creating, writing or renaming are ``StorageError`` naming OUT.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import stat
 from typing import TYPE_CHECKING
 
-from ..errors import StorageError, UnexpressibleError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import BadInputError, RefstoreError, StorageError, UnexpressibleError
 from ..zarr_meta import v2_filters, v3_codecs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["atomic_output", "check_zarr"]
+__all__ = ["FOLDER_FORMS", "atomic_output", "check_out", "check_zarr", "is_icechunk_repo", "is_kerchunk_parquet"]
+
+_REFS_FILE = re.compile(r"^refs\.\d+\.parq$")
+
+
+def is_kerchunk_parquet(path: str) -> bool:
+    """A folder refstore's kerchunk-parquet form wrote: ``.zmetadata`` (a JSON object with
+    ``record_size`` and ``metadata``) and, in sub-folders, only ``refs.<k>.parq`` files."""
+    try:
+        with open(os.path.join(path, ".zmetadata"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    if not (
+        isinstance(doc, dict) and isinstance(doc.get("record_size"), int) and isinstance(doc.get("metadata"), dict)
+    ):
+        return False
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        for d in dirs:
+            if os.path.islink(os.path.join(folder, d)):
+                return False
+        for name in files:
+            top = folder == path and name == ".zmetadata"
+            if not top and (not _REFS_FILE.match(name) or folder == path):
+                return False
+    return True
+
+
+def is_icechunk_repo(path: str) -> bool:
+    """A local Icechunk repository by its layout (``snapshots/`` beside Icechunk 2's ``repo``
+    file or Icechunk 1's ``refs/``); the icechunk form then opens it and commits into it."""
+    top = os.path.join(path, "snapshots")
+    return os.path.isdir(top) and (
+        os.path.isfile(os.path.join(path, "repo")) or os.path.isdir(os.path.join(path, "refs"))
+    )
+
+
+FOLDER_FORMS: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "kerchunk-parquet": ("a kerchunk-parquet output", is_kerchunk_parquet),
+    "icechunk": ("an Icechunk repository", is_icechunk_repo),
+}
+"""Forms whose OUT is a folder -> (what a previous output is called, how to recognise it)."""
+
+
+def _any_folder_form(path: str) -> bool:
+    return any(recognise(path) for _, recognise in FOLDER_FORMS.values())
+
+
+def _refuse_existing(
+    out: str, *, directory: bool, previous: tuple[str, Callable[[str], bool]] | None, what: str
+) -> None:
+    """Raise ``BadInputError`` unless what is at ``out`` (absolute) may be replaced by ``what``
+    (a form's name); ``previous`` names and recognises a folder that may be replaced."""
+    try:
+        st = os.lstat(out)
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (creating its folder may fail)
+        return
+    except OSError as e:
+        raise StorageError(f"{out}: cannot inspect it: {e.strerror or e}") from None
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        raise BadInputError(f"{out}: is a symbolic link; give the path it points to or a new name")
+    if stat.S_ISDIR(mode):
+        if not directory:
+            raise BadInputError(f"{out}: is a folder; {what} writes a file here, give a file name")
+        try:
+            empty = not os.listdir(out)
+        except OSError as e:
+            raise StorageError(f"{out}: cannot list it: {e.strerror or e}") from None
+        called, recognise = previous or ("a previous refstore output", _any_folder_form)
+        if not empty and not recognise(out):
+            raise BadInputError(f"{out}: is a folder holding other files, not {called}; give a new or empty folder")
+        return
+    if not stat.S_ISREG(mode):
+        raise BadInputError(f"{out}: is not a regular file (a FIFO, socket or device); give another name")
+    if directory:
+        raise BadInputError(f"{out}: is a file; {what} writes a folder here, give a folder name")
+
+
+def _local(location: str) -> str | None:
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return None if "://" in location else location
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_out(src: EmitSource, fmt: str, out: str) -> None:
+    """Refuse an OUT that ``fmt`` must not write (see the module docstring), before any work:
+    what is there now, the collection's folder, and the version's sources."""
+    target = os.path.abspath(out)
+    real = os.path.realpath(target)
+    col = _local(src.uri)
+    if col is not None:
+        col_real = os.path.realpath(col)
+        if _inside(real, col_real):
+            raise BadInputError(f"{target}: is inside the collection folder {col}; write the {fmt} elsewhere")
+        if _inside(col_real, real):
+            raise BadInputError(f"{target}: holds the collection {col}; write the {fmt} elsewhere")
+    locations = src.sources().column("location")
+    if len(locations):
+        if pc.any(pc.is_in(locations, pa.array([target, real, "file://" + target, "file://" + real]))).as_py():
+            raise BadInputError(f"{target}: is a source of version {src.version}; write the {fmt} elsewhere")
+        if os.path.isfile(real):  # the same file under another name (a symlinked folder)
+            same = locations.filter(pc.ends_with(locations, os.sep + os.path.basename(real)))
+            for loc in same.to_pylist():
+                path = _local(loc)
+                with contextlib.suppress(OSError):
+                    if path is not None and os.path.samefile(path, real):
+                        raise BadInputError(f"{target}: is the source {loc} of version {src.version}; "
+                                            f"write the {fmt} elsewhere")  # fmt: skip
+    directory = fmt in FOLDER_FORMS
+    _refuse_existing(target, directory=directory, previous=FOLDER_FORMS.get(fmt), what=fmt)
 
 
 @contextlib.contextmanager
-def atomic_output(out: str, *, directory: bool = False) -> Iterator[str]:
-    """A temporary path beside ``out`` to write to; on success it replaces ``out`` (file or
-    folder), on failure it is removed and ``out`` is left as it was."""
+def atomic_output(out: str, *, directory: bool = False, previous: Callable[[str], bool] | None = None) -> Iterator[str]:
+    """A temporary path beside ``out`` to write to (a file path, or an existing empty folder
+    with ``directory``); on success it replaces ``out``, on failure it is removed and ``out`` is
+    left as it was. ``previous`` recognises a folder this output may replace (default: a
+    previous output of any of ``FOLDER_FORMS``); anything else that is not replaceable (see
+    the module docstring) is refused with ``BadInputError`` before the body runs."""
     out = os.path.abspath(out)
+    what = "refstore"
+    prev = None if previous is None else ("a previous output of this form", previous)
+    _refuse_existing(out, directory=directory, previous=prev, what=what)
     parent = os.path.dirname(out)
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as e:
         raise StorageError(f"{out}: cannot create its folder: {e.strerror or e}") from None
-    base = os.path.basename(out)
-    if directory:
-        tmp = tempfile.mkdtemp(prefix=f".{base}.", suffix=".tmp", dir=parent)
-    else:
-        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=parent)
-        os.close(fd)
-        os.unlink(tmp)
     try:
-        yield tmp
-        if directory:
-            if os.path.isdir(out) and not os.path.islink(out):
-                old = tmp + ".old"
-                os.rename(out, old)
-                os.rename(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                if os.path.exists(out):
-                    os.unlink(out)
-                os.rename(tmp, out)
-        else:
-            if os.path.isdir(out):
-                raise StorageError(f"{out}: is a folder; give a file name")
-            os.replace(tmp, out)
+        tmp = _beside(out, directory=directory)
+    except OSError as e:
+        raise StorageError(f"{out}: cannot write beside it: {e.strerror or e}") from None
+    try:
+        try:
+            yield tmp
+            _refuse_existing(out, directory=directory, previous=prev, what=what)  # again: it may have changed
+            _swap(tmp, out, directory=directory)
+        except RefstoreError:
+            raise
+        except OSError as e:
+            raise StorageError(f"{out}: cannot write it: {e.strerror or e}") from None
     except BaseException:
-        if os.path.isdir(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif os.path.exists(tmp):
-            os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(tmp) and not os.path.islink(tmp):
+                shutil.rmtree(tmp)
+            elif os.path.lexists(tmp):
+                os.unlink(tmp)
         raise
+
+
+def _beside(out: str, *, directory: bool) -> str:
+    """A new empty file or folder ``.<name>.<random>.tmp`` beside ``out``, created exclusively
+    with the umask's permissions (``tempfile``'s 0600/0700 would carry over to OUT)."""
+    parent, base = os.path.split(out)
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{base[:100]}.{secrets.token_hex(6)}.tmp")  # a legal name for any OUT
+        try:
+            if directory:
+                os.mkdir(tmp, 0o777)
+            else:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name", parent)
+
+
+def _swap(tmp: str, out: str, *, directory: bool) -> None:
+    """Rename ``tmp`` over ``out`` (a folder is moved aside first, and back if that fails)."""
+    if not directory:
+        os.replace(tmp, out)
+        return
+    if not os.path.isdir(out):
+        os.rename(tmp, out)
+        return
+    old = tmp + ".old"
+    os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def check_zarr(src: EmitSource, meta: ArrayMeta, *, zarr_format: int) -> None:

@@ -15,8 +15,10 @@ Arrays refstore records as unsupported because no Python decoder exists for an H
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
 Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
 float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or CF packing
-attributes, and TIFF IFDs other than the first of a TIFF scanned from a remote location (the
-IFD number is read from the scanned file).
+attributes. Whether a source is a TIFF and its IFD numbers are what the scan recorded (source
+row ``format``/``layout``), so the VRT of a version never depends on the files as they are now;
+only collections scanned before that are looked at on disk (with a warning), and there IFDs
+other than the first of a remotely scanned TIFF are refused.
 
 The XML is written with a fixed element and attribute order: the same version and options give
 byte-identical files.
@@ -25,8 +27,11 @@ byte-identical files.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
+import warnings
+import weakref
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
 
@@ -107,8 +112,50 @@ def _local(location: str) -> str | None:
     return None if "://" in location else location
 
 
+class _Recorded:
+    """What the scan recorded of each source of the version (source row ``meta``): its format
+    and a TIFF's IFD numbers. Sources scanned before refstore recorded them are looked at on
+    disk as they are now (``live`` lists them; ``write`` warns)."""
+
+    def __init__(self, src: EmitSource) -> None:
+        from ..schema import Kind
+
+        t = src.snapshot.rows(Kind.SOURCE, ["source", "meta"])
+        self.meta: dict[str, dict[str, Any]] = {
+            loc: json.loads(m or "{}")
+            for loc, m in zip(t.column("source").to_pylist(), t.column("meta").to_pylist(), strict=True)
+        }
+        self.live: set[str] = set()
+
+    def is_tiff(self, location: str) -> bool:
+        fmt = self.meta.get(location, {}).get("format")
+        if fmt is not None:
+            return bool(fmt == "tiff")
+        self.live.add(location)
+        return _live_is_tiff(location)
+
+    def ifds(self, location: str) -> dict[str, int] | None:
+        """Array name -> IFD number as scanned; None when the scan did not record them."""
+        ifds = self.meta.get(location, {}).get("layout", {}).get("ifds")
+        if ifds is None:
+            self.live.add(location)
+            return None
+        return {str(k): int(v) for k, v in ifds.items()}
+
+
+_RECORDED: weakref.WeakKeyDictionary[EmitSource, _Recorded] = weakref.WeakKeyDictionary()
+
+
+def _recorded(src: EmitSource) -> _Recorded:
+    rec = _RECORDED.get(src)
+    if rec is None:
+        rec = _RECORDED[src] = _Recorded(src)
+    return rec
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def _is_tiff(location: str) -> bool:
+def _live_is_tiff(location: str) -> bool:
+    """Collections scanned before formats were recorded: the file's signature, else its name."""
     path = _local(location)
     if path is not None:
         try:
@@ -120,8 +167,9 @@ def _is_tiff(location: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _ifd_numbers(location: str, size: int, mtime_ns: int) -> dict[str, int]:
-    """Array name -> 0-based IFD number of a local TIFF (``size``/``mtime_ns`` key the cache)."""
+def _live_ifd_numbers(location: str, size: int, mtime_ns: int) -> dict[str, int]:
+    """Array name -> 0-based IFD number of a local TIFF scanned before IFD numbers were
+    recorded (``size``/``mtime_ns`` key the cache)."""
     import tifffile
 
     from ..scan.tiff import ifd_names
@@ -160,27 +208,31 @@ def _identity(src: EmitSource, location: str) -> tuple[int, int]:
 
 
 def _tiff_dir(src: EmitSource, name: str, location: str) -> int:
-    """The 0-based IFD of TIFF array ``name`` in the source scanned at ``location``, read from the
-    file (0 for ``image`` of a TIFF that is not local)."""
-    if _local(location) is None:
-        if name == "image":
-            return 0
-        raise UnexpressibleError(
-            f"array {name!r}: IFDs other than the first of a remote TIFF need the IFD number, which "
-            f"is read from local files only ({location})"
-        )
-    try:
-        numbers = _ifd_numbers(location, *_identity(src, location))
-    except OSError as e:
-        raise UnexpressibleError(f"array {name!r}: cannot read the IFDs of {location}: {e}") from None
+    """The 0-based IFD of TIFF array ``name`` in the source scanned at ``location``, as the scan
+    recorded it (collections scanned before that: read from the local file, 0 for ``image``
+    of a remote one)."""
+    numbers = _recorded(src).ifds(location)
+    if numbers is None:
+        if _local(location) is None:
+            if name == "image":
+                return 0
+            raise UnexpressibleError(
+                f"array {name!r}: {location} was scanned before refstore recorded IFD numbers, and IFDs other "
+                "than the first of a remote TIFF cannot be found without them (rescan it)"
+            )
+        try:
+            numbers = _live_ifd_numbers(location, *_identity(src, location))
+        except OSError as e:
+            raise UnexpressibleError(f"array {name!r}: cannot read the IFDs of {location}: {e}") from None
     if name not in numbers:
         raise UnexpressibleError(f"array {name!r}: no such IFD in {location}")
     return numbers[name]
 
 
-def _synthesised(name: str, rows: list[dict[str, Any]]) -> bool:
+def _synthesised(src: EmitSource, name: str, rows: list[dict[str, Any]]) -> bool:
     """An array the scan made up (a TIFF series' time coordinate): no array in the file."""
-    return bool(rows) and all(_is_tiff(r["location"]) for r in rows) and not _IFD_NAME.match(name.split("/")[-1])
+    rec = _recorded(src)
+    return bool(rows) and all(rec.is_tiff(r["location"]) for r in rows) and not _IFD_NAME.match(name.split("/")[-1])
 
 
 # ---------------------------------------------------------------------------- check
@@ -205,13 +257,13 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     rows = _vars(src, name)
     if not rows:
         raise UnexpressibleError(f"array {name!r}: no source holds it")
-    if _synthesised(name, rows):
+    if _synthesised(src, name, rows):
         if math.prod(meta.shape) > _INLINE_MAX:
             raise UnexpressibleError(f"array {name!r}: made up by the scan and too large to inline")
         _inline_values(src, meta)
         return
     for r in rows:
-        if _is_tiff(r["location"]):
+        if _recorded(src).is_tiff(r["location"]):
             _tiff_bands(name, r["meta"], src.concat_dim)
             _tiff_dir(src, name, r["location"])
 
@@ -307,7 +359,7 @@ def _sources(src: EmitSource, meta: ArrayMeta, rows: list[dict[str, Any]], paren
         path = gdal_path(location)
         # an axis the slab lacks: the stacking dimension (a TIFF series)
         stack = meta.dims.index(concat) if m.ndim < meta.ndim and concat in meta.dims else None
-        if _is_tiff(r["location"]):
+        if _recorded(src).is_tiff(r["location"]):
             base, bands = _tiff_bands(meta.name, m, concat)
             ifd = _tiff_dir(src, meta.name, r["location"])
             filename = path if ifd == 0 else f"GTIFF_DIR:{ifd + 1}:{path}"
@@ -458,7 +510,7 @@ def write(
         if scale is not None:
             ET.SubElement(el, "Scale").text = _num(scale)
         rows = _vars(src, meta.name)
-        if _synthesised(meta.name, rows):
+        if _synthesised(src, meta.name, rows):
             _inline(src, meta, el)
         else:
             n_sources += _sources(src, meta, rows, el)
@@ -466,8 +518,17 @@ def write(
             _attribute(el, k, enc)
         if progress is not None:
             progress(i + 1, len(arrays))
+    live = sorted(_recorded(src).live)
+    if live:
+        warnings.warn(
+            f"vrt: {len(live)} sources (first {live[0]}) were scanned before refstore recorded their format and "
+            "TIFF IFD numbers; those were read from the files as they are now",
+            UserWarning,
+            stacklevel=2,
+        )
     ET.indent(root, space="  ")
     text = ET.tostring(root, encoding="unicode") + "\n"
     with atomic_output(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-    return {"refs": n_sources, "sources": len({s for s in src.sources().column("published").to_pylist()})}
+    published = set(src.sources().column("published").to_pylist())
+    return {"refs": n_sources, "sources": len(published), **({"read_from_files": len(live)} if live else {})}

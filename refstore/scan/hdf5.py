@@ -113,6 +113,7 @@ class HDF5Scanner:
             sort_value=sort_value,
             sort_units=sort_units,
             groups=groups,
+            format="hdf5",
         )
 
 

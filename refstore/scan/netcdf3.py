@@ -289,6 +289,7 @@ class NetCDF3Scanner:
             sort_value=sort_value,
             sort_units=sort_units,
             groups={"": _typed_attrs(hdr.attrs)},
+            format="netcdf3",
         )
 
     def _first_coordinate(self, fh: BinaryIO, hdr: Nc3Header) -> tuple[float | None, str | None]:

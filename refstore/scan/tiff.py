@@ -280,6 +280,8 @@ class TiffScanner:
             keys, offsets, counts = keys[present], offsets[present], counts[present]
             if offsets.size and int((offsets + counts).max()) > info.size:
                 raise ScanError(info.location, f"IFD {name!r} points past the end of the file (truncated?)")
+            # strips cut by the image's end are stored short: test the y axis, before any lead axis
+            short = not page.is_tiled and shape[1 if separate else 0] % rows != 0
             sfx = "" if name in ("image", "mask") else "_" + name.removeprefix("mask_")  # sizes never clash
             y, x, b = f"y{sfx}", f"x{sfx}", "band"
             dims = (y, x) if len(shape) == 2 else ((b, y, x) if separate else (y, x, b))
@@ -287,7 +289,6 @@ class TiffScanner:
                 assert self.concat_dim is not None
                 dims, shape, chunk = (self.concat_dim, *dims), (1, *shape), (1, *chunk)
                 keys = np.concatenate([np.zeros((len(keys), 1), np.int64), keys], axis=1)
-            short = not page.is_tiled and shape[-3 if len(shape) == 3 and not separate else -2] % rows != 0
             metas.append(self._meta(name, shape, chunk, dt, fill, attrs, codecs=codecs, dims=dims, short_edge=short))
             parts.append(_Chunks(name, keys, offsets, counts))
         sort_value: float | None = None
@@ -315,6 +316,8 @@ class TiffScanner:
             sort_value=sort_value,
             sort_units="seconds since 1970-01-01" if lead else None,
             groups={"": {}},
+            format="tiff",
+            layout={"ifds": {name: i for i, name in enumerate(names)}},
         )
 
     @staticmethod

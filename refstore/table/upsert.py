@@ -212,8 +212,15 @@ def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array], held: dict[str, Any] |
     return rows(Kind.CHUNK, n, **cols)
 
 
-def _source_meta(order: int, sort_units: str | None, groups: dict[str, Any]) -> str:
-    return json.dumps({"order": order, "sort_units": sort_units, "groups": groups}, sort_keys=True)
+def _source_meta(order: int, r: ScanResult) -> str:
+    """A source row's ``meta``: its place in the series, group attributes and, from scans since
+    the VRT stopped opening sources at emit, its ``format`` and ``layout`` (``ScanResult``)."""
+    meta: dict[str, Any] = {"order": order, "sort_units": r.sort_units, "groups": r.groups}
+    if r.format is not None:
+        meta["format"] = r.format
+    if r.layout:
+        meta["layout"] = r.layout
+    return json.dumps(meta, sort_keys=True)
 
 
 @dataclass
@@ -379,7 +386,7 @@ def _attempt(
         mtime_ns=[r.source.mtime_ns for r in results],
         etag=[r.source.etag or "" for r in results],
         sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
-        meta=[_source_meta(orders[r.source.location], r.sort_units, r.groups) for r in results],
+        meta=[_source_meta(orders[r.source.location], r) for r in results],
     )
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim})
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])

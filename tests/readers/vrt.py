@@ -2,8 +2,9 @@
 whole dataset at once, when it is small), the netCDF result read with netCDF4-python as stored
 (no masking or scaling). An array of a large dataset is translated from a copy of the VRT
 that holds only that array (its XML unchanged); a window of a large array is read with
-``gdalmdiminfo -detailed -limit N -array NAME`` (GDAL prints the first and last values along
-each dimension as JSON):
+``gdalmdiminfo -detailed -limit N -array NAME`` (GDAL prints the first and last N/2 values
+along each dimension as JSON, so a window at the start or at the end of each dimension is cut
+from them):
 GDAL 3.6.2's ``gdalmdimtranslate -array/-subset`` on a multidimensional VRT whose sources are
 files hangs (a VRT opened inside a VRT deadlocks on close), so it cannot read windows.
 
@@ -147,9 +148,12 @@ class _Form:
         elif full and int(np.prod(shape, dtype=np.int64)) * self.itemsize[name] <= WHOLE_MAX_BYTES:
             got = _read_nc(self._only(name), name)
         else:
-            assert all(s.start in (None, 0) and s.step in (None, 1) for s in sel), "windows start at 0"
-            got = self._info_window(name, tuple(n if s.stop is None else min(s.stop, n)
-                                                for s, n in zip(sel, shape, strict=True)))  # fmt: skip
+            bounds = tuple(
+                (s.start or 0, n if s.stop is None else min(s.stop, n)) for s, n in zip(sel, shape, strict=True)
+            )
+            assert all(s.step in (None, 1) for s in sel), "windows have step 1"
+            assert all(a == 0 or b == n for (a, b), n in zip(bounds, shape, strict=True)), "windows touch an end"
+            got = self._info_window(name, bounds)
         return _narrow(got, self.dtypes.get(name, got.dtype), name, name in self.unsigned)
 
     def _only(self, name: str) -> str:
@@ -171,13 +175,16 @@ class _Form:
         translate(base + ".vrt", base + ".nc")
         return base + ".nc"
 
-    def _info_window(self, name: str, window: tuple[int, ...]) -> np.ndarray[Any, Any]:
-        """The first ``window`` values along each dimension, from ``gdalmdiminfo -detailed``."""
+    def _info_window(self, name: str, bounds: tuple[tuple[int, int], ...]) -> np.ndarray[Any, Any]:
+        """Values ``[start, stop)`` along each dimension, each window at the start or at the end
+        of its dimension, from ``gdalmdiminfo -detailed -limit L`` (which prints the first and
+        the last L/2 values of every dimension)."""
         import json
 
         tool = shutil.which("gdalmdiminfo")
         assert tool is not None
-        limit = 2 * max(window)
+        widths = [b - a for a, b in bounds]
+        limit = 2 * max(widths)
         res = subprocess.run([tool, "-detailed", "-limit", str(limit), "-array", "/" + name, self.vrt],
                              capture_output=True, text=True, env=_env(), check=False)  # fmt: skip
         assert res.returncode == 0, f"gdalmdiminfo -array {name} {self.vrt} failed: {res.stderr.strip()}"
@@ -185,9 +192,11 @@ class _Form:
         dtype = np.dtype(_GDAL_NP[doc["datatype"]])
 
         def crop(v: Any, depth: int) -> Any:
-            if depth == len(window):
+            if depth == len(bounds):
                 return float(v.replace("Infinity", "inf")) if isinstance(v, str) else v  # "NaN"
-            items = [x for x in v if not (isinstance(x, str) and x == "[...]")][: window[depth]]
+            items = [x for x in v if not (isinstance(x, str) and x == "[...]")]
+            w = widths[depth]
+            items = items[:w] if bounds[depth][0] == 0 else items[len(items) - w :]
             return [crop(x, depth + 1) for x in items]
 
         values = crop(doc["values"], 0)
