@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..plan.remap import to_url
-from ._common import atomic_output
+from ._common import atomic_output, is_kerchunk_parquet
 from .kerchunk_json import check as check_v2
 from .kerchunk_json import consolidated, fill_plan, string_dictionary, v2_metadata
 
@@ -136,7 +136,7 @@ def write(
     rs = record_size(src, arrays)
     n_refs: dict[str, int] = {}
     files = 0
-    with atomic_output(out, directory=True) as tmp:
+    with atomic_output(out, directory=True, previous=is_kerchunk_parquet) as tmp:
         for i, meta in enumerate(arrays):
             refs = src.refs(meta.name)
             n_files = math.ceil(_n_chunks(src, meta) / rs)
