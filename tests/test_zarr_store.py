@@ -292,11 +292,17 @@ def test_every_case_through_zarr(emit_cases: list[Any]) -> None:
         ds = case.dataset()
         for name in ds.arrays:
             meta = ds.snapshot.array(name)
-            if meta.status != "ok":
+            if meta.status != "ok" or name in store.left_out:
                 assert name not in arrays
                 continue
             sel = case.window(name)
             got = arrays[name][sel] if sel else arrays[name][...]
+            if "served unpacked" in store.served_decoded.get(name, ""):
+                # eras packed differently are served CF-decoded: their values are compared with xarray
+                # over the source files in test_eras_of_other_packing_served_unpacked
+                raw = case.expected(name, sel)
+                assert got.shape == raw.shape and got.dtype.kind == "f", f"zarr {case.id}:{name}"
+                continue
             assert_same(got, case.expected(name, sel), f"zarr {case.id}:{name}")
         decoded += len(store.served_decoded)
     assert decoded > 0  # the cases include eras, short strips, filter masks, JPEG
