@@ -13,7 +13,9 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
 - references in bulk (``set_virtual_refs_arr``: one call per checksum and block of the chunk
   grid, C-order flat arrays, ``""`` = no chunk); inline and held chunks as native chunks;
 - checksums: the etag, else the scan's mtime rounded up to whole seconds (unremapped sources);
-- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks;
+- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks; such arrays are read, set
+  and committed range by range on a staging branch (each commit amending the last), then
+  ``main`` moves once to the emit's one snapshot (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
   tags ``refstore-vN`` plus every refstore tag naming the version.
 
