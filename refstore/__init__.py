@@ -28,14 +28,8 @@ if TYPE_CHECKING:
     from .table import Collection, ScanReport, Snapshot, log_entries
 
 # Lazy: ``import refstore`` (and scan worker processes) must not pay for importing Lance.
-_LAZY = {
-    "Collection": ".table",
-    "ScanReport": ".table",
-    "Snapshot": ".table",
-    "log_entries": ".table",
-    "zarr_store": ".read.zarr_store",
-    "RefstoreZarrStore": ".read.zarr_store",
-}
+_LAZY = {"Collection": ".table", "ScanReport": ".table", "Snapshot": ".table", "log_entries": ".table",
+         "zarr_store": ".read.zarr_store", "RefstoreZarrStore": ".read.zarr_store"}
 
 
 def __getattr__(name: str) -> Any:

@@ -275,11 +275,7 @@ def v3_unexpressible(meta: ArrayMeta) -> str | None:
 
 
 def v3_decoded_array(
-    meta: ArrayMeta,
-    dtype: np.dtype[Any],
-    chunks: tuple[int, ...],
-    *,
-    attributes: dict[str, Any] | None = None,
+    meta: ArrayMeta, dtype: np.dtype[Any], chunks: tuple[int, ...], *, attributes: dict[str, Any] | None = None,
     fill_value: Any = None,
 ) -> dict[str, Any]:
     """``zarr.json`` of an array served as decoded chunks: little-endian ``dtype`` values in C

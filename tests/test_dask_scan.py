@@ -127,3 +127,4 @@ def test_cli_scan_on_a_dask_scheduler(client, tmp_path: Path, series) -> None:
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sources"]["new"] == 3
     assert refstore.open(col)["sst"].shape == (3, 1, 45, 90)
+

@@ -175,13 +175,8 @@ def test_remap_as_of_and_identical_bytes(tmp_path: Path) -> None:
     emit(col, "parquet", b)
     assert Path(a).read_bytes() == Path(b).read_bytes()
     doc = _doc(a)
-    assert doc["remap"] == {
-        "applied": True,
-        "rules": [{"prefix": f"{src.parent}/", "replacement": "s3://bucket/small/"}],
-    }
-    assert set(pq.read_table(a, columns=["path"]).column("path").drop_null().to_pylist()) == {
-        "s3://bucket/small/small.h5"
-    }
+    assert doc["remap"] == {"applied": True, "rules": [{"prefix": f"{src.parent}/", "replacement": "s3://bucket/small/"}]}
+    assert set(pq.read_table(a, columns=["path"]).column("path").drop_null().to_pylist()) == {"s3://bucket/small/small.h5"}
     assert doc["sources"][0]["published"] == "s3://bucket/small/small.h5" and doc["sources"][0]["scanned"] == str(src)
     plain = str(tmp_path / "plain.parquet")
     emit(col, "parquet", plain, remap=False)

@@ -186,9 +186,8 @@ def test_refused_arrays_exit_2_naming_the_array_and_skip_lists_them(tmp_path: Pa
 
 
 # --------------------------------------------------------------------------- properties
-segments = st.lists(
-    st.sampled_from(["a", "b", "ab", "data", "x.nc", "x", "é", "a b", "x#1", "p%41"]), min_size=1, max_size=4
-)
+segments = st.lists(st.sampled_from(["a", "b", "ab", "data", "x.nc", "x", "é", "a b", "x#1", "p%41"]), min_size=1,
+                    max_size=4)
 paths = segments.map(lambda s: "/" + "/".join(s))
 prefixes = st.tuples(segments, st.booleans()).map(lambda t: "/" + "/".join(t[0]) + ("/" if t[1] else ""))
 replacements = st.sampled_from(["https://example.org/", "https://example.org/p/", "s3://bucket/k", "/mnt/"])

@@ -77,19 +77,7 @@ def test_layout_is_mdim_refs_0_2(tmp_path: Path) -> None:
                                                                                 ("source", "TEXT")]  # fmt: skip
     assert [c[1] for c in _q(out, "PRAGMA table_info(remap)")] == ["target", "prefix", "replacement"]
     assert [c[1] for c in _q(out, "PRAGMA table_info(arrays)")][:12] == [
-        "array",
-        "kind",
-        "storage",
-        "dims",
-        "shape",
-        "chunks",
-        "dtype",
-        "fill",
-        "codec",
-        "attrs",
-        "affine",
-        "values",
-    ]
+        "array", "kind", "storage", "dims", "shape", "chunks", "dtype", "fill", "codec", "attrs", "affine", "values"]
     chunk_cols = {c[1]: c[2] for c in _q(out, 'PRAGMA table_info("chunks_x")')}
     assert chunk_cols == {"source_id": "INTEGER", "dim_0": "INTEGER", "dim_1": "INTEGER", "present": "INTEGER",
                           "offset": "BIGINT", "size": "BIGINT", "info": "TEXT", "data": "BLOB"}  # fmt: skip

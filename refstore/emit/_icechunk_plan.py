@@ -236,11 +236,8 @@ def boxes(coords: np.ndarray[Any, np.dtype[np.int64]], rows: np.ndarray[Any, np.
         g = c[order, 0]
         cuts = np.concatenate([[0], np.nonzero(np.diff(g) > floor)[0] + 1, [len(g)]])
         runs = [(int(a), int(z)) for a, z in pairwise(cuts)]
-        return [
-            b
-            for a, z in runs
-            for b in boxes(coords, rows[order[a:z]], slack=slack, floor=max(floor, int(g[z - 1] - g[a]) + 1))
-        ]
+        return [b for a, z in runs
+                for b in boxes(coords, rows[order[a:z]], slack=slack, floor=max(floor, int(g[z - 1] - g[a]) + 1))]
     if shape[0] == 1:  # one hyper-row: split along the next axis
         sub = boxes(coords[:, 1:], rows, slack=slack, floor=floor)
         return [Box((int(lo[0]), *b.origin), (1, *b.shape), b.cells, b.rows) for b in sub]

@@ -380,8 +380,9 @@ previous one) before ``main`` is moved to its one final snapshot; deleted afterw
 
 class _Sessions:
     """Writable sessions of one emit. Without split arrays: one session on ``main``. With them:
-    on ``TMP_BRANCH`` (created at ``main``'s tip), checkpointed after every manifest range so
-    that Icechunk never holds more than one range's changes; ``finish`` amends the last
+    on ``TMP_BRANCH`` (created at ``main``'s tip), checkpointed after a manifest range once
+    ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those uncommitted
+    changes; ``finish`` amends the last
     checkpoint into the one snapshot of this emit, whose parent is ``main``'s old tip, and
     moves ``main`` there (refusing if ``main`` moved meanwhile)."""
 
