@@ -221,6 +221,43 @@ def test_big_array_has_split_manifests(tmp_path: Path, new_collection: Any, monk
         assert_same(got[1990:2010], f["x"][1990:2010], "x across a split")
 
 
+def test_split_array_is_committed_range_by_range_but_main_gets_one_snapshot(tmp_path: Path, new_collection: Any,
+                                                                             monkeypatch: Any) -> None:  # fmt: skip
+    from refstore.emit import _icechunk_plan
+    from refstore.emit import icechunk as ice
+
+    monkeypatch.setattr(_icechunk_plan, "SPLIT_REFS", 1000)
+    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 1000)  # a checkpoint after every range of 1000 rows
+    src = tmp_path / "many.h5"
+    rows = 3500
+    with h5py.File(src, "w") as f:
+        x = f.create_dataset("x", shape=(rows, 8), dtype="f4", chunks=(1, 8))
+        x[...] = np.arange(rows * 8, dtype="f4").reshape(rows, 8)
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    first = emit(refstore.Collection.open(col), "icechunk", out)
+    repo = open_repo(out)
+    assert repo.list_branches() == {"main"}
+    history = list(repo.ancestry(branch="main"))
+    assert len(history) == 2 and history[0].metadata["refstore"]["version"] == first.version, history
+    assert repo.lookup_tag(f"refstore-v{first.version}") == history[0].id  # init + this emit
+    with h5py.File(src) as f:
+        assert_same(open_form(out, None)["x"][...], f["x"][...], "x after range-by-range commits")
+    with h5py.File(src, "r+") as f:  # a new state of the source: every reference is rewritten
+        f["x"][100:2600] = -1.0
+    os.utime(src, ns=(os.stat(src).st_atime_ns, os.stat(src).st_mtime_ns + 5 * 10**9))
+    refstore.scan(col, [str(src)])
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra["committed"] and rep.extra["written"] == rows
+    repo = open_repo(out)
+    assert repo.list_branches() == {"main"}
+    history = list(repo.ancestry(branch="main"))
+    assert len(history) == 3 and history[1].id == repo.lookup_tag(f"refstore-v{first.version}")
+    with h5py.File(src) as f:
+        assert_same(open_form(out, None)["x"][...], f["x"][...], "x after an update")
+
+
 def test_xarray_over_the_repository_equals_xarray_over_the_netcdf_files(tmp_path: Path, new_collection: Any) -> None:
     xr = pytest.importorskip("xarray")
     col, data = _series(tmp_path, new_collection, days=3)

@@ -126,8 +126,9 @@ class EmitSource:
         return self._sources
 
     # ------------------------------------------------------------------ references
-    def refs(self, name: str, *, era: int | None = None) -> pa.Table:
-        """Chunk rows of one array in the view, sorted by global key (C order):
+    def refs(self, name: str, *, era: int | None = None, rows: tuple[int, int] | None = None) -> pa.Table:
+        """Chunk rows of one array in the view (``rows``: only those with ``lo <= g0 < hi``),
+        sorted by global key (C order):
         ``g0..g{ndim-1}`` (int64), ``path`` (published location, dictionary-encoded; inline
         rows keep their source), ``offset`` (-1 for inline rows), ``length``, ``inline``
         (bytes, ``b""`` unless inline), ``filter_mask``, ``held_at`` (-1 = not held) and
@@ -135,8 +136,8 @@ class EmitSource:
         meta = self.snapshot.array(name)
         ndim = len(meta.shape)
         t = self.snapshot.chunk_rows(
-            name, columns=("source", "offset", "length", "filter_mask", "inline", "held_at"),
-            with_row_id=True, era=era,
+            name, None if rows is None or not ndim else [(rows[0], rows[1] - 1)],
+            columns=("source", "offset", "length", "filter_mask", "inline", "held_at"), with_row_id=True, era=era,
         )  # fmt: skip
         keys = [pc.cast(t.column(c), pa.int64()) for c in GLOBAL_KEY_COLUMNS[:ndim]]
         path = apply_remap(t.column("source"), self.rules) if t.num_rows else pa.array([], pa.dictionary(

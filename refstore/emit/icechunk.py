@@ -13,7 +13,9 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
 - references in bulk (``set_virtual_refs_arr``: one call per checksum and block of the chunk
   grid, C-order flat arrays, ``""`` = no chunk); inline and held chunks as native chunks;
 - checksums: the etag, else the scan's mtime rounded up to whole seconds (unremapped sources);
-- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks;
+- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks; such arrays are read, set
+  and committed range by range on a staging branch (each commit amending the last), then
+  ``main`` moves once to the emit's one snapshot (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
   tags ``refstore-vN`` plus every refstore tag naming the version.
 
@@ -23,6 +25,8 @@ See ``design/emit.md`` (Icechunk).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import json
 import os
 import warnings
@@ -64,10 +68,11 @@ _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "co
 """zarr.json keys whose change invalidates an array's chunks (others update in place)."""
 
 
-_LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error"
+_LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error,icechunk::asset_manager=error"
 """Icechunk's log filter while emitting (unless ``ICECHUNK_LOG`` is set): its two warnings on
 every local repository (not safe for concurrent commits; readback metadata) say nothing about
-an emit, which commits from one process."""
+an emit, which commits from one process; nor its advice to grow the caches a staged emit turns
+off (``_Sessions``)."""
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
@@ -152,8 +157,8 @@ class _Wanted:
 
 
 def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[str, int],
-            token_index: dict[str, int]) -> _Wanted:  # fmt: skip
-    t = src.refs(meta.name)
+            token_index: dict[str, int], g0: tuple[int, int] | None = None) -> _Wanted:  # fmt: skip
+    t = src.refs(meta.name, rows=g0)
     ndim = len(meta.shape)
     n = t.num_rows
     flat = src.flat_index(meta, t)
@@ -335,6 +340,121 @@ async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_ind
     state = ChunkState(flat=np.asarray(flat, np.int64), kind=c["kind"], loc=c["loc"], offset=c["off"],
                        length=c["len"], token=c["tok"])  # fmt: skip
     return _Held(state.sorted(), outside)
+
+
+def _held_rows(held: _Held, grid: tuple[int, ...], rows: tuple[int, int] | None, *, first: bool) -> _Held:
+    """The part of ``held`` with axis-0 index in ``rows`` (a flat range: C order); chunks past
+    a shrunken grid go with the ``first`` range only."""
+    if rows is None:
+        return held
+    per_row = int(np.prod(grid[1:]))
+    st = held.state
+    a, z = np.searchsorted(st.flat, [rows[0] * per_row, rows[1] * per_row])
+    part = ChunkState(st.flat[a:z], st.kind[a:z], st.loc[a:z], st.offset[a:z], st.length[a:z], st.token[a:z])
+    return _Held(part, held.outside if first else held.outside[:0])
+
+
+def _row_ranges(grid: tuple[int, ...], split: int | None) -> list[tuple[int, int] | None]:
+    """Axis-0 ranges of one manifest split each (``[None]``: the whole array at once)."""
+    if split is None or not grid:
+        return [None]
+    return [(a, min(a + split, grid[0])) for a in range(0, grid[0], split)]
+
+
+CHECKPOINT_REFS = 2_000_000
+"""References set between two checkpoints of a staged emit (Icechunk's memory while committing
+grows with them; each checkpoint costs a commit)."""
+
+
+def _trim() -> None:
+    """Hand freed heap back to the system (Arrow's pool; glibc keeps what Icechunk's threads freed)."""
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+TMP_BRANCH = "refstore-emit"
+"""The branch an emit of split arrays commits to range by range (each commit amending the
+previous one) before ``main`` is moved to its one final snapshot; deleted afterwards."""
+
+
+class _Sessions:
+    """Writable sessions of one emit. Without split arrays: one session on ``main``. With them:
+    on ``TMP_BRANCH`` (created at ``main``'s tip), checkpointed after a manifest range once
+    ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those uncommitted
+    changes; ``finish`` amends the last
+    checkpoint into the one snapshot of this emit, whose parent is ``main``'s old tip, and
+    moves ``main`` there (refusing if ``main`` moved meanwhile)."""
+
+    def __init__(self, repo: Any, message: str, info: dict[str, Any], *, staged: bool, storage: Any = None,
+                 prefixes: list[str] | None = None) -> None:  # fmt: skip
+        import icechunk as ic
+
+        self.message = message
+        self.metadata = {"refstore": info}
+        self.last = ""
+        self.pending = 0
+        self.repo = repo
+        self.base = repo.lookup_branch(BRANCH)
+        self.branch = BRANCH
+        self.checkpoints = 0
+        if staged:
+            self.branch = TMP_BRANCH
+            if TMP_BRANCH in repo.list_branches():  # left by an interrupted emit
+                repo.delete_branch(TMP_BRANCH)
+            repo.create_branch(TMP_BRANCH, self.base)
+            # Icechunk's caches would keep every range written: off for this writer (its config,
+            # never saved: ``repo`` saves the repository's)
+            cfg = repo.config
+            cfg.caching = ic.CachingConfig(num_chunk_refs=0, num_snapshot_nodes=0, num_transaction_changes=0)
+            with _quiet():
+                creds = credentials(prefixes or [])
+                self.writer = ic.Repository.open(storage, config=cfg, authorize_virtual_chunk_access=creds)
+        else:
+            self.writer = repo
+        self.session = self.writer.writable_session(self.branch)
+
+    @property
+    def store(self) -> Any:
+        return self.session.store
+
+    def checkpoint(self, refs: int) -> None:
+        """Commit (amend) once ``CHECKPOINT_REFS`` references are pending."""
+        self.pending += refs
+        if self.branch == BRANCH or self.pending < CHECKPOINT_REFS or not self.session.has_uncommitted_changes:
+            return
+        self.pending = 0
+        # each checkpoint may be the last: the final message and metadata
+        if self.checkpoints:
+            self.last = self.session.amend(self.message, metadata=self.metadata)
+        else:
+            self.last = self.session.commit(self.message, metadata=self.metadata)
+        self.checkpoints += 1
+        self.session = self.writer.writable_session(self.branch)
+        _trim()
+
+    def abandon(self) -> None:
+        """After a failure: ``main`` untouched, the staging branch gone."""
+        if self.branch != BRANCH and TMP_BRANCH in self.repo.list_branches():
+            self.repo.delete_branch(TMP_BRANCH)
+
+    def finish(self, *, force: bool) -> tuple[str, bool]:
+        """The emit's snapshot and whether it is new (``force``: commit even without changes)."""
+        s = self.session
+        committed = bool(self.checkpoints) or s.has_uncommitted_changes or force
+        if not committed:
+            snap = self.base
+        elif self.checkpoints and not s.has_uncommitted_changes:
+            snap = self.last
+        elif self.checkpoints:
+            snap = s.amend(self.message, metadata=self.metadata)
+        else:
+            snap = s.commit(self.message, metadata=self.metadata, allow_empty=True)
+        if self.branch != BRANCH:
+            if committed:
+                self.repo.reset_branch(BRANCH, snap, from_snapshot_id=self.base)
+            self.repo.delete_branch(TMP_BRANCH)
+        return snap, committed
 
 
 def _checksum(token: str) -> datetime | str | None:
@@ -540,46 +660,6 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
     token_index = _vocab(token_list)
     url_index = {u: i for i, u in enumerate(locs.urls)}
 
-    session = repo.writable_session(BRANCH)
-    store = session.store
-    counts = _Counts()
-    groups = _groups(src, arrays)
-    wanted_nodes = {**{g: "group" for g in groups}, **{m.name: "array" for m in arrays}}
-    held_nodes: dict[str, str] = _run(_nodes(store)) if not fresh else {}
-
-    async def structure() -> None:
-        for p in sorted(held_nodes, key=len, reverse=True):
-            if p and (wanted_nodes.get(p) != held_nodes[p]):
-                if any(p.startswith(q + "/") for q in held_nodes if q and held_nodes[q] != wanted_nodes.get(q)):
-                    continue  # inside a node being removed
-                await store.delete_dir(p)
-        for g, doc in groups.items():
-            key = f"{g}/zarr.json" if g else "zarr.json"
-            if await _get(store, key) != doc:
-                await _set(store, key, doc)
-
-    _run(structure())
-    held_nodes = {p: k for p, k in held_nodes.items() if wanted_nodes.get(p) == k}
-    n_refs = 0
-    for i, meta in enumerate(arrays):
-        doc = _array_doc(meta)
-        key = f"{meta.name}/zarr.json"
-        want = _wanted(src, meta, locs, url_index, token_index)
-        n_refs += len(want.state.flat)
-        before: bytes | None = _run(_get(store, key)) if meta.name in held_nodes else None
-        if before is not None and _structural(before) != _structural(doc):
-            _run(store.delete_dir(meta.name))
-            before = None
-        if before is None:
-            have = _Held(ChunkState.empty(), np.zeros((0, len(meta.shape)), np.int64))
-        else:
-            have = _run(_have(store, meta.name, len(meta.shape), grids[meta.name], url_index, token_index,
-                              old_tokens, known=bool(old)))  # fmt: skip
-        meta_doc = doc if before != doc else None
-        _write_array(store, meta, want, have, locs.urls, token_list, counts, meta_doc=meta_doc)
-        if progress is not None:
-            progress(i + 1, len(arrays))
-
     message = f"refstore {src.uri} version {src.version}" + (f" ({src.tag})" if src.tag else "")
     info = {
         "uri": src.uri,
@@ -589,13 +669,59 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
     }
-    if save_config:  # after every chunk was planned and set: a refused emit changes nothing
-        repo.save_config()
-    committed = session.has_uncommitted_changes or old.get("version") != src.version
-    if committed:
-        snapshot = session.commit(message, metadata={"refstore": info}, allow_empty=True)
-    else:
-        snapshot = repo.lookup_branch(BRANCH)
+    sessions = _Sessions(repo, message, info, staged=bool(splits), storage=storage, prefixes=prefixes)
+    try:
+        store = sessions.store
+        counts = _Counts()
+        groups = _groups(src, arrays)
+        wanted_nodes = {**{g: "group" for g in groups}, **{m.name: "array" for m in arrays}}
+        held_nodes: dict[str, str] = _run(_nodes(store)) if not fresh else {}
+
+        async def structure() -> None:
+            for p in sorted(held_nodes, key=len, reverse=True):
+                if p and (wanted_nodes.get(p) != held_nodes[p]):
+                    if any(p.startswith(q + "/") for q in held_nodes if q and held_nodes[q] != wanted_nodes.get(q)):
+                        continue  # inside a node being removed
+                    await store.delete_dir(p)
+            for g, doc in groups.items():
+                key = f"{g}/zarr.json" if g else "zarr.json"
+                if await _get(store, key) != doc:
+                    await _set(store, key, doc)
+
+        _run(structure())
+        held_nodes = {p: k for p, k in held_nodes.items() if wanted_nodes.get(p) == k}
+        n_refs = 0
+        for i, meta in enumerate(arrays):
+            doc = _array_doc(meta)
+            key = f"{meta.name}/zarr.json"
+            before: bytes | None = _run(_get(store, key)) if meta.name in held_nodes else None
+            if before is not None and _structural(before) != _structural(doc):
+                _run(store.delete_dir(meta.name))
+                before = None
+            if before is None:
+                have = _Held(ChunkState.empty(), np.zeros((0, len(meta.shape)), np.int64))
+            else:
+                have = _run(_have(store, meta.name, len(meta.shape), grids[meta.name], url_index, token_index,
+                                  old_tokens, known=bool(old)))  # fmt: skip
+            meta_doc = doc if before != doc else None
+            for j, rows in enumerate(_row_ranges(grids[meta.name], splits.get(meta.name))):
+                want = _wanted(src, meta, locs, url_index, token_index, rows)
+                n_refs += len(want.state.flat)
+                _write_array(store, meta, want, _held_rows(have, grids[meta.name], rows, first=j == 0), locs.urls,
+                             token_list, counts, meta_doc=meta_doc if j == 0 else None)  # fmt: skip
+                if rows is not None:
+                    sessions.checkpoint(len(want.state.flat))
+                    store = sessions.store
+                del want
+            if progress is not None:
+                progress(i + 1, len(arrays))
+
+        if save_config:  # after every chunk was planned and set: a refused emit changes nothing
+            repo.save_config()
+        snapshot, committed = sessions.finish(force=old.get("version") != src.version)
+    except BaseException:
+        sessions.abandon()
+        raise
     existing_tags = set(repo.list_tags())
     for name in tag_names:
         if name not in existing_tags:
