@@ -148,18 +148,20 @@ def bench_scan(work: Path, n_files: int, n_peer: int) -> dict[str, Any]:
 
 
 def make_many_chunk_files(folder: Path, n_refs: int, per_file: int = 100_000) -> list[Path]:
+    """HDF5 files of one (n, 16) float32 array in (1, 16) chunks along time: ``n_refs`` chunks."""
     import h5py
 
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     n_files = max(1, -(-n_refs // per_file))
     for i in range(n_files):
+        n = min(per_file, n_refs - i * per_file)  # the last file holds the remainder
         p = folder / f"many{i:03d}.h5"
         with h5py.File(p, "w") as f:
-            t = f.create_dataset("time", data=np.arange(per_file, dtype="f8") + i * per_file, chunks=(per_file,))
+            t = f.create_dataset("time", data=np.arange(n, dtype="f8") + i * per_file, chunks=(n,))
             t.make_scale("time")
-            x = f.create_dataset("x", shape=(per_file, 16), dtype="f4", chunks=(1, 16))
-            x[...] = np.arange(per_file * 16, dtype="f4").reshape(per_file, 16)
+            x = f.create_dataset("x", shape=(n, 16), dtype="f4", chunks=(1, 16))
+            x[...] = np.arange(n * 16, dtype="f4").reshape(n, 16)
             x.dims[0].attach_scale(t)
         out.append(p)
     return out

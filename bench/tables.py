@@ -17,28 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 FORMS = ("parquet", "sqlite", "kerchunk-json")
-
-
-def make_files(folder: Path, n_refs: int, per_file: int = 100_000) -> list[Path]:
-    """Files of one (n, 16) float32 array in (1, 16) chunks along time: ``n_refs`` chunks in all."""
-    import h5py
-
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i in range(max(1, -(-n_refs // per_file))):
-        n = min(per_file, n_refs - i * per_file)
-        p = folder / f"f{i:03d}.h5"
-        with h5py.File(p, "w") as f:
-            t = f.create_dataset("time", data=np.arange(n, dtype="f8") + i * per_file, chunks=(n,))
-            t.make_scale("time")
-            x = f.create_dataset("x", shape=(n, 16), dtype="f4", chunks=(1, 16))
-            x[...] = np.arange(n * 16, dtype="f4").reshape(n, 16)
-            x.dims[0].attach_scale(t)
-        out.append(p)
-    return out
 
 
 def _best(fn: Any, repeat: int) -> float:
@@ -56,7 +35,9 @@ def run(work: Path, n_refs: int) -> dict[str, Any]:
     import refstore
     from refstore.emit import emit
 
-    files = make_files(work / "data", n_refs)
+    from .__main__ import make_many_chunk_files
+
+    files = make_many_chunk_files(work / "data", n_refs, per_file=min(100_000, n_refs))
     uri = str(work / "col")
     refstore.init(uri)
     refstore.scan(uri, [str(p) for p in files], concat_dim="time")
