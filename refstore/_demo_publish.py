@@ -44,12 +44,13 @@ def _kerchunk_parquet_sst(out: str) -> np.ndarray[Any, Any]:
 def _icechunk_sst(out: str) -> np.ndarray[Any, Any]:
     import icechunk as ic
     import zarr
-    from icechunk.credentials import LocalFileSystemAccess
+
+    from .emit.icechunk import credentials
 
     storage = ic.local_filesystem_storage(out)
     config = ic.Repository.fetch_config(storage)
     prefixes = sorted(((config.virtual_chunk_containers if config else None) or {}).keys())
-    creds = ic.containers_credentials({p: LocalFileSystemAccess for p in prefixes if p.startswith("file://")})
+    creds = credentials(prefixes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # local storage and numcodecs-name warnings
         repo = ic.Repository.open(storage, authorize_virtual_chunk_access=creds)
