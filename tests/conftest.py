@@ -77,3 +77,22 @@ def emit_cases(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     from ._emit_cases import build_cases
 
     return build_cases(tmp_path_factory.mktemp("emit-cases"))
+
+
+@pytest.fixture
+def packing_era_series(tmp_path: Path) -> tuple[str, list[Path]]:
+    """An OISST-like series of 3 days whose last day packs sst with another scale_factor (two
+    eras), scanned along time: ``(collection uri, files)``."""
+    import h5py
+    import numpy as np
+
+    import refstore
+    from refstore.fixtures.oisst import write_series
+
+    days = write_series(tmp_path / "data", 3)
+    with h5py.File(days[2], "r+") as f:
+        f["sst"].attrs["scale_factor"] = np.float32(0.02)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p) for p in days], concat_dim="time")
+    return uri, days

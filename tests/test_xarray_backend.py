@@ -133,18 +133,9 @@ def test_guess_engine(oisst: tuple[str, list[Path]]) -> None:
     assert xr.open_dataset(uri).sizes["time"] == 4  # found by guess_can_open
 
 
-def test_eras_of_different_packing(tmp_path: Path) -> None:
+def test_eras_of_different_packing(packing_era_series: tuple[str, list[Path]]) -> None:
     """Files whose scale_factor changes: each part decoded with its own, as concat of the files."""
-    import h5py
-
-    from refstore.fixtures.oisst import write_series
-
-    days = write_series(tmp_path / "data", 3)
-    with h5py.File(days[2], "r+") as f:
-        f["sst"].attrs["scale_factor"] = np.float32(0.02)
-    uri = str(tmp_path / "col")
-    refstore.init(uri)
-    refstore.scan(uri, [str(p) for p in days], concat_dim="time")
+    uri, days = packing_era_series
     assert len(refstore.open(uri)["sst"].eras) == 2
     got = xr.open_dataset(uri, engine="refstore")
     ref = _netcdf4_concat(days)

@@ -387,22 +387,14 @@ def _netcdf4_concat(files: list[Path], name: str, dim: str) -> Any:
     return xr.concat([xr.open_dataset(p, engine="netcdf4")[name] for p in files], dim=dim)
 
 
-def test_eras_of_other_packing_served_unpacked(tmp_path: Path) -> None:
+def test_eras_of_other_packing_served_unpacked(packing_era_series: tuple[str, list[Path]]) -> None:
     """A series whose packing changes (day 3: another scale_factor) is one zarr array of
     CF-decoded values, packing attributes dropped: xarray over the store equals xarray over the
     netCDF files (each decoded with its own attributes); every cell of the grid is a key."""
-    import h5py
     import xarray as xr
     import zarr
 
-    from refstore.fixtures.oisst import write_series
-
-    days = write_series(tmp_path / "data", 3)
-    with h5py.File(days[2], "r+") as f:
-        f["sst"].attrs["scale_factor"] = np.float32(0.02)
-    uri = str(tmp_path / "col")
-    refstore.init(uri)
-    refstore.scan(uri, [str(p) for p in days], concat_dim="time")
+    uri, days = packing_era_series
     assert len(refstore.open(uri)["sst"].eras) == 2
     store = refstore.zarr_store(uri)
     want = _netcdf4_concat(days, "sst", "time")
