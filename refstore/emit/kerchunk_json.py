@@ -46,7 +46,6 @@ __all__ = [
     "FillPlan",
     "absent_chunks",
     "check",
-    "chunk_keys",
     "consolidated",
     "encoded_fill_chunk",
     "fill_plan",
@@ -212,11 +211,6 @@ def v2_chunk_keys(meta: ArrayMeta, refs: pa.Table) -> pa.Array:
     if ndim == 1:
         return cols[0].combine_chunks()
     return pc.binary_join_element_wise(*cols, _s(".")).combine_chunks()
-
-
-def chunk_keys(meta: ArrayMeta, refs: pa.Table) -> list[str]:
-    """Full zarr v2 chunk keys (``name/i.j.k``) of the rows of ``refs``, in row order."""
-    return [f"{meta.name}/{k}" for k in v2_chunk_keys(meta, refs).to_pylist()]
 
 
 def _s(text: str) -> pa.Scalar:
