@@ -283,7 +283,7 @@ def test_eras_after_sources_lacking_the_array_read_as_fill(tmp_path: Path, new_c
     col = new_collection()
     refstore.scan(col, [str(d)], concat_dim="time")
     x = refstore.open(col)["x"]
-    assert [(e["start"], e["stop"]) for e in x.eras] == [(2, 4), (4, 6)]
+    assert [(e["start"], e["stop"]) for e in x.eras] == [(0, 4), (4, 6)]  # era 0 from 0: on its grid
     got = x[...]
     assert (got[:2] == x.fill_value).all()
     assert got[2:].tobytes() == np.concatenate([h5py.File(p)["x"][()] for p in files]).tobytes()

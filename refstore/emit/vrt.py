@@ -14,9 +14,11 @@ scan (a TIFF series' ``time``) are written as ``<InlineValues>``.
 Arrays refstore records as unsupported because no Python decoder exists for an HDF5 filter
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
 Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
-float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or CF packing
-attributes. Whether a source is a TIFF and its IFD numbers are what the scan recorded (source
-row ``format``/``layout``), so the VRT of a version never depends on the files as they are now;
+float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or encoding
+attributes (``refstore._cf``). Where sources lack an array (holes) GDAL reads ``NoDataValue``:
+the ``_FillValue``, else the fill value the collection reads there (GDAL would give 0).
+Whether a source is a TIFF and its IFD numbers are what the scan recorded (source row
+``format``/``layout``), so the VRT of a version never depends on the files as they are now;
 only collections scanned before that are looked at on disk (with a warning), and there IFDs
 other than the first of a remotely scanned TIFF are refused.
 
@@ -37,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._cf import encoding_attrs
 from .._keys import DEST_COLUMNS, NOT_PLACED
-from .._values import decode_attr
+from .._values import decode_attr, decode_fill
 from ..errors import BadInputError, UnexpressibleError
 from ..scan._types import ArrayMeta
 from ._common import atomic_output
@@ -69,7 +72,6 @@ _TYPES: dict[str, str] = {
     "c16": "CFloat64",
 }
 
-_PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units")
 _IFD_NAME = re.compile(r"^(image(_\d+)?|overview_\d+|mask(_\d+)?|mask_overview_\d+)$")
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _LIBHDF5_DECODES = re.compile(r"^HDF5 filter \S+ \(id \d+\) has no decoder")
@@ -248,10 +250,10 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     if meta.eras:
         first = meta.eras[0]
         for era in meta.eras[1:]:
-            packing = [{k: e["attrs"].get(k) for k in _PACKING} for e in (first, era)]
+            packing = [encoding_attrs(e["attrs"]) for e in (first, era)]
             if era["dtype"] != first["dtype"] or era["fill_value"] != first["fill_value"] or packing[0] != packing[1]:
                 raise UnexpressibleError(
-                    f"array {name!r}: its eras differ in dtype, fill value or packing attributes "
+                    f"array {name!r}: its eras differ in dtype, fill value or encoding attributes "
                     f"(from {era['first_source']}); one VRT array has one of each"
                 )
     rows = _vars(src, name)
@@ -500,6 +502,8 @@ def write(
         nodata = _scalar_attr(meta, "_FillValue")
         if nodata is None:
             nodata = _scalar_attr(meta, "nodata")
+        if nodata is None and meta.holes:  # where sources lack the array GDAL gives NoDataValue (else 0)
+            nodata = decode_fill(meta.fill_value, np.dtype(meta.dtype))
         if nodata is not None:
             if read_dt.kind == "u" and np.dtype(meta.dtype).kind == "i":
                 nodata = np.asarray(nodata, np.dtype(meta.dtype)).view(read_dt)[()]

@@ -34,7 +34,8 @@ class SourceSlab:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """``order``: locations in placement order. ``arrays``: global array metadata (with eras when
-    codecs, chunks or packing change along the concat dimension).
+    codecs, chunks or encoding attributes change along the concat dimension, or when the first
+    source holding an array is not on a chunk boundary of its grid; with the holes no source holds).
     ``placements[(location, array)]``: offset of the source's slab in the global array, in
     elements per dimension; pairs absent from the mapping are not in the view."""
 
@@ -166,8 +167,11 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                              "start": starts[s.location], "first_source": s.location})  # fmt: skip
             eras[-1]["last_source"] = s.location
             era_of[s.location] = len(eras) - 1
+        if eras[0]["start"] % eras[0]["_meta"].chunks[axis] == 0:
+            eras[0]["start"] = 0  # sources before the first holder: absent chunks of its grid
         for k, era in enumerate(eras):
             era["stop"] = eras[k + 1]["start"] if k + 1 < len(eras) else total
+        holes = _holes([(starts[s.location], s.arrays[name].shape[axis]) for s in holders], total)
         prev_loc: str | None = None
         for s in ordered:
             if name in s.arrays:
@@ -191,7 +195,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
         shape = list(m0.shape)
         shape[axis] = total
         described: tuple[dict[str, Any], ...] = ()
-        if len(eras) > 1:
+        if len(eras) > 1 or eras[0]["start"] > 0:  # one era from 0 is the array's own grid
             described = tuple(
                 {
                     "index": e["index"],
@@ -208,5 +212,18 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                 }
                 for e in eras
             )
-        plan.arrays[name] = m0.with_shape(tuple(shape), described)
+        plan.arrays[name] = m0.with_shape(tuple(shape), described, holes, axis)
     return plan
+
+
+def _holes(slabs: list[tuple[int, int]], total: int) -> tuple[tuple[int, int], ...]:
+    """``[start, stop)`` ranges of ``[0, total)`` that no ``(start, extent)`` slab covers."""
+    out: list[tuple[int, int]] = []
+    at = 0
+    for start, extent in sorted(slabs):
+        if start > at:
+            out.append((at, start))
+        at = max(at, start + extent)
+    if at < total:
+        out.append((at, total))
+    return tuple(out)

@@ -23,6 +23,7 @@ from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_attr, decode_fill
 from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSourceWarning, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
+from ..plan.eras import EraLayout
 from ..plan.select import Selection, chunk_slices, needed_chunks, select
 from .decode import make_decoder
 from .fetch import Fetcher, change_since_scan
@@ -183,37 +184,36 @@ class Array:
             self._fill(out, rows, sel)
         return out
 
+    @cached_property
+    def layout(self) -> EraLayout | None:
+        """Eras and holes along the concat axis (``plan.eras``), None when there are none."""
+        return EraLayout.of(self.meta)
+
+    def era_array(self, era: int) -> Array:
+        """The reader of one era on its own grid (its axis counted from the era's start)."""
+        e = self.meta.eras[era]
+        return Array(self._snap, self.meta.era_meta(e), fetcher=self._fetcher, options=self.options, era=era)
+
     def _read_eras(self, sel: Selection) -> np.ndarray[Any, Any]:
-        """Across eras: each era reads its part on its own grid, with its own codecs."""
-        out = np.full(self._result_shape(sel), self.fill_value, dtype=self.dtype)  # before the first era: fill
-        for era in self.meta.eras:
-            axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
-            a, b, step = sel.start[axis], sel.stop[axis], sel.step[axis]
-            j0 = -((a - max(a, e_lo)) // step)  # first selected index inside the era
-            j1 = -((a - min(b, e_hi)) // step)
-            if j1 <= j0:
+        """Across eras: each era reads its part on its own grid, with its own codecs; before the
+        first era: fill."""
+        out = np.full(self._result_shape(sel), self.fill_value, dtype=self.dtype)
+        assert self.layout is not None
+        for part in self.layout.parts(sel):
+            if part.era is None:
                 continue
-            start, stop = list(sel.start), list(sel.stop)
-            start[axis], stop[axis] = a + step * j0 - e_lo, min(b, e_hi) - e_lo
-            sub = Array(self._snap, self.meta.era_meta(era), fetcher=self._fetcher, options=self.options,
-                        era=int(era["index"]))  # fmt: skip
-            part = sub._read_one(Selection(tuple(start), tuple(stop), sel.step, ()))
             dst: list[slice] = [slice(None)] * self.ndim
-            dst[axis] = slice(j0, j1)
-            out[tuple(dst)] = part
+            dst[self.layout.axis] = part.out
+            out[tuple(dst)] = self.era_array(part.era)._read_one(part.local)
         return out
 
     def read_rows(self, era: int, rows: pa.Table, lo: list[int], hi: list[int]) -> np.ndarray[Any, Any]:
         """The box ``[lo, hi)`` (global element coordinates) assembled from the given chunk rows
         of ``era`` only, without querying the table (``verify`` decodes sampled rows this way)."""
         if self.meta.eras:
-            e = self.meta.eras[era]
-            axis, start = int(e["axis"]), int(e["start"])
-            lo, hi = list(lo), list(hi)
-            lo[axis] -= start
-            hi[axis] -= start
-            sub = Array(self._snap, self.meta.era_meta(e), fetcher=self._fetcher, options=self.options, era=era)
-            return sub.read_rows(era, rows, lo, hi).astype(self.dtype, copy=False)
+            assert self.layout is not None
+            e_lo, e_hi = next((a, b) for i, a, b in self.layout.local_boxes(lo, hi) if i == era)
+            return self.era_array(era).read_rows(era, rows, e_lo, e_hi).astype(self.dtype, copy=False)
         sel = Selection(tuple(lo), tuple(hi), (1,) * self.ndim, ())
         out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
         if rows.num_rows:

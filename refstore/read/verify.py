@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._keys import DEST_COLUMNS, NOT_PLACED
+from ..plan.eras import EraLayout
 from .array import Array, ReadOptions
 
 if TYPE_CHECKING:
@@ -38,16 +39,11 @@ class VerifyReport:
 
 def _region(meta: ArrayMeta, era: int, key: Any) -> tuple[list[int], list[int]]:
     """Element box [lo, hi) in the global array of the chunk ``key`` of ``era``."""
-    if not meta.eras:
-        lo = [int(k) * c for k, c in zip(key, meta.chunks, strict=True)]
-        return lo, [min(a + c, n) for a, c, n in zip(lo, meta.chunks, meta.shape, strict=True)]
-    e = meta.eras[era]
-    axis, chunks = int(e["axis"]), [int(c) for c in e["chunks"]]
-    lo = [int(k) * c for k, c in zip(key, chunks, strict=True)]
-    limit = list(meta.shape)
-    lo[axis] += int(e["start"])
-    limit[axis] = int(e["stop"])
-    return lo, [min(a + c, n) for a, c, n in zip(lo, chunks, limit, strict=True)]
+    layout = EraLayout.of(meta)
+    if layout is not None:
+        return layout.chunk_box(era, key, meta.shape)
+    lo = [int(k) * c for k, c in zip(key, meta.chunks, strict=True)]
+    return lo, [min(a + c, n) for a, c, n in zip(lo, meta.chunks, meta.shape, strict=True)]
 
 
 def _plan(

@@ -24,8 +24,10 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
+from .._cf import DECODED_BY_XARRAY, encoding_attrs
 from .._values import decode_attr
 from ..errors import BadInputError
+from ..plan.eras import EraLayout
 from ..plan.select import Selection, select
 from .array import Array, ReadOptions
 
@@ -42,13 +44,16 @@ __all__ = [
     "RefstoreBackendArray",
     "RefstoreBackendEntrypoint",
     "RefstoreDataStore",
+    "chars_joined",
     "decode_eras",
     "decoded_dtype",
+    "decodes_here",
     "era_packing",
     "packing_differs",
 ]
 
-PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units", "calendar", "_Unsigned")
+PACKING = DECODED_BY_XARRAY
+"""Attributes xarray's CF decoding consumes (``refstore._cf``, the one list)."""
 
 OPEN_CACHE_SIZE = 8
 """Open collection versions kept per process (least recently used first out)."""
@@ -92,7 +97,7 @@ def _attrs(attrs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _packing(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {k: attrs[k] for k in PACKING if k in attrs}
+    return encoding_attrs(attrs, PACKING)
 
 
 def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -109,7 +114,8 @@ class RefstoreBackendArray(BackendArray):
         self.on_stale, self.storage_options = on_stale, storage_options
         self.decode = decode  # decode_cf_variable options when eras are decoded here
         meta = self._ds().snapshot.array(name)
-        self.shape = tuple(int(s) for s in meta.shape)
+        self.chars = decode is not None and chars_joined(meta, decode)  # char dim joined by the decoding
+        self.shape = tuple(int(s) for s in meta.shape)[: -1 if self.chars else None]
         raw = _native(Array(self._ds().snapshot, meta).dtype)
         self.dtype = decoded_dtype(meta, decode) if decode is not None else raw
 
@@ -124,7 +130,28 @@ class RefstoreBackendArray(BackendArray):
         if self.decode is None:
             out = arr[key]
             return np.asarray(out).astype(self.dtype, copy=False)
-        return decode_eras(arr, select(key, self.shape), self.dtype, self.decode)
+        if self.chars:
+            sel = select(key, self.shape)
+            sel = Selection((*sel.start, 0), (*sel.stop, arr.shape[-1]), (*sel.step, 1), sel.drop)
+        else:
+            sel = select(key, self.shape)
+        return decode_eras(arr, sel, self.dtype, self.decode)
+
+
+def chars_joined(meta: ArrayMeta, decode: dict[str, Any]) -> bool:
+    """Whether xarray's decoding joins the last (character) dimension of ``meta``."""
+    return bool(decode.get("concat_characters", True)) and np.dtype(meta.dtype) == np.dtype("S1") and meta.ndim > 0
+
+
+def decodes_here(meta: ArrayMeta) -> bool:
+    """Whether the backend decodes ``meta`` itself, per era: its eras differ in CF encoding, or
+    some of its sources lack it (those read as missing, as ``xr.concat`` of the files gives)."""
+    layout = EraLayout.of(meta)
+    return layout is not None and (packing_differs(meta) or bool(layout.hole_positions(_whole(meta, layout))))
+
+
+def _whole(meta: ArrayMeta, layout: EraLayout) -> Selection:
+    return Selection((0,) * meta.ndim, tuple(int(n) for n in meta.shape), (1,) * meta.ndim, ())
 
 
 def era_packing(era: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +164,11 @@ def packing_differs(meta: ArrayMeta) -> bool:
     return len({repr(sorted(era_packing(e).items())) for e in meta.eras}) > 1
 
 
+def _eras(meta: ArrayMeta) -> list[dict[str, Any]]:
+    """The eras to decode with: the recorded ones, or the array itself as one era."""
+    return list(meta.eras) or [{"dtype": meta.dtype, "attrs": meta.attrs, "index": 0}]
+
+
 def _era_variable(meta: ArrayMeta, era: dict[str, Any], raw: np.ndarray[Any, Any], decode: dict[str, Any]) -> Variable:
     import xarray as xr
 
@@ -145,34 +177,55 @@ def _era_variable(meta: ArrayMeta, era: dict[str, Any], raw: np.ndarray[Any, Any
 
 def decoded_dtype(meta: ArrayMeta, decode: dict[str, Any]) -> np.dtype[Any]:
     """The dtype holding every era's values once decoded by xarray's coders (``decode``:
-    ``decode_cf_variable`` options)."""
+    ``decode_cf_variable`` options), promoted as ``xr.concat`` does when some sources lack the
+    array (``maybe_promote``: NaN, NaT or an object array)."""
+    from xarray.core.dtypes import maybe_promote
+
     dts = []
-    for era in meta.eras:
+    for era in _eras(meta):
         empty = np.zeros((0,) * len(meta.shape), dtype=np.dtype(era["dtype"]))
         dts.append(_era_variable(meta, era, empty, decode).dtype)
-    return np.result_type(*dts)
+    dtype = np.result_type(*dts) if all(d.kind != "O" for d in dts) else np.dtype(object)
+    layout = EraLayout.of(meta)
+    if layout is not None and layout.hole_positions(_whole(meta, layout)):
+        dtype = np.dtype(maybe_promote(dtype)[0])
+    return dtype
 
 
 def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[str, Any]) -> np.ndarray[Any, Any]:
     """The values of ``sel``, each era's part read raw and decoded with its own attributes by
-    xarray's coders (``decode``: ``decode_cf_variable`` options), as ``dtype``."""
+    xarray's coders (``decode``: ``decode_cf_variable`` options), as ``dtype``; positions no
+    source holds are missing (``maybe_promote``'s fill: NaN, NaT). A character array whose
+    last dimension the decoding joins gives one value per string."""
+    from xarray.core.dtypes import maybe_promote
+
     meta = arr.meta
-    out = np.empty(sel.shape if not sel.drop else Selection(sel.start, sel.stop, sel.step, ()).shape, dtype)
-    for era in meta.eras:
-        axis, e_lo, e_hi = int(era["axis"]), int(era["start"]), int(era["stop"])
-        a, b, step = sel.start[axis], sel.stop[axis], sel.step[axis]
-        j0 = -((a - max(a, e_lo)) // step)
-        j1 = -((a - min(b, e_hi)) // step)
-        if j1 <= j0:
+    layout = arr.layout
+    assert layout is not None
+    whole = Selection(sel.start, sel.stop, sel.step, ())
+    joined = chars_joined(meta, decode)
+    shape = whole.shape[:-1] if joined else whole.shape
+    out = np.full(shape, maybe_promote(dtype)[1], dtype)
+    eras = _eras(meta)
+    for part in layout.parts(whole):
+        if part.era is None:
             continue
-        start, stop = list(sel.start), list(sel.stop)
-        start[axis], stop[axis] = a + step * j0, min(b, e_hi)
+        era = eras[part.era]
+        start, stop = list(part.local.start), list(part.local.stop)
+        origin = int(era.get("start", 0))
+        start[layout.axis] += origin
+        stop[layout.axis] += origin
         raw = arr.read(Selection(tuple(start), tuple(stop), sel.step, ()))
-        dst: list[slice] = [slice(None)] * len(meta.shape)
-        dst[axis] = slice(j0, j1)
+        dst: list[slice] = [slice(None)] * len(shape)
+        dst[layout.axis] = part.out
         out[tuple(dst)] = np.asarray(_era_variable(meta, era, raw, decode).values)
+    for holes in layout.hole_positions(whole):
+        dst = [slice(None)] * len(shape)
+        dst[layout.axis] = holes
+        out[tuple(dst)] = maybe_promote(dtype)[1]
     if sel.drop:
-        out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
+        drop = [i for i in sel.drop if i < len(shape)]
+        out = out[tuple(0 if i in drop else slice(None) for i in range(out.ndim))]
     return out
 
 
@@ -207,8 +260,8 @@ class RefstoreDataStore(AbstractDataStore):
         attrs = _attrs(meta.attrs)
         decode = None
         encoding: dict[str, Any] = {}
-        if meta.eras and packing_differs(meta):
-            decode = self.decode  # packing differs between eras: decoded here, per era
+        if decodes_here(meta):
+            decode = self.decode  # eras differ in encoding, or sources lack it: decoded here, per era
             encoding.update(_packing(attrs))
             attrs = {k: v for k, v in attrs.items() if k not in PACKING}
             encoding["eras"] = [{"start": e["start"], "stop": e["stop"], **_packing(_attrs(e["attrs"]))}
@@ -216,14 +269,18 @@ class RefstoreDataStore(AbstractDataStore):
         backend = RefstoreBackendArray(self.uri, self.version, name, on_stale=self.on_stale,
                                        storage_options=self.storage_options, decode=decode)  # fmt: skip
         chunks = tuple(int(c) for c in (meta.eras[0]["chunks"] if meta.eras else meta.chunks))
+        dims = meta.dims
+        if backend.chars:
+            encoding["char_dim_name"] = dims[-1]
+            dims, chunks = dims[:-1], chunks[:-1]
         encoding.update({
             "dtype": backend.dtype if decode is not None else np.dtype(meta.dtype),
             "chunksizes": chunks,
-            "preferred_chunks": dict(zip(meta.dims, chunks, strict=True)),
+            "preferred_chunks": dict(zip(dims, chunks, strict=True)),
             "source": self.uri,
             "original_shape": tuple(meta.shape),
         })  # fmt: skip
-        return Variable(meta.dims, indexing.LazilyIndexedArray(backend), attrs, encoding)
+        return Variable(dims, indexing.LazilyIndexedArray(backend), attrs, encoding)
 
     def get_variables(self) -> Mapping[str, Variable]:
         return FrozenDict((k, self._variable(k, m)) for k, m in self.arrays.items())

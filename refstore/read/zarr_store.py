@@ -83,7 +83,12 @@ class _Plan:
     chunks: tuple[int, ...]
     grid: tuple[int, ...]
     dtype: np.dtype[Any]
-    unpack: bool = False  # eras differ in packing: values CF-decoded per era (see module doc)
+    unpack: bool = False  # eras differ in packing or sources lack it: values CF-decoded per era (module doc)
+
+    @property
+    def every_cell(self) -> bool:
+        """Decoded on every cell of the zarr grid (eras, or missing values where sources lack it)."""
+        return self.decoded is not None and (bool(self.meta.eras) or self.unpack)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,7 @@ class _State:
         for name, meta in snap.arrays().items():
             if meta.status != "ok":
                 continue
-            if meta.eras and _packing_differs(meta):
+            if _unpacks(meta):
                 self._unpacked(meta)
                 continue
             reason = v3_unexpressible(meta)
@@ -170,7 +175,7 @@ class _State:
         if dtype.kind != "f":
             dtype = np.dtype(np.float64)
         dtype = dtype.newbyteorder("<")
-        chunks = tuple(int(c) for c in meta.eras[0]["chunks"])
+        chunks = tuple(int(c) for c in (meta.eras[0]["chunks"] if meta.eras else meta.chunks))
         grid = tuple(-(-int(s) // c) if c else 0 for s, c in zip(meta.shape, chunks, strict=True))
         keep = {"units", "calendar"}
         attrs = {k: v for k, v in plain_attrs(meta).items() if k not in PACKING or k in keep}
@@ -250,7 +255,7 @@ class _State:
         plan = self.plans[name]
         if not plan.grid:
             return [f"{name}/c"] if plan.decoded or len(self.array_refs(name).flat) else []
-        if plan.meta.eras:  # decoded on the zarr grid: every cell
+        if plan.every_cell:  # decoded on the zarr grid: every cell
             flat = np.arange(int(np.prod(plan.grid, dtype=np.int64)), dtype=np.int64)
         else:
             flat = self.array_refs(name).flat
@@ -277,7 +282,7 @@ class _State:
         held_slots: list[int] = []
         for name, wanted in by_array.items():
             plan = self.plans[name]
-            if plan.decoded is not None and plan.meta.eras:  # every cell of the zarr grid
+            if plan.every_cell:
                 for slot, index in wanted:
                     out[slot] = self._decoded(plan, index)
                 continue
@@ -356,7 +361,7 @@ class _State:
         if parsed is None:
             return None
         plan = self.plans[parsed[0]]
-        if plan.decoded is not None and plan.meta.eras:
+        if plan.every_cell:
             return int(np.prod(plan.chunks, dtype=np.int64)) * plan.dtype.itemsize
         refs = self.array_refs(parsed[0])
         f = int(np.ravel_multi_index(parsed[1], plan.grid)) if plan.grid else 0
@@ -370,10 +375,14 @@ class _State:
         return int(refs.length[p])
 
 
-def _packing_differs(meta: ArrayMeta) -> bool:
-    from .xarray_backend import packing_differs  # xarray loads only for arrays with eras
+def _unpacks(meta: ArrayMeta) -> bool:
+    """Served unpacked: eras that differ in CF encoding, or numbers some sources lack (missing
+    there, as ``xr.concat`` of the files gives; zarr has no missing value for strings)."""
+    if not meta.eras and not meta.holes:
+        return False
+    from .xarray_backend import decodes_here  # xarray loads only for arrays with eras or holes
 
-    return packing_differs(meta)
+    return decodes_here(meta) and np.dtype(meta.dtype).kind in "biufc"
 
 
 def _decode(enc: dict[str, Any]) -> Any:
@@ -604,7 +613,7 @@ class RefstoreZarrStore(Store):
         seen = set()
         if p in st.plans:  # an array: its zarr.json, and "c" when it has chunks
             seen.add(META)
-            if st.plans[p].meta.eras or len(st.array_refs(p).flat):
+            if st.plans[p].every_cell or st.plans[p].meta.eras or len(st.array_refs(p).flat):
                 seen.add("c")
         else:
             for k in await asyncio.to_thread(self._keys, base):

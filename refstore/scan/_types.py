@@ -9,11 +9,10 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from .._cf import encoding_attrs
 from .._keys import MAX_DIMS, SOURCE_KEY_COLUMNS
 
 __all__ = ["CHUNK_BATCH_SCHEMA", "ArrayMeta", "ScanResult", "Scanner", "SourceInfo"]
-
-_PACKING_ATTRS = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units")
 
 CHUNK_BATCH_SCHEMA = pa.schema(
     [
@@ -57,12 +56,17 @@ class ArrayMeta:
     status: str = "ok"
     reason: str | None = None
     eras: tuple[dict[str, Any], ...] = ()
-    """Global arrays only: when codecs, chunks, dtype, fill or packing attributes change along the
-    concat dimension, one entry per era (``index, axis, start, stop`` in elements, and that
-    era's ``dtype, chunks, codecs, fill_value, attrs``, ``first_source``, ``last_source``)."""
+    """Global arrays only: when codecs, chunks, dtype, fill or encoding attributes (``_cf``) change
+    along the concat dimension, or the first source holding the array does not start on a chunk
+    boundary, one entry per era (``index, axis, start, stop`` in elements, and that era's
+    ``dtype, chunks, codecs, fill_value, attrs``, ``first_source``, ``last_source``)."""
     short_edge: bool = False
     """The chunks cut by the array's end are stored short (a TIFF's last strip), not full size:
     refstore's reader handles that; zarr-shaped forms cannot express it."""
+    holes: tuple[tuple[int, int], ...] = ()
+    """Global arrays only: ``[start, stop)`` ranges along the concat axis ``holes_axis`` that no
+    source holds (sources lacking the array); they read as fill, decoded as missing."""
+    holes_axis: int = 0
 
     @property
     def ndim(self) -> int:
@@ -78,7 +82,7 @@ class ArrayMeta:
 
     def era_key(self) -> tuple[Any, ...]:
         """What starts a new era when it changes between sources along the concat dimension."""
-        packing = {k: self.attrs.get(k) for k in _PACKING_ATTRS}
+        packing = encoding_attrs(self.attrs)
         return (*self.structure(), json.dumps(self.fill_value), json.dumps(packing, sort_keys=True))
 
     def grid(self) -> tuple[Any, ...]:
@@ -87,6 +91,8 @@ class ArrayMeta:
 
     def to_json(self) -> str:
         extra: dict[str, Any] = {"eras": list(self.eras)} if self.eras else {}
+        if self.holes:
+            extra["holes"] = {"axis": self.holes_axis, "ranges": [list(h) for h in self.holes]}
         if self.short_edge:
             extra["short_edge"] = True
         return json.dumps(
@@ -123,12 +129,17 @@ class ArrayMeta:
             reason=d["reason"],
             eras=tuple(d.get("eras", ())),
             short_edge=bool(d.get("short_edge", False)),
+            holes=tuple((int(a), int(b)) for a, b in d.get("holes", {}).get("ranges", ())),
+            holes_axis=int(d.get("holes", {}).get("axis", 0)),
         )
 
-    def with_shape(self, shape: tuple[int, ...], eras: tuple[dict[str, Any], ...] = ()) -> ArrayMeta:
+    def with_shape(
+        self, shape: tuple[int, ...], eras: tuple[dict[str, Any], ...] = (), holes: tuple[tuple[int, int], ...] = (),
+        holes_axis: int = 0,
+    ) -> ArrayMeta:
         return ArrayMeta(
             self.name, self.dims, shape, self.chunks, self.dtype, self.fill_value,
-            self.codecs, self.attrs, self.status, self.reason, eras, self.short_edge,
+            self.codecs, self.attrs, self.status, self.reason, eras, self.short_edge, holes, holes_axis,
         )  # fmt: skip
 
     def era_meta(self, era: dict[str, Any]) -> ArrayMeta:
@@ -137,7 +148,7 @@ class ArrayMeta:
         shape[int(era["axis"])] = int(era["stop"]) - int(era["start"])
         return ArrayMeta(
             self.name, self.dims, tuple(shape), tuple(era["chunks"]), era["dtype"], era["fill_value"],
-            tuple(era["codecs"]), era["attrs"], self.status, self.reason, (), self.short_edge,
+            tuple(era["codecs"]), era["attrs"], self.status, self.reason, short_edge=self.short_edge,
         )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
+from ..plan.eras import EraLayout
 from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
 from ..plan.select import select
 from ..schema import HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
@@ -168,24 +169,17 @@ def _rows_in(
 ) -> list[pa.Table]:
     """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era)."""
     out: list[pa.Table] = []
-    eras = meta.eras or ({"index": None, "axis": 0, "start": 0, "stop": meta.shape[0] if meta.shape else 1,
-                          "chunks": list(meta.chunks)},)  # fmt: skip
+    layout = EraLayout.of(meta)
     for box in product(*per_axis):
-        for era in eras:
-            axis, e0, e1 = int(era["axis"]), int(era["start"]), int(era["stop"])
-            chunks = [int(c) for c in era["chunks"]]
-            rng = []
-            empty = False
-            for i, (a, b) in enumerate(box):
-                if meta.eras and i == axis:
-                    a, b = max(a, e0) - e0, min(b, e1) - e0
-                if b <= a:
-                    empty = True
-                    break
-                rng.append((a // chunks[i], (b - 1) // chunks[i]))
-            if empty:
+        lo, hi = [a for a, _ in box], [b for _, b in box]
+        # (era, box on the era's grid): one grid from 0 when the array has no eras
+        pieces = layout.local_boxes(lo, hi) if layout is not None else [(None, lo, hi)]
+        for era, e_lo, e_hi in pieces:
+            if any(b <= a for a, b in zip(e_lo, e_hi, strict=True)):
                 continue
-            flt = snap.view_filter(name, rng if meta.shape else None, era["index"])
+            chunks = layout.chunks[era] if era is not None and layout is not None else meta.chunks
+            rng = [(a // c, (b - 1) // c) for a, b, c in zip(e_lo, e_hi, chunks, strict=True)]
+            flt = snap.view_filter(name, rng if meta.shape else None, era)
             flt += " AND held_at >= 0" if held else " AND held_at < 0"
             out.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
     return out

@@ -247,7 +247,9 @@ def _load(snap: Snapshot) -> _State:
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
     arrays = snap.arrays()
-    for r in snap.vars().to_pylist():
+    var_rows = snap.vars().to_pylist()
+    origins = _recorded_origins(snap, arrays, var_rows)
+    for r in var_rows:
         m = ArrayMeta.from_json(r["meta"])
         v: tuple[int, tuple[int, ...]] | None = None
         if r["d0"] != NOT_PLACED:
@@ -256,9 +258,55 @@ def _load(snap: Snapshot) -> _State:
             if g is not None and g.eras:
                 era = g.eras[int(r["era"])]
                 d[int(era["axis"])] -= int(era["start"])
+            elif r["array"] in origins:
+                axis, origin = origins[r["array"]]
+                d[axis] -= origin
             v = (int(r["era"]), tuple(d))
         vars_[(r["source"], r["array"])] = (m, v)
     return _State(snap, snap.concat_dim, sources, vars_)
+
+
+def _needs_rekeying(snap: Snapshot) -> bool:
+    """Whether chunk rows written by an older refstore must be re-keyed (see ``_recorded_origins``)."""
+    if snap.concat_dim is None or not snap.count(Kind.SOURCE):
+        return False
+    return bool(_recorded_origins(snap, snap.arrays(), snap.vars().to_pylist()))
+
+
+def _recorded_origins(
+    snap: Snapshot, arrays: dict[str, ArrayMeta], var_rows: list[dict[str, Any]]
+) -> dict[str, tuple[int, int]]:
+    """``{array: (axis, origin)}`` for arrays whose chunk rows are keyed from ``origin`` instead of
+    0 along the concat axis: refstore before issue 12 keyed an array absent from the first
+    sources, with one era, from its first holder (it read shifted to the start). Found from one
+    chunk row of the first holder (``g - k`` on the axis); a scan then sees those rows as moved
+    and re-keys them (``design/formats.md``)."""
+    dim = snap.concat_dim
+    out: dict[str, tuple[int, int]] = {}
+    if dim is None:
+        return out
+    first: dict[str, tuple[int, str]] = {}
+    for r in var_rows:
+        g = arrays.get(r["array"])
+        if r["d0"] == NOT_PLACED or g is None or g.eras or g.status != "ok" or dim not in g.dims:
+            continue
+        d = int(r[DEST_COLUMNS[g.dims.index(dim)]])
+        if r["array"] not in first or d < first[r["array"]][0]:
+            first[r["array"]] = (d, r["source"])
+    for name, (d, source) in first.items():
+        if d == 0:
+            continue
+        axis = arrays[name].dims.index(dim)
+        t = snap.ds.to_table(columns=[f"k{axis}", f"g{axis}"], limit=1,
+                             filter=f"kind = 'chunk' AND array = {sql_str(name)} AND source = {sql_str(source)} "
+                                    "AND g0 >= -1")  # fmt: skip
+        if t.num_rows:
+            origin = d - (int(t.column(f"g{axis}")[0].as_py()) - int(t.column(f"k{axis}")[0].as_py())) * int(
+                arrays[name].chunks[axis]
+            )
+            if origin != 0:
+                out[name] = (axis, origin)
+    return out
 
 
 def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
@@ -470,7 +518,7 @@ def commit_scan(
     some new sources come as fragments (their ``results`` carry no chunk rows); raises
     ``SourcesNoLongerNew`` if a concurrent writer recorded one of them first."""
     counts = {"unchanged": unchanged, "failed": list(failed)}
-    if not results:
+    if not results and not _needs_rekeying(col.snapshot()):
         snap = col.snapshot()
         if snap.count(Kind.SOURCE) and concat_dim is not None and concat_dim != snap.concat_dim:
             raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
