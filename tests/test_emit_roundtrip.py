@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import refstore
+from refstore._cf import ENCODING_ATTRS
 from refstore.emit import FORMATS, emit
 from refstore.errors import BadInputError, UnexpressibleError
 
@@ -70,12 +71,12 @@ ZARR_V2_CODECS = frozenset({"zlib", "shuffle", "fletcher32", "zstd", "blosc", "l
                             "szip", "delta", "floatpred"})  # fmt: skip
 ZARR_V3_DTYPES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
 GDAL_DTYPES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (4, 8), "c": (8, 16)}  # no float16 in 3.6
-PACKING = ("scale_factor", "add_offset", "_FillValue", "missing_value", "units")
+PACKING = ENCODING_ATTRS  # design/formats.md "Eras": the one list of attributes that start an era
 LIBHDF5_DECODES = re.compile(r"^HDF5 filter \S+ \(id \d+\) has no decoder")  # scaleoffset, nbit, bitshuffle
 
 
 def _eras_differ_in_values(f: Facts) -> bool:
-    """Eras whose dtype, fill value or CF packing attributes differ (one VRT array has one)."""
+    """Eras whose dtype, fill value or encoding attributes differ (one VRT array has one)."""
     first = f.eras[0] if f.eras else None
     return any(
         e["dtype"] != first["dtype"] or e["fill_value"] != first["fill_value"]

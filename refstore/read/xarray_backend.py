@@ -205,7 +205,7 @@ def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[s
     whole = Selection(sel.start, sel.stop, sel.step, ())
     joined = chars_joined(meta, decode)
     shape = whole.shape[:-1] if joined else whole.shape
-    out = np.full(shape, maybe_promote(dtype)[1], dtype)
+    out = np.zeros(shape, dtype)  # every position is an era's or a hole (set below)
     eras = _eras(meta)
     for part in layout.parts(whole):
         if part.era is None:
