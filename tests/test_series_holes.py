@@ -223,3 +223,31 @@ def test_gaps_without_fill_value_read_missing(tmp_path: Path, fmt: str) -> None:
                 assert form == "vrt" and name == "c", (form, name, rep.skipped[name])  # no GDAL string type
                 continue
             assert_same(np.asarray(arrays[name][...]), raw_oracle(files, name), f"{form}:{name}")
+
+
+def test_xarray_over_zarr_forms_reads_gaps_missing(tmp_path: Path) -> None:
+    """xarray over the kerchunk and Icechunk forms gives the sources lacking a number array
+    (without ``_FillValue``) as missing, as xarray over the files: the forms declare the fill."""
+    import warnings
+
+    from .readers.icechunk import open_repo
+
+    vs: dict[str, list[dict[str, Any] | None]] = {"f": [{}, None, {}], "i": [{"dtype": "i2"}, None, {"dtype": "i2"}]}
+    files = write_holes_series(tmp_path / "data", [2, 2, 2], vs)
+    uri = _scan(tmp_path, files)
+    col = refstore.Collection.open(uri)
+    emit(col, "kerchunk-json", str(tmp_path / "k.json"))
+    emit(col, "icechunk", str(tmp_path / "k.icechunk"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        via = {
+            "kerchunk": xr.open_dataset("reference://", engine="zarr", storage_options={
+                "fo": str(tmp_path / "k.json"), "remote_protocol": "file"}, consolidated=False, zarr_format=2),
+            "icechunk": xr.open_zarr(open_repo(str(tmp_path / "k.icechunk")).readonly_session(branch="main").store,
+                                     consolidated=False, zarr_format=3),
+        }  # fmt: skip
+        for name in vs:
+            want = xr_oracle(files, name)
+            for form, ds in via.items():
+                got = ds[name].values
+                assert np.array_equal(got, want.values, equal_nan=True), (form, name, got)

@@ -7,6 +7,7 @@ sorted by chunk key (C order), so every emit of the same version is byte-identic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
+from .._values import decode_fill, encode_attr
 from ..errors import SourceReadError
 from ..plan.remap import RemapRule, apply_remap, remap_one
 from ..schema import Kind
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
-__all__ = ["EmitReport", "EmitSource"]
+__all__ = ["EmitReport", "EmitSource", "declare_missing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,19 @@ class EmitReport:
             "skipped": dict(self.skipped),
             **self.extra,
         }
+
+
+def declare_missing(meta: ArrayMeta) -> ArrayMeta:
+    """``meta`` with its fill value declared as ``_FillValue`` when some sources lack the array
+    (holes), it is numeric and has no ``_FillValue``/``missing_value``: readers that decode (xarray
+    over every form, GDAL's NoDataValue) then read those sources as missing, as xarray over the
+    files gives them; raw reads still give the fill value. A stored value equal to the fill
+    reads missing too, as netCDF4-python's default masking reads it."""
+    dtype = np.dtype(meta.dtype)
+    if not meta.holes or dtype.kind not in "iufc" or {"_FillValue", "missing_value"} & meta.attrs.keys():
+        return meta
+    enc = encode_attr(np.asarray(decode_fill(meta.fill_value, dtype), dtype))
+    return dataclasses.replace(meta, attrs={**meta.attrs, "_FillValue": enc}) if enc is not None else meta
 
 
 class EmitSource:
@@ -92,8 +107,9 @@ class EmitSource:
         return sorted(t["name"] for t in list_tags(self.snapshot.collection) if t["version"] == self.version)
 
     def arrays(self) -> dict[str, ArrayMeta]:
-        """Every global array, sorted by name (unsupported ones included: emitters refuse them)."""
-        return dict(self.snapshot.arrays())
+        """Every global array, sorted by name (unsupported ones included: emitters refuse them),
+        with the fill value of numeric arrays some sources lack declared (``declare_missing``)."""
+        return {name: declare_missing(meta) for name, meta in self.snapshot.arrays().items()}
 
     def group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Group attributes by group path (``Snapshot.group_attrs``)."""

@@ -15,8 +15,8 @@ Arrays refstore records as unsupported because no Python decoder exists for an H
 (scaleoffset, nbit, bitshuffle) are expressed: libhdf5 decodes them when GDAL reads the source.
 Refused (``UnexpressibleError``): other unsupported arrays (compound, VDS...), string and
 float16 dtypes, zero-size dimensions, eras that differ in dtype, fill value or encoding
-attributes (``refstore._cf``). Where sources lack an array (holes) GDAL reads ``NoDataValue``:
-the ``_FillValue``, else the fill value the collection reads there (GDAL would give 0).
+attributes (``refstore._cf``). Where sources lack an array (holes) GDAL reads ``NoDataValue``
+(the ``_FillValue``, declared by ``_input.declare_missing`` when the files have none; else 0).
 Whether a source is a TIFF and its IFD numbers are what the scan recorded (source row
 ``format``/``layout``), so the VRT of a version never depends on the files as they are now;
 only collections scanned before that are looked at on disk (with a warning), and there IFDs
@@ -41,7 +41,7 @@ import numpy as np
 
 from .._cf import encoding_attrs
 from .._keys import DEST_COLUMNS, NOT_PLACED
-from .._values import decode_attr, decode_fill
+from .._values import decode_attr
 from ..errors import BadInputError, UnexpressibleError
 from ..scan._types import ArrayMeta
 from ._common import atomic_output
@@ -253,7 +253,7 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
             packing = [encoding_attrs(e["attrs"]) for e in (first, era)]
             if era["dtype"] != first["dtype"] or era["fill_value"] != first["fill_value"] or packing[0] != packing[1]:
                 raise UnexpressibleError(
-                    f"array {name!r}: its eras differ in dtype, fill value or encoding attributes "
+                    f"array {name!r}: its eras differ in dtype, fill value or CF packing or encoding attributes "
                     f"(from {era['first_source']}); one VRT array has one of each"
                 )
     rows = _vars(src, name)
@@ -502,8 +502,6 @@ def write(
         nodata = _scalar_attr(meta, "_FillValue")
         if nodata is None:
             nodata = _scalar_attr(meta, "nodata")
-        if nodata is None and meta.holes:  # where sources lack the array GDAL gives NoDataValue (else 0)
-            nodata = decode_fill(meta.fill_value, np.dtype(meta.dtype))
         if nodata is not None:
             if read_dt.kind == "u" and np.dtype(meta.dtype).kind == "i":
                 nodata = np.asarray(nodata, np.dtype(meta.dtype)).view(read_dt)[()]

@@ -6,9 +6,11 @@ attributes typed as netCDF4-python gives them (a float32 ``scale_factor`` stays 
 one-element attribute is a scalar, ``_FillValue`` has the variable's dtype), so values and
 dtypes equal xarray over the original files. ``chunks=`` gives dask arrays on the stored chunk
 grid (``preferred_chunks``). ``group="meta"`` opens a group; arrays recorded as unsupported
-(no decoder) are left out. An array whose eras differ in packing (``scale_factor``, units...)
-is decoded per era here, by xarray's coders, and presented decoded (its packing attributes in
-``encoding``), as ``xr.concat`` of the decoded files would give it.
+(no decoder) are left out. An array whose eras differ in what xarray decodes
+(``refstore._cf``: ``scale_factor``, ``_Unsigned``, units...), or that some sources lack, is
+decoded per era here, by xarray's coders, and presented decoded (its packing attributes in
+``encoding``; where no source holds it, missing as ``xr.concat`` promotes: NaN, NaT), as
+``xr.concat`` of the decoded files gives it.
 """
 
 from __future__ import annotations

@@ -15,13 +15,15 @@ filter mask skipped a filter, JPEG or other codecs without a zarr v3 form) are s
 chunk with refstore's own reader (``Array.read`` of the chunk's box, fill value past the
 array's end). Arrays recorded as unsupported (no decoder) are left out.
 
-Eras that differ in CF packing (``scale_factor``, ``add_offset``, ``_FillValue``,
-``missing_value``, ``_Unsigned``) cannot share one set of attributes over their raw values:
-such an array is served *unpacked*, each era's part decoded with its own attributes by
-xarray's coders (mask and scale, no time decoding), as floats with NaN for missing values and
-the packing attributes dropped, as ``xr.concat`` of the decoded files gives it. When the eras
-also differ in ``units`` or ``calendar`` (no common meaning for the values) the array is left
-out; ``left_out`` gives the reason.
+Eras that differ in what xarray decodes (``refstore._cf``: ``scale_factor``, ``add_offset``,
+``_FillValue``, ``missing_value``, ``_Unsigned``...) cannot share one set of attributes over
+their raw values, and numbers some sources lack (holes) read as the fill value where
+``xr.concat`` of the files gives NaN: such an array is served *unpacked*, each era's part
+decoded with its own attributes by xarray's coders (mask and scale, no time decoding), holes
+NaN, as floats with NaN for missing values and the packing attributes dropped, as
+``xr.concat`` of the decoded files gives it. When the eras also differ in ``units`` or
+``calendar`` (no common meaning for the values) the array is left out; ``left_out`` gives the
+reason.
 """
 
 from __future__ import annotations
