@@ -149,10 +149,10 @@ def decodes_here(meta: ArrayMeta) -> bool:
     """Whether the backend decodes ``meta`` itself, per era: its eras differ in CF encoding, or
     some of its sources lack it (those read as missing, as ``xr.concat`` of the files gives)."""
     layout = EraLayout.of(meta)
-    return layout is not None and (packing_differs(meta) or bool(layout.hole_positions(_whole(meta, layout))))
+    return layout is not None and (packing_differs(meta) or bool(layout.hole_positions(_whole(meta))))
 
 
-def _whole(meta: ArrayMeta, layout: EraLayout) -> Selection:
+def _whole(meta: ArrayMeta) -> Selection:
     return Selection((0,) * meta.ndim, tuple(int(n) for n in meta.shape), (1,) * meta.ndim, ())
 
 
@@ -189,7 +189,7 @@ def decoded_dtype(meta: ArrayMeta, decode: dict[str, Any]) -> np.dtype[Any]:
         dts.append(_era_variable(meta, era, empty, decode).dtype)
     dtype = np.result_type(*dts) if all(d.kind != "O" for d in dts) else np.dtype(object)
     layout = EraLayout.of(meta)
-    if layout is not None and layout.hole_positions(_whole(meta, layout)):
+    if layout is not None and layout.hole_positions(_whole(meta)):
         dtype = np.dtype(maybe_promote(dtype)[0])
     return dtype
 

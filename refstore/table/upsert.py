@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import PlanError
 from ..plan.concat import Plan, SourceSlab, make_plan
+from ..plan.eras import EraLayout
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
     DEST_COLUMNS,
@@ -255,9 +256,9 @@ def _load(snap: Snapshot) -> _State:
         if r["d0"] != NOT_PLACED:
             d = [int(r[c]) for c in DEST_COLUMNS[: m.ndim]]
             g = arrays.get(r["array"])
-            if g is not None and g.eras:
-                era = g.eras[int(r["era"])]
-                d[int(era["axis"])] -= int(era["start"])
+            layout = EraLayout.of(g) if g is not None and g.eras else None
+            if layout is not None:
+                d[layout.axis] -= layout.bounds[int(r["era"])][0]
             elif r["array"] in origins:
                 axis, origin = origins[r["array"]]
                 d[axis] -= origin
