@@ -99,11 +99,17 @@ def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
 def _check_common(meta: ArrayMeta) -> None:
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
-    if meta.eras:
-        first = meta.eras[1] if len(meta.eras) > 1 else meta.eras[0]
+    if len(meta.eras) == 1:
+        era = meta.eras[0]
         raise UnexpressibleError(
-            f"array {meta.name!r} has {len(meta.eras)} eras (codecs, chunks, dtype or packing change at "
-            f"{first.get('first_source')}); a zarr array has one"
+            f"array {meta.name!r} has one era starting at element {era['start']} along axis {era['axis']}, off "
+            f"its chunk grid (its first source {era.get('first_source')} does not start on a chunk boundary); "
+            "a zarr array's grid starts at 0"
+        )
+    if meta.eras:
+        raise UnexpressibleError(
+            f"array {meta.name!r} has {len(meta.eras)} eras (codecs, chunks, dtype or encoding attributes change "
+            f"at {meta.eras[1].get('first_source')}); a zarr array has one"
         )
     if meta.short_edge:
         raise UnexpressibleError(
