@@ -251,3 +251,18 @@ def test_xarray_over_zarr_forms_reads_gaps_missing(tmp_path: Path) -> None:
             for form, ds in via.items():
                 got = ds[name].values
                 assert np.array_equal(got, want.values, equal_nan=True), (form, name, got)
+
+
+def test_scattered_holders_of_different_record_counts(tmp_path: Path) -> None:
+    """The issue's shape: a variable in files 3, 6 and 9 of 10 netCDF3 files of different record
+    counts lands where those files are, not the length of files 1-2 early."""
+    records = [3, 2, 4, 1, 2, 5, 1, 3, 2, 2]
+    spec: dict[str, Any] = {"fill_value": np.float32(-5.0)}
+    files = write_holes_series(tmp_path / "data", records, {"v": [spec if i in (2, 5, 8) else None for i in range(10)]},
+                               fmt="NETCDF3_64BIT_OFFSET")  # fmt: skip
+    uri = _scan(tmp_path, files)
+    want = raw_oracle(files, "v")
+    assert_same(refstore.open(uri)["v"][...], want, "direct")
+    assert_same(refstore.open(uri)["v"][5:12], want[5:12], "a window")
+    same_decoded(xr.open_dataset(uri, engine="refstore")["v"], xr_oracle(files, "v"))
+    assert refstore.verify(refstore.open(uri).snapshot).mismatched == 0
