@@ -40,9 +40,11 @@ def test_unsigned_in_a_later_file(tmp_path: Path) -> None:
         {"dtype": "i1", "values": values},
         {"dtype": "i1", "values": values, "attrs": {"_Unsigned": "true"}},
     ]
+    wider: list[dict[str, Any] | None] = [{"dtype": "i2", "values": values}, specs[1]]  # eras of other dtypes
     for fmt in ("NETCDF3_CLASSIC", "NETCDF4"):
-        files = write_holes_series(tmp_path / fmt, [1, 1], {"v": specs}, fmt=fmt)
+        files = write_holes_series(tmp_path / fmt, [1, 1], {"v": specs, "w": wider}, fmt=fmt)
         uri = _scan(tmp_path / f"c-{fmt}", files)
+        same_decoded(xr.open_dataset(uri, engine="refstore")["w"], xr_oracle(files, "w"))
         want = xr_oracle(files, "v")
         assert want.values.tolist() == [[1, 2, 3], [200, 1, 2]]
         same_decoded(xr.open_dataset(uri, engine="refstore")["v"], want)

@@ -213,11 +213,8 @@ def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[s
         if part.era is None:
             continue
         era = eras[part.era]
-        start, stop = list(part.local.start), list(part.local.stop)
-        origin = int(era.get("start", 0))
-        start[layout.axis] += origin
-        stop[layout.axis] += origin
-        raw = arr.read(Selection(tuple(start), tuple(stop), sel.step, ()))
+        # each era read in its own dtype (an era's _Unsigned applies to its own bits)
+        raw = arr.era_array(part.era).read(part.local) if meta.eras else arr.read(part.local)
         dst: list[slice] = [slice(None)] * len(shape)
         dst[layout.axis] = part.out
         out[tuple(dst)] = np.asarray(_era_variable(meta, era, raw, decode).values)
