@@ -1,12 +1,15 @@
-"""Pure planning: concatenation/placement, selection -> chunk keys, byte-range coalescing."""
+"""Pure planning: concatenation/placement, era windows, selection -> chunk keys, byte-range coalescing."""
 
 from .coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, Runs, coalesce
 from .concat import Plan, SourceSlab, make_plan
+from .eras import EraLayout, Part
 from .select import Selection, chunk_slices, parse_window, select
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_GAP",
+    "EraLayout",
+    "Part",
     "Plan",
     "Runs",
     "Selection",
