@@ -181,7 +181,8 @@ class _State:
         grid = tuple(-(-int(s) // c) if c else 0 for s, c in zip(meta.shape, chunks, strict=True))
         keep = {"units", "calendar"}
         attrs = {k: v for k, v in plain_attrs(meta).items() if k not in PACKING or k in keep}
-        reason = f"array {meta.name!r}: its eras differ in packing; served unpacked (CF-decoded per era)"
+        reason = (f"array {meta.name!r}: its eras differ in packing or some sources lack it; served unpacked "
+                  "(CF-decoded per era)")
         self.plans[meta.name] = _Plan(meta, reason, chunks, grid, dtype, unpack=True)
         doc = v3_decoded_array(meta, dtype, chunks, attributes=attrs, fill_value=np.nan)
         self.meta[f"{meta.name}/{META}"] = _dumps(doc)
