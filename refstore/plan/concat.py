@@ -167,7 +167,8 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
                              "start": starts[s.location], "first_source": s.location})  # fmt: skip
             eras[-1]["last_source"] = s.location
             era_of[s.location] = len(eras) - 1
-        if eras[0]["start"] % eras[0]["_meta"].chunks[axis] == 0:
+        first_chunk = eras[0]["_meta"].chunks[axis]
+        if first_chunk and eras[0]["start"] % first_chunk == 0:
             eras[0]["start"] = 0  # sources before the first holder: absent chunks of its grid
         for k, era in enumerate(eras):
             era["stop"] = eras[k + 1]["start"] if k + 1 < len(eras) else total
