@@ -582,3 +582,26 @@ def test_s3_keys_with_characters_that_need_escaping(tmp_path: Path, new_collecti
         out = str(tmp_path / f"{name[0]}.icechunk")
         emit(refstore.Collection.open(col), "icechunk", out)
         assert_same(open_form(out, None)["v"][...], expected, name)
+
+
+def test_local_emit_silences_only_its_own_concurrency_warning(tmp_path: Path, new_collection: Any) -> None:
+    """Icechunk logs "not safe for concurrent commits" for every local repository. An emit (one
+    writer) silences it for its own call only: the user's own local repository afterwards, in
+    the same process, still gets Icechunk's warning."""
+    import subprocess
+    import sys
+
+    col, _data = _series(tmp_path, new_collection, days=2)
+    script = (
+        "import sys, icechunk as ic, refstore\n"
+        "from refstore.emit import emit\n"
+        f"emit(refstore.Collection.open({col!r}), 'icechunk', {str(tmp_path / 'out')!r})\n"
+        "print('<after>', file=sys.stderr, flush=True)\n"
+        f"ic.Repository.create(ic.local_filesystem_storage({str(tmp_path / 'mine')!r}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ICECHUNK_LOG"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    during, after = run.stderr.split("<after>")
+    assert "not safe for concurrent commits" not in during
+    assert "not safe for concurrent commits" in after

@@ -56,7 +56,7 @@ from ._icechunk_plan import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
@@ -69,10 +69,26 @@ _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "co
 
 
 _LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error,icechunk::asset_manager=error"
-"""Icechunk's log filter while emitting (unless ``ICECHUNK_LOG`` is set): its two warnings on
-every local repository (not safe for concurrent commits; readback metadata) say nothing about
-an emit, which commits from one process; nor its advice to grow the caches a staged emit turns
-off (``_Sessions``)."""
+"""Icechunk's log filter during one emit (unless ``ICECHUNK_LOG`` is set; see ``_emit_logs``):
+its two warnings on every local repository (not safe for concurrent commits; readback metadata)
+say nothing about an emit, which commits from one process holding the output; nor its advice to
+grow the caches a staged emit turns off (``_Sessions``). Every other warning still shows."""
+
+
+@contextlib.contextmanager
+def _emit_logs() -> Iterator[None]:
+    """``_LOGS`` for the duration of one emit, then Icechunk's filter from ``ICECHUNK_LOG`` (its
+    default when unset) again: the user's own repositories still warn."""
+    import icechunk as ic
+
+    if "ICECHUNK_LOG" in os.environ:  # the user's own filter wins
+        yield
+        return
+    ic.set_logs_filter(_LOGS)
+    try:
+        yield
+    finally:
+        ic.set_logs_filter(None)
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
@@ -598,20 +614,18 @@ def write(
     import icechunk as ic
 
     register_codecs()
-    if "ICECHUNK_LOG" not in os.environ:  # the user's own filter wins
-        ic.set_logs_filter(_LOGS)
     out = os.path.abspath(out)
     try:
-        exists = os.path.isdir(out) and bool(os.listdir(out))
-        if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
-            raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
-        if os.path.exists(out) and not os.path.isdir(out):
-            raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
-        if exists:
-            return _emit(src, arrays, out, progress, fresh=False)
-        with atomic_output(out, directory=True) as tmp:
-            info = _emit(src, arrays, tmp, progress, fresh=True)
-        return info
+        with _emit_logs():
+            exists = os.path.isdir(out) and bool(os.listdir(out))
+            if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
+                raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
+            if os.path.exists(out) and not os.path.isdir(out):
+                raise BadInputError(f"{out}: is a file; give a folder for the Icechunk repository")
+            if exists:
+                return _emit(src, arrays, out, progress, fresh=False)
+            with atomic_output(out, directory=True) as tmp:
+                return _emit(src, arrays, tmp, progress, fresh=True)
     except ic.IcechunkError as e:  # one line for the CLI, not Icechunk's report
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise StorageError(f"{out}: Icechunk: {first}") from e
