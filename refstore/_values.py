@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["decode_attr", "decode_fill", "encode_attr", "encode_fill", "plain_attr"]
+__all__ = ["decode_attr", "decode_fill", "encode_attr", "encode_fill", "nc_attr", "plain_attr"]
 
 
 def _scalar_to_json(x: Any) -> Any:
@@ -82,6 +82,21 @@ def decode_attr(enc: dict[str, Any]) -> Any:
         flat = np.array([_json_to_scalar(x, dtype) for x in v], dtype=dtype)
         return flat.reshape(enc["shape"])
     return _json_to_scalar(v, dtype)
+
+
+def nc_attr(enc: dict[str, Any]) -> Any:
+    """An attribute as netCDF4-python's ``getncattr`` gives it, the value every reader and form
+    shows: a one-element value (string or number, any shape) as its element (``str`` or a numpy
+    scalar of the recorded type), more strings as a list of ``str``, more numbers as an array;
+    undecodable text as ``str`` with replacement characters."""
+    v = decode_attr(enc)
+    if isinstance(v, list) and len(v) == 1:
+        return v[0]
+    if isinstance(v, np.ndarray) and v.size == 1:
+        return v.ravel()[0]
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
 
 
 def plain_attr(enc: dict[str, Any]) -> Any:

@@ -18,17 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._values import decode_attr, decode_fill
+from ._values import decode_attr, decode_fill, nc_attr
 from .errors import UnexpressibleError
 
 if TYPE_CHECKING:
     from .scan._types import ArrayMeta
 
 __all__ = [
+    "attr_value",
+    "attr_values",
     "plain_attrs",
     "plain_value",
     "register_codecs",
-    "scalar_value",
     "v2_array",
     "v2_attrs",
     "v2_filters",
@@ -59,18 +60,22 @@ def plain_value(value: Any) -> Any:
     return value
 
 
-def scalar_value(value: Any) -> Any:
-    """:func:`plain_value`, with a 1-element 1-d array as its element: netCDF has no scalar
-    attributes, and netCDF4-python and xarray read length-1 ones as scalars (xarray unpacks
-    with a list ``scale_factor`` to an object array)."""
-    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size == 1:
-        value = value[0]
-    return plain_value(value)
+def attr_value(enc: dict[str, Any]) -> Any:
+    """One attribute (typed JSON) as the plain JSON value every zarr form writes: what
+    netCDF4-python gives (:func:`~refstore._values.nc_attr`: one-element strings and numbers as
+    scalars, so zarr readers and xarray see ``'C'``, not ``['C']``; xarray would unpack with a
+    list ``scale_factor`` to an object array)."""
+    return plain_value(nc_attr(enc))
+
+
+def attr_values(attrs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """:func:`attr_value` of every attribute, sorted by name."""
+    return {k: attr_value(v) for k, v in sorted(attrs.items())}
 
 
 def plain_attrs(meta: ArrayMeta) -> dict[str, Any]:
-    """The array's attributes as plain JSON values (typed JSON decoded), sorted by name."""
-    return {k: plain_value(decode_attr(v)) for k, v in sorted(meta.attrs.items())}
+    """The array's attributes as plain JSON values (see :func:`attr_value`), sorted by name."""
+    return attr_values(meta.attrs)
 
 
 def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
@@ -187,7 +192,7 @@ def v2_attrs(meta: ArrayMeta) -> dict[str, Any]:
     """``.zattrs``: the attributes (length-1 arrays as scalars, see :func:`scalar_value`) plus
     ``_ARRAY_DIMENSIONS`` (xarray's dimension names); ``_FillValue`` is carried by
     ``.zarray``'s fill_value."""
-    attrs = {k: scalar_value(decode_attr(v)) for k, v in sorted(meta.attrs.items()) if k != "_FillValue"}
+    attrs = {k: v for k, v in plain_attrs(meta).items() if k != "_FillValue"}
     return {**attrs, "_ARRAY_DIMENSIONS": list(meta.dims)}
 
 

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, StorageError
-from ..zarr_meta import plain_value, register_codecs, v3_array
+from ..zarr_meta import attr_values, register_codecs, v3_array
 from ._common import atomic_output, check_zarr
 from ._icechunk_plan import (
     NATIVE,
@@ -243,9 +243,7 @@ def _group_doc(attrs: dict[str, Any]) -> bytes:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.group import GroupMetadata
 
-    from .._values import decode_attr
-
-    plain = {k: _finite(plain_value(decode_attr(v))) for k, v in sorted(attrs.items())}
+    plain = _finite(attr_values(attrs))
     return GroupMetadata(attributes=plain, zarr_format=3).to_buffer_dict(
         default_buffer_prototype())["zarr.json"].to_bytes()  # fmt: skip
 

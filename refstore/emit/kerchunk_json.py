@@ -32,7 +32,7 @@ from .._values import decode_attr, decode_fill
 from ..errors import UnexpressibleError
 from ..plan.remap import to_url
 from ..schema import Kind
-from ..zarr_meta import scalar_value, v2_array, v2_attrs
+from ..zarr_meta import attr_value, attr_values, v2_array, v2_attrs
 from ._common import atomic_output, check_zarr
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
     for g in sorted(paths):
         prefix = f"{g}/" if g else ""
         out[f"{prefix}.zgroup"] = {"zarr_format": 2}
-        attrs = {k: scalar_value(decode_attr(v)) for k, v in sorted((groups.get(g) or {}).items())}
+        attrs = attr_values(groups.get(g) or {})
         out[f"{prefix}.zattrs"] = attrs
     return out
 
@@ -174,7 +174,7 @@ def v2_zattrs(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
     :func:`fill_plan` keeps it there."""
     attrs = v2_attrs(meta)
     if fill_plan(meta, math.prod(src.grid(meta)), n_refs).attr:
-        attrs["_FillValue"] = scalar_value(decode_attr(meta.attrs["_FillValue"]))
+        attrs["_FillValue"] = attr_value(meta.attrs["_FillValue"])
     return dict(sorted(attrs.items()))
 
 

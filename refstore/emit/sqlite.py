@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from .._values import decode_fill
 from ..errors import StorageError
-from ..zarr_meta import plain_attrs, plain_value, v2_filters
+from ..zarr_meta import attr_values, plain_attrs, v2_filters
 from ._common import atomic_output, check_zarr
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def _array_row(meta: ArrayMeta) -> tuple[Any, ...]:
 
 
 def _meta_rows(src: EmitSource) -> list[tuple[str, str]]:
-    groups = {g: {k: plain_value(_attr(v)) for k, v in sorted(a.items())} for g, a in src.group_attrs().items()}
+    groups = {g: attr_values(a) for g, a in src.group_attrs().items()}
     rows = {
         "format_version": FORMAT_VERSION,
         "generator": "refstore",
@@ -237,9 +237,3 @@ def write(
         finally:
             con.close()
     return {"refs": n_refs}
-
-
-def _attr(enc: dict[str, Any]) -> Any:
-    from .._values import decode_attr
-
-    return decode_attr(enc)

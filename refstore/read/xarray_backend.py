@@ -27,7 +27,7 @@ from xarray.core.utils import FrozenDict
 from xarray.core.variable import Variable
 
 from .._cf import DECODED_BY_XARRAY, encoding_attrs
-from .._values import decode_attr
+from .._values import nc_attr
 from ..errors import BadInputError
 from ..plan.eras import EraLayout
 from ..plan.select import Selection, select
@@ -82,16 +82,6 @@ def _dataset(uri: str, version: int, on_stale: str, storage_options: dict[str, s
         while len(_OPEN) > OPEN_CACHE_SIZE:
             _OPEN.popitem(last=False)
         return ds
-
-
-def nc_attr(enc: dict[str, Any]) -> Any:
-    """An attribute as netCDF4-python returns it: one-element arrays as numpy scalars."""
-    v = decode_attr(enc)
-    if isinstance(v, np.ndarray) and v.size == 1:
-        return v.ravel()[0]
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return v
 
 
 def _attrs(attrs: dict[str, dict[str, Any]]) -> dict[str, Any]:

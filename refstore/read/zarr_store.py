@@ -111,7 +111,7 @@ class _State:
     """Everything the store derives from the snapshot (built on first use, not pickled)."""
 
     def __init__(self, snap: Snapshot, options: ReadOptions) -> None:
-        from ..zarr_meta import plain_value, register_codecs, v3_array, v3_decoded_array, v3_group, v3_unexpressible
+        from ..zarr_meta import attr_values, register_codecs, v3_array, v3_decoded_array, v3_group, v3_unexpressible
 
         register_codecs()
         self.snap = snap
@@ -152,7 +152,7 @@ class _State:
         self.groups = sorted(p for p in paths if p not in self.plans)
         docs: dict[str, dict[str, Any]] = {}
         for g in self.groups:
-            attrs = {k: plain_value(_decode(v)) for k, v in sorted((groups.get(g) or {}).items())}
+            attrs = attr_values(groups.get(g) or {})
             docs[g] = v3_group(attrs)
             if g:
                 self.meta[f"{g}/{META}"] = _dumps(docs[g])
@@ -411,12 +411,6 @@ def _unpacks(meta: ArrayMeta) -> bool:
     from .xarray_backend import decodes_here  # xarray loads only for arrays with eras or holes
 
     return decodes_here(meta) and np.dtype(meta.dtype).kind in "biufc"
-
-
-def _decode(enc: dict[str, Any]) -> Any:
-    from .._values import decode_attr
-
-    return decode_attr(enc)
 
 
 def _dumps(doc: dict[str, Any]) -> bytes:
