@@ -219,7 +219,8 @@ def verify(
     on_stale: OnStaleOpt = "error",
     as_json: JsonOpt = False,
 ) -> None:
-    """Compare chunks read through the table with the format's own reader; exit 1 on a mismatch."""
+    """Compare chunks read through the table with the format's own reader, held chunks also with their checksum;
+    exit 1 on a mismatch, 2 when a source is gone (its chunks not held)."""
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
     with _progress() as p:
         task = p.add_task("verifying", total=None)
@@ -232,9 +233,19 @@ def verify(
     else:
         for m in rep.mismatches[:20]:
             err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
+        for m in rep.held_mismatches[:20]:
+            err.print(f"[red]held mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
+        for src, n in sorted(rep.missing.items()):
+            err.print(f"[yellow]missing source[/yellow] {src}: {n} chunks not verified (not held)")
         out.print(f"checked {rep.checked} chunks at version {snap.version}: {rep.mismatched} mismatched")
-    if rep.mismatched:
-        raise typer.Exit(1)
+        if rep.held_checked:
+            n_only = rep.held_checksum_only
+            only = f", {n_only} by checksum only (source changed or gone)" if n_only else ""
+            out.print(f"held chunks: {rep.held_checked} checked{only}: {rep.held_mismatched} mismatched")
+        if rep.missing:
+            out.print(f"missing sources: {len(rep.missing)} ({sum(rep.missing.values())} chunks not verified)")
+    if rep.exit_code:
+        raise typer.Exit(rep.exit_code)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import SourceReadError
+from .errors import SourceMissingError, SourceReadError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -95,7 +95,7 @@ def head(location: str) -> tuple[int, int | None, str | None]:
         meta = obstore.head(store, path)
     except Exception as e:
         if _not_found(e):
-            raise SourceReadError(f"{location}: source not found") from None
+            raise SourceMissingError(f"{location}: source not found") from None
         raise SourceReadError(f"{location}: cannot read metadata: {_first_line(e)}") from None
     lm = meta.get("last_modified")
     mtime = int(lm.timestamp()) * 1_000_000_000 + lm.microsecond * 1000 if lm is not None else None
@@ -115,7 +115,7 @@ def get_ranges(location: str, starts: list[int], ends: list[int]) -> list[memory
         got = obstore.get_ranges(store, path, starts=starts, ends=ends, coalesce=0)
     except Exception as e:
         if _not_found(e):
-            raise SourceReadError(f"{location}: source not found") from None
+            raise SourceMissingError(f"{location}: source not found") from None
         raise SourceReadError(f"{location}: cannot read bytes: {_first_line(e)}") from None
     out = [memoryview(g) for g in got]
     IO_STATS.bytes += sum(len(b) for b in out)

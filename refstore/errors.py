@@ -16,6 +16,7 @@ __all__ = [
     "PlanError",
     "RefstoreError",
     "ScanError",
+    "SourceMissingError",
     "SourceReadError",
     "StaleSourceError",
     "StaleSourceWarning",
@@ -79,6 +80,10 @@ class ConflictError(RefstoreError, RuntimeError):
 
 class SourceReadError(RefstoreError, OSError):
     """Bytes could not be fetched from a source (missing, truncated, changed)."""
+
+
+class SourceMissingError(SourceReadError, FileNotFoundError):
+    """A source is not there any more (deleted, moved): nothing can be read from it."""
 
 
 class StaleSourceError(SourceReadError):

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import _objstore
-from ..errors import SourceReadError
+from ..errors import SourceMissingError, SourceReadError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,7 +46,7 @@ class Fetcher:
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            raise SourceReadError(f"{location}: source not found") from None
+            raise SourceMissingError(f"{location}: source not found") from None
         except OSError as e:
             raise SourceReadError(f"{location}: cannot stat: {e.strerror or e}") from None
         return int(st.st_size), int(st.st_mtime_ns), None
@@ -64,7 +64,7 @@ class Fetcher:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            raise SourceReadError(f"{location}: source not found") from None
+            raise SourceMissingError(f"{location}: source not found") from None
         except OSError as e:
             raise SourceReadError(f"{location}: cannot read bytes: {e.strerror or e}") from None
         try:

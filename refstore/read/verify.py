@@ -1,86 +1,160 @@
 """verify: chunks read through the table must equal the source read by its own library (h5py for
-netCDF4/HDF5, netCDF4-python with masking and scaling off for netCDF3),
-raw values (no scale/offset/mask), bit for bit."""
+netCDF4/HDF5, netCDF4-python with masking and scaling off for netCDF3, tifffile), raw values
+(no scale/offset/mask), bit for bit.
+
+Held chunks are checked against their ``held_sha256`` and, where the source still has the
+identity its scan recorded, decoded and compared with the oracle too; a source that is gone is
+reported apart (its held chunks are still checked from their bytes). Chunks are planned as
+columns (never an object per chunk) and compared in batches: neighbouring chunks of one array,
+era and source are read in one box from each side, at most ``BATCH_BYTES`` at a time.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from .._keys import DEST_COLUMNS, NOT_PLACED
+from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED
+from ..errors import SourceMissingError, SourceReadError, StaleSourceError
 from ..plan.eras import EraLayout
 from .array import Array, ReadOptions
+from .fetch import Fetcher, change_since_scan
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
-__all__ = ["VerifyReport", "verify"]
+__all__ = ["BATCH_BYTES", "VerifyReport", "verify"]
+
+BATCH_BYTES = 32 << 20
+"""Largest box, in decoded bytes, read at once from the oracle and through the table (a single
+larger chunk is still read whole): verify's memory does not grow with the number of chunks."""
+
+_COLUMNS = ("source", "offset", "length", "filter_mask", "inline", "era", "held_at", "held_sha256")
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
+    """``checked``: chunks verified (held ones included); ``mismatches``: chunks read from their
+    source that differ (or cannot be read); ``held_mismatches``: held chunks whose bytes differ
+    from their checksum or, where the source is unchanged, from the source; ``held_checked``:
+    held chunks checked, ``held_checksum_only`` of them by checksum alone (source changed or
+    gone); ``missing``: source -> chunks not verified because the source is gone (and they are
+    not held); ``skipped``: chunks the format's own reader has no counterpart for (a TIFF
+    series' dates)."""
+
     checked: int
     mismatched: int
     mismatches: list[dict[str, Any]] = field(default_factory=list)
-    skipped: int = 0  # chunks the format's own reader has no counterpart for (a TIFF series' dates)
+    skipped: int = 0
+    held_checked: int = 0
+    held_checksum_only: int = 0
+    held_mismatches: list[dict[str, Any]] = field(default_factory=list)
+    missing: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def held_mismatched(self) -> int:
+        return len(self.held_mismatches)
+
+    @property
+    def exit_code(self) -> int:
+        """1 on any mismatch (held or not), else 2 when a source is gone, else 0."""
+        if self.mismatched or self.held_mismatches:
+            return 1
+        return 2 if self.missing else 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"checked": self.checked, "mismatched": self.mismatched, "mismatches": self.mismatches}
         if self.skipped:
             out["skipped"] = self.skipped
+        if self.held_checked:
+            out["held"] = {
+                "checked": self.held_checked,
+                "checksum_only": self.held_checksum_only,
+                "mismatched": self.held_mismatched,
+                "mismatches": self.held_mismatches,
+            }
+        if self.missing:
+            out["missing_sources"] = [{"source": s, "chunks": n} for s, n in sorted(self.missing.items())]
         return out
 
 
-def _region(meta: ArrayMeta, era: int, key: Any) -> tuple[list[int], list[int]]:
-    """Element box [lo, hi) in the global array of the chunk ``key`` of ``era``."""
+@dataclass(slots=True)
+class _Picked:
+    """The chunk rows of one array to check, as columns, ordered by source."""
+
+    meta: ArrayMeta
+    rows: pa.Table  # global keys, _COLUMNS, _rowid
+    order: np.ndarray[Any, Any]  # row indices grouped by source
+    bounds: dict[str, tuple[int, int]]  # source -> its slice of ``order``
+
+
+def _boxes(meta: ArrayMeta, era: int, keys: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Element boxes [lo, hi) in the global array of the chunks ``keys`` (n, ndim) of ``era``
+    (``EraLayout.chunk_box`` for many chunks at once)."""
+    limit = np.asarray([int(s) for s in meta.shape], np.int64)
     layout = EraLayout.of(meta)
+    chunks = np.asarray(layout.chunks[era] if layout is not None else meta.chunks, np.int64)
+    lo = keys.astype(np.int64) * chunks
     if layout is not None:
-        return layout.chunk_box(era, key, meta.shape)
-    lo = [int(k) * c for k, c in zip(key, meta.chunks, strict=True)]
-    return lo, [min(a + c, n) for a, c, n in zip(lo, meta.chunks, meta.shape, strict=True)]
+        e_lo, e_hi = layout.bounds[era]
+        lo[:, layout.axis] += e_lo
+        limit[layout.axis] = e_hi
+    return lo, np.minimum(lo + chunks, limit)
 
 
-def _plan(
-    snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int
-) -> list[tuple[str, int, Any, str, pa.Table]]:
-    """(array, era, chunk key on the era's grid, source, the chunk's row) for every chunk to
-    check (or ``sample`` of them): one table query per array, none per chunk."""
+def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int) -> list[_Picked]:
+    """Every chunk of the arrays (or ``sample`` of them chosen with ``seed``): one table query
+    per array, none per chunk; only the picked rows are kept."""
     names = list(arrays) if arrays else [n for n, m in snap.arrays().items() if m.status == "ok"]
-    tables: list[tuple[str, Any, Any, Any]] = []
-    for name in names:
-        meta = snap.array(name)
-        if meta.status != "ok":
-            continue
-        t = snap.chunk_rows(name, columns=("source", "offset", "length", "filter_mask", "inline", "era"))
-        keys = (
-            np.column_stack([t.column(f"g{i}").to_numpy() for i in range(meta.ndim)])
-            if meta.ndim and t.num_rows
-            else np.zeros((t.num_rows, meta.ndim), np.int64)
-        )
-        tables.append((name, keys, t, t.column("era").to_numpy()))
-    sizes = np.array([len(k) for _, k, _, _ in tables], np.int64)
+    metas = [m for m in (snap.array(n) for n in names) if m.status == "ok"]
+    sizes = np.array([snap.ds.count_rows(filter=snap.view_filter(m.name)) for m in metas], np.int64)
     total = int(sizes.sum())
+    pick = None
     if sample is not None and sample < total:
         pick = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
-    else:
-        pick = np.arange(total)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    items: list[tuple[str, int, Any, str, pa.Table]] = []
-    for (name, keys, rows, eras), lo, hi in zip(tables, bounds[:-1], bounds[1:], strict=True):
-        local = pick[(pick >= lo) & (pick < hi)] - lo
-        if len(local):
-            srcs = rows.column("source").take(pa.array(local)).to_pylist()
-            items.extend(
-                (name, int(eras[i]), keys[i], src, rows.slice(i, 1))
-                for i, src in zip(local.tolist(), srcs, strict=True)
-            )
-    return items
+    out: list[_Picked] = []
+    for meta, lo, hi in zip(metas, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        local = None if pick is None else pick[(pick >= lo) & (pick < hi)] - lo
+        if local is not None and not len(local):
+            continue
+        t = snap.chunk_rows(meta.name, columns=_COLUMNS, with_row_id=True)
+        if local is not None:
+            t = t.take(pa.array(local))
+        if not t.num_rows:
+            continue
+        sources = t.column("source").to_numpy(zero_copy_only=False)
+        names_u, which = np.unique(sources, return_inverse=True)
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(len(names_u) + 1))
+        spans = {str(s): (int(cuts[i]), int(cuts[i + 1])) for i, s in enumerate(names_u.tolist())}
+        out.append(_Picked(meta, t, order, spans))
+    return out
+
+
+def _batches(
+    lo: np.ndarray[Any, Any], hi: np.ndarray[Any, Any], itemsize: int, budget: int
+) -> Iterator[np.ndarray[Any, Any]]:
+    """Runs of consecutive chunks (in key order) whose common box stays within ``budget`` bytes."""
+    n = len(lo)
+    if not n:
+        return
+    start, box_lo, box_hi = 0, lo[0].copy(), hi[0].copy()
+    for i in range(1, n):
+        new_lo, new_hi = np.minimum(box_lo, lo[i]), np.maximum(box_hi, hi[i])
+        if int(np.prod(new_hi - new_lo)) * itemsize > budget:
+            yield np.arange(start, i)
+            start, box_lo, box_hi = i, lo[i].copy(), hi[i].copy()
+        else:
+            box_lo, box_hi = new_lo, new_hi
+    yield np.arange(start, n)
 
 
 def tiff_window(page: Any, fh: Any, sel: tuple[slice, ...]) -> np.ndarray[Any, Any]:
@@ -205,6 +279,206 @@ class _Oracle:
             self._opened.__exit__(None, None, None)
 
 
+class _Run:
+    """One verify run over a snapshot: opens each source's oracle once, checks its chunks
+    array by array in batches, and collects the findings."""
+
+    def __init__(self, snap: Snapshot, options: ReadOptions | None, budget: int,
+                 progress: Callable[[int, int], None] | None, total: int) -> None:  # fmt: skip
+        self.snap = snap
+        self.options = options or ReadOptions()
+        self.budget = budget
+        self.progress = progress
+        self.total = total
+        self.done = 0
+        self.fetcher = Fetcher()
+        self.readers: dict[str, Array] = {}
+        self.dests: dict[tuple[str, str], tuple[int, ...]] = {}
+        for r in snap.vars().to_pylist():
+            if r["d0"] != NOT_PLACED:
+                self.dests[(r["source"], r["array"])] = tuple(int(r[c]) for c in DEST_COLUMNS)
+        self.mismatches: list[dict[str, Any]] = []
+        self.held_mismatches: list[dict[str, Any]] = []
+        self.missing: dict[str, int] = {}
+        self.checked = self.skipped = self.held_checked = self.held_checksum_only = 0
+
+    def report(self) -> VerifyReport:
+        return VerifyReport(
+            checked=self.checked, mismatched=len(self.mismatches), mismatches=self.mismatches, skipped=self.skipped,
+            held_checked=self.held_checked, held_checksum_only=self.held_checksum_only,
+            held_mismatches=self.held_mismatches, missing=self.missing,
+        )  # fmt: skip
+
+    def _advance(self, n: int) -> None:
+        self.done += n
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def _array(self, meta: ArrayMeta) -> Array:
+        arr = self.readers.get(meta.name)
+        if arr is None:
+            arr = self.readers[meta.name] = Array(self.snap, meta, fetcher=self.fetcher, options=self.options)
+        return arr
+
+    # ------------------------------------------------------------------ one source
+    def source(self, src: str, groups: list[tuple[_Picked, pa.Table]]) -> None:
+        """Check the chunk rows of ``src`` (one table per array)."""
+        state, why = "ok", ""
+        try:
+            known = self.snap.source_identity().get(src)
+            now = self.fetcher.head(src)
+            change = change_since_scan(known, now) if known is not None else None
+            if change is not None:
+                state, why = "changed", change
+        except SourceMissingError:
+            state = "missing"
+        except SourceReadError as e:
+            state, why = "unreadable", str(e).removeprefix(f"{src}: ")
+        unheld = [(p, t.filter(pa.array(~_held(t)))) for p, t in groups]
+        held = [(p, t.filter(pa.array(_held(t)))) for p, t in groups]
+        need_oracle = any(t.num_rows for _p, t in unheld) or (state == "ok" and any(t.num_rows for _p, t in held))
+        oracle: _Oracle | None = None
+        oracle_error = why
+        if need_oracle and state != "missing":
+            try:
+                oracle = _Oracle(src)
+            except OSError as e:
+                oracle_error = str(e).splitlines()[0] if str(e) else type(e).__name__
+        try:
+            for picked, t in held:
+                if t.num_rows:
+                    self._held(picked, t, src, oracle if state == "ok" else None)
+            for picked, t in unheld:
+                if not t.num_rows:
+                    continue
+                if state == "missing":
+                    self.missing[src] = self.missing.get(src, 0) + t.num_rows
+                    self._advance(t.num_rows)
+                elif oracle is None:
+                    for key in _keys(picked.meta, t).tolist():
+                        self.mismatches.append({"array": picked.meta.name, "chunk": key, "source": src,
+                                                "reason": f"oracle cannot open source: {oracle_error}"})  # fmt: skip
+                    self._advance(t.num_rows)
+                else:
+                    self._compare(picked.meta, t, src, oracle, self.mismatches, "")
+        finally:
+            if oracle is not None:
+                oracle.__exit__(None, None, None)
+
+    # ------------------------------------------------------------------ held chunks
+    def _held(self, picked: _Picked, t: pa.Table, src: str, oracle: _Oracle | None) -> None:
+        """Held bytes against their checksum, then (source unchanged) decoded against the oracle."""
+        name = picked.meta.name
+        keys = _keys(picked.meta, t)
+        lengths = t.column("length").to_numpy()
+        good = np.ones(t.num_rows, bool)
+        start = 0
+        while start < t.num_rows:  # blob reads of at most ``budget`` bytes (one chunk at least)
+            stop = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), self.budget, side="right")))
+            ids = t.column("_rowid").slice(start, stop - start)
+            blobs = self.snap.ds.read_blobs("held", ids=ids, preserve_order=True)
+            sums = t.column("held_sha256").slice(start, stop - start).to_pylist()
+            for i, (_addr, raw), want in zip(range(start, stop), blobs, sums, strict=True):
+                if raw is None:
+                    reason = "held chunk has no bytes"
+                elif hashlib.sha256(raw).hexdigest() != want:
+                    reason = "held bytes differ from their checksum"
+                else:
+                    continue
+                good[i] = False
+                self.held_mismatches.append({"array": name, "chunk": keys[i].tolist(), "source": src, "reason": reason})
+            start = stop
+        self.held_checked += t.num_rows
+        if oracle is None:
+            self.held_checksum_only += t.num_rows
+            self.checked += t.num_rows
+            self._advance(t.num_rows)
+            return
+        self.checked += int((~good).sum())
+        self._advance(int((~good).sum()))
+        self._compare(picked.meta, t.filter(pa.array(good)), src, oracle, self.held_mismatches, "held bytes: ")
+
+    # ------------------------------------------------------------------ values
+    def _compare(self, meta: ArrayMeta, t: pa.Table, src: str, oracle: _Oracle,
+                 sink: list[dict[str, Any]], prefix: str) -> None:  # fmt: skip
+        """Decoded chunks of ``t`` through the table against the oracle's reads, one box per batch."""
+        arr = self._array(meta)
+        keys = _keys(meta, t)
+        eras = t.column("era").to_numpy()
+        dest = np.asarray(self.dests.get((src, meta.name), (0,) * len(DEST_COLUMNS))[: meta.ndim], np.int64)
+        for era in np.unique(eras).tolist():
+            sel = np.flatnonzero(eras == era)
+            sel = sel[np.lexsort(keys[sel].T[::-1])] if meta.ndim else sel
+            lo, hi = _boxes(meta, int(era), keys[sel])
+            for part in _batches(lo, hi, arr.dtype.itemsize, self.budget):
+                rows = t.take(pa.array(sel[part]))
+                found = self._batch(oracle, arr, int(era), rows, lo[part], hi[part], dest)
+                for i, reason in found:
+                    sink.append({"array": meta.name, "chunk": keys[sel[part][i]].tolist(), "source": src,
+                                 "reason": prefix + reason})  # fmt: skip
+                self._advance(len(part))
+
+    def _batch(self, oracle: _Oracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
+               hi: np.ndarray[Any, Any], dest: np.ndarray[Any, Any]) -> list[tuple[int, str]]:  # fmt: skip
+        """(index in the batch, reason) of each chunk that differs; counts checked and skipped. A
+        batch that fails on either side is checked again chunk by chunk, to name the culprits."""
+        b_lo, b_hi = lo.min(axis=0), hi.max(axis=0)
+        window = tuple(slice(a, b) for a, b in zip((b_lo - dest).tolist(), (b_hi - dest).tolist(), strict=True))
+        try:
+            expected = oracle.read(arr.name, window)
+        except Exception as e:
+            if rows.num_rows > 1:
+                return self._one_by_one(oracle, arr, era, rows, lo, hi, dest)
+            self.checked += 1
+            return [(0, f"oracle cannot read: {_first(e)}")]
+        if expected is None:
+            self.skipped += rows.num_rows
+            return []
+        try:
+            got = np.asarray(arr.read_rows(era, rows, b_lo.tolist(), b_hi.tolist()), dtype=arr.dtype)
+        except StaleSourceError as e:  # the whole source: no use trying chunk by chunk
+            self.checked += rows.num_rows
+            return [(i, f"refstore cannot read: {_first(e)}") for i in range(rows.num_rows)]
+        except Exception as e:
+            if rows.num_rows > 1:
+                return self._one_by_one(oracle, arr, era, rows, lo, hi, dest)
+            self.checked += 1
+            return [(0, f"refstore cannot read: {_first(e)}")]
+        exp = expected.astype(arr.dtype, copy=False)
+        self.checked += rows.num_rows
+        if got.shape != exp.shape:
+            return [(i, "values differ") for i in range(rows.num_rows)]
+        out = []
+        for i, (a, b) in enumerate(zip((lo - b_lo).tolist(), (hi - b_lo).tolist(), strict=True)):
+            box = tuple(slice(x, y) for x, y in zip(a, b, strict=True))
+            if got[box].tobytes() != exp[box].tobytes():
+                out.append((i, "values differ"))
+        return out
+
+    def _one_by_one(self, oracle: _Oracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
+                    hi: np.ndarray[Any, Any], dest: np.ndarray[Any, Any]) -> list[tuple[int, str]]:  # fmt: skip
+        out = []
+        for i in range(rows.num_rows):
+            found = self._batch(oracle, arr, era, rows.slice(i, 1), lo[i : i + 1], hi[i : i + 1], dest)
+            out += [(i, why) for _j, why in found]
+        return out
+
+
+def _held(t: pa.Table) -> np.ndarray[Any, Any]:
+    return t.column("held_at").to_numpy() >= 0  # type: ignore[no-any-return]
+
+
+def _keys(meta: ArrayMeta, t: pa.Table) -> np.ndarray[Any, Any]:
+    """The chunk keys (n, ndim) of the rows, on their era's grid."""
+    if not meta.ndim:
+        return np.zeros((t.num_rows, 0), np.int64)
+    return np.column_stack([t.column(c).to_numpy().astype(np.int64) for c in GLOBAL_KEY_COLUMNS[: meta.ndim]])
+
+
+def _first(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def verify(
     snap: Snapshot,
     *,
@@ -213,58 +487,17 @@ def verify(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     options: ReadOptions | None = None,
+    batch_bytes: int = BATCH_BYTES,
 ) -> VerifyReport:
-    """Compare chunks (all, or ``sample`` of them chosen with ``seed``) with the oracle's reads."""
-    items = _plan(snap, arrays, sample, seed)
-    dests: dict[tuple[str, str], tuple[int, ...]] = {}
-    for r in snap.vars().to_pylist():
-        if r["d0"] != NOT_PLACED:
-            dests[(r["source"], r["array"])] = tuple(int(r[c]) for c in DEST_COLUMNS)
-    readers: dict[str, Array] = {}
-    mismatches: list[dict[str, Any]] = []
-    by_source: dict[str, list[tuple[str, int, Any, pa.Table]]] = {}
-    for name, era, key, src, row in items:
-        by_source.setdefault(src, []).append((name, era, key, row))
-    done = 0
-    skipped = 0
-    for src, group in by_source.items():
-        try:
-            f = _Oracle(src)
-        except OSError as e:
-            for name, _era, key, _row in group:
-                mismatches.append({"array": name, "chunk": [int(k) for k in key], "source": src,
-                                   "reason": f"oracle cannot open source: {str(e).splitlines()[0]}"})  # fmt: skip
-            done += len(group)
-            if progress:
-                progress(done, len(items))
-            continue
-        with f:
-            for name, era, key, row in group:
-                arr = readers.get(name) or readers.setdefault(name, Array(snap, snap.array(name), options=options))
-                lo, hi = _region(arr.meta, era, key)
-                dest = dests.get((src, name), (0,) * 8)
-                s_sel = tuple(slice(a - d, b - d) for a, b, d in zip(lo, hi, dest, strict=False))
-                entry = {"array": name, "chunk": [int(k) for k in key], "source": src}
-                try:
-                    expected = f.read(name, s_sel)
-                except Exception as e:
-                    mismatches.append({**entry, "reason": f"oracle cannot read: {str(e).splitlines()[0]}"})
-                else:
-                    if expected is None:
-                        skipped += 1
-                        done += 1
-                        continue
-                    try:
-                        got = np.asarray(arr.read_rows(era, row, lo, hi), dtype=arr.dtype)
-                    except Exception as e:
-                        mismatches.append({**entry, "reason": f"refstore cannot read: {str(e).splitlines()[0]}"})
-                    else:
-                        exp = expected.astype(arr.dtype, copy=False)
-                        if got.shape != exp.shape or got.tobytes() != exp.tobytes():
-                            mismatches.append({**entry, "reason": "values differ"})
-                done += 1
-                if progress:
-                    progress(done, len(items))
-    return VerifyReport(
-        checked=len(items) - skipped, mismatched=len(mismatches), mismatches=mismatches, skipped=skipped
-    )
+    """Compare chunks (all, or ``sample`` of them chosen with ``seed``) with the oracle's reads;
+    held chunks also with their checksum. ``batch_bytes``: the largest box read at once."""
+    picked = _pick(snap, arrays, sample, seed)
+    run = _Run(snap, options, batch_bytes, progress, sum(p.rows.num_rows for p in picked))
+    for src in sorted({s for p in picked for s in p.bounds}):
+        groups = []
+        for p in picked:
+            if src in p.bounds:
+                a, b = p.bounds[src]
+                groups.append((p, p.rows.take(pa.array(p.order[a:b]))))
+        run.source(src, groups)
+    return run.report()
