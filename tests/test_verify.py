@@ -142,7 +142,7 @@ def test_a_missing_source_is_reported_apart_with_exit_2(tmp_path: Path) -> None:
     assert rep["missing_sources"] == [{"source": str(files[1]), "chunks": 5}]  # time, 3 x records, y
     assert rep["checked"] == 5
     r = run("-C", col, "verify")
-    assert r.returncode == 2 and f"missing source {files[1]}" in r.stderr.replace("\n", "")
+    assert r.returncode == 2 and "missing source" in r.stderr and files[1].name in r.stderr
 
 
 def test_a_missing_source_whose_chunks_are_held_is_verified_from_held_bytes(tmp_path: Path) -> None:
