@@ -239,8 +239,7 @@ def verify(
             err.print(f"[yellow]missing source[/yellow] {src}: {n} chunks not verified (not held)")
         out.print(f"checked {rep.checked} chunks at version {snap.version}: {rep.mismatched} mismatched")
         if rep.held_checked:
-            n_only = rep.held_checksum_only
-            only = f", {n_only} by checksum only (source changed or gone)" if n_only else ""
+            only = f" ({rep.held_checksum_only} by checksum only)" if rep.held_checksum_only else ""
             out.print(f"held chunks: {rep.held_checked} checked{only}: {rep.held_mismatched} mismatched")
         if rep.missing:
             out.print(f"missing sources: {len(rep.missing)} ({sum(rep.missing.values())} chunks not verified)")
