@@ -130,11 +130,11 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
             t = t.take(pa.array(local))
         if not t.num_rows:
             continue
-        sources = t.column("source").to_numpy(zero_copy_only=False)
-        names_u, which = np.unique(sources, return_inverse=True)
+        codes = t.column("source").combine_chunks().dictionary_encode()  # no Python string per row
+        which = codes.indices.to_numpy()
         order = np.argsort(which, kind="stable")
-        cuts = np.searchsorted(which[order], np.arange(len(names_u) + 1))
-        spans = {str(s): (int(cuts[i]), int(cuts[i + 1])) for i, s in enumerate(names_u.tolist())}
+        cuts = np.searchsorted(which[order], np.arange(len(codes.dictionary) + 1))
+        spans = {str(s): (int(cuts[i]), int(cuts[i + 1])) for i, s in enumerate(codes.dictionary.to_pylist())}
         out.append(_Picked(meta, t, order, spans))
     return out
 
