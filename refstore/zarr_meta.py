@@ -155,6 +155,9 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
     if cid == "floatpred":
         return {"id": "imagecodecs_floatpred", "axis": int(codec.get("axis", -1)), "dist": 1,
                 "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
+    if cid == "spacepad":
+        raise UnexpressibleError(f"array {meta.name!r}: space-padded HDF5 strings (read with NULs for the trailing "
+                                 "spaces) have no zarr form")  # fmt: skip
     raise UnexpressibleError(f"array {meta.name!r}: codec {cid!r} has no zarr v2 (numcodecs) form")
 
 

@@ -57,6 +57,21 @@ def _bytes_fn(codec: dict[str, Any]) -> Callable[[Any], Any]:
 
 _NO_DTYPE = np.dtype("u1")
 
+_VALUE_STEPS = frozenset({"spacepad"})
+"""Conversions of decoded values (HDF5 type conversions, not filters): last in a pipeline,
+applied after every filter; the HDF5 filter mask counts only the filters before them."""
+
+
+def _spacepad(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Fixed-length strings as HDF5 converts space padding to null padding: trailing spaces
+    become NULs."""
+    n = values.dtype.itemsize
+    b = values.reshape(-1).view(np.uint8).reshape(-1, n).copy()
+    keep = np.flip(np.cumsum(np.flip(b != 0x20, axis=1), axis=1), axis=1) > 0  # up to the last non-space
+    b[~keep] = 0
+    out: np.ndarray[Any, Any] = b.view(values.dtype).reshape(values.shape)
+    return out
+
 
 def _step(codec: dict[str, Any]) -> _Step:
     cid = codec["id"]
@@ -138,6 +153,8 @@ class ChunkDecoder:
     ``filter_mask`` says were not applied, then view the result as ``dtype`` in ``shape``."""
 
     def __init__(self, codecs: Sequence[dict[str, Any]], dtype: str, shape: tuple[int, ...]) -> None:
+        self.spacepad = any(c["id"] == "spacepad" for c in codecs)
+        codecs = [c for c in codecs if c["id"] not in _VALUE_STEPS]
         self.steps = [_step(c) for c in codecs]
         # every step bytes -> bytes: one call per step, no shape bookkeeping (most HDF5 chunks)
         self.fast = [_bytes_fn(c) for c in reversed(codecs)] if all(c["id"] in _BYTES_ONLY for c in codecs) else None
@@ -151,6 +168,12 @@ class ChunkDecoder:
     ) -> np.ndarray[Any, Any]:
         """``edge``: the chunk's shape when cut by the array's end (used if the stored chunk is
         short, like a TIFF's last strip; edge chunks stored full size decode to ``shape``)."""
+        out = self._filters(raw, filter_mask, edge)
+        return _spacepad(out) if self.spacepad else out
+
+    def _filters(
+        self, raw: bytes | memoryview, filter_mask: int, edge: tuple[int, ...] | None
+    ) -> np.ndarray[Any, Any]:
         if self.fast is not None and not filter_mask:
             buf: Any = raw
             for fn in self.fast:

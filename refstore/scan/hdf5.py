@@ -192,6 +192,18 @@ def _dim_names(ds: Any, is_scale: bool) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _string_pad(ds: Any) -> tuple[dict[str, Any], ...]:
+    """``({"id": "spacepad"},)`` for a space-padded fixed-length string dataset: h5py (HDF5's
+    conversion to null padding) reads its trailing spaces as NULs, so the stored bytes are
+    converted the same way after decoding (``read/decode.py``); compact and inlined values come
+    from h5py already converted."""
+    import h5py
+
+    if ds.dtype.kind != "S" or ds.id.get_type().get_strpad() != h5py.h5t.STR_SPACEPAD:
+        return ()
+    return ({"id": "spacepad"},)
+
+
 def _supported_dtype(dt: np.dtype[Any]) -> str | None:
     import h5py
 
@@ -303,13 +315,15 @@ def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> 
             return meta(full), None  # never written: everything reads as the fill value
         keys = np.zeros((1, len(shape)), np.int64)
         nbytes = int(ds.id.get_storage_size())
-        return meta(full), _Chunks(name, keys, np.array([offset], np.int64), np.array([nbytes], np.int64), whole=True)
+        return meta(full, _string_pad(ds)), _Chunks(name, keys, np.array([offset], np.int64),
+                                                   np.array([nbytes], np.int64), whole=True)  # fmt: skip
 
     if layout != h5py.h5d.CHUNKED:
         return meta(full, reason="HDF5 virtual dataset (VDS) layout"), None
 
     chunks = tuple(int(c) for c in ds.chunks)
     codecs, reason = filters_to_codecs(dcpl, dt)
+    codecs += _string_pad(ds)
     if reason is not None:
         return meta(chunks, reason=reason), None
     if 0 in shape:
