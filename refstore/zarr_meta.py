@@ -192,7 +192,7 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
 
 
 def v2_attrs(meta: ArrayMeta) -> dict[str, Any]:
-    """``.zattrs``: the attributes (length-1 arrays as scalars, see :func:`scalar_value`) plus
+    """``.zattrs``: the attributes (as netCDF4-python gives them, see :func:`attr_value`) plus
     ``_ARRAY_DIMENSIONS`` (xarray's dimension names); ``_FillValue`` is carried by
     ``.zarray``'s fill_value."""
     attrs = {k: v for k, v in plain_attrs(meta).items() if k != "_FillValue"}
