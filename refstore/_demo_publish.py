@@ -45,15 +45,14 @@ def _icechunk_sst(out: str) -> np.ndarray[Any, Any]:
     import icechunk as ic
     import zarr
 
-    from .emit.icechunk import credentials
+    from .emit.icechunk import credentials, quiet_local_logs
 
-    storage = ic.local_filesystem_storage(out)
-    config = ic.Repository.fetch_config(storage)
-    prefixes = sorted(((config.virtual_chunk_containers if config else None) or {}).keys())
-    creds = credentials(prefixes)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quiet_local_logs():  # refstore's own repository, read here
         warnings.simplefilter("ignore")  # local storage and numcodecs-name warnings
-        repo = ic.Repository.open(storage, authorize_virtual_chunk_access=creds)
+        storage = ic.local_filesystem_storage(out)
+        config = ic.Repository.fetch_config(storage)
+        prefixes = sorted(((config.virtual_chunk_containers if config else None) or {}).keys())
+        repo = ic.Repository.open(storage, authorize_virtual_chunk_access=credentials(prefixes))
         group = zarr.open_group(repo.readonly_session(branch="main").store, mode="r", zarr_format=3)
         sst: Any = group["sst"]
         return np.asarray(sst[_WINDOW])

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["BRANCH", "check", "credentials", "write"]
+__all__ = ["BRANCH", "check", "credentials", "quiet_local_logs", "write"]
 
 BRANCH = "main"
 _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "codecs")
@@ -69,16 +69,17 @@ _STRUCTURAL = ("node_type", "data_type", "chunk_grid", "chunk_key_encoding", "co
 
 
 _LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error,icechunk::asset_manager=error"
-"""Icechunk's log filter during one emit (unless ``ICECHUNK_LOG`` is set; see ``_emit_logs``):
+"""Icechunk's log filter during one emit (unless ``ICECHUNK_LOG`` is set; see ``quiet_local_logs``):
 its two warnings on every local repository (not safe for concurrent commits; readback metadata)
 say nothing about an emit, which commits from one process holding the output; nor its advice to
 grow the caches a staged emit turns off (``_Sessions``). Every other warning still shows."""
 
 
 @contextlib.contextmanager
-def _emit_logs() -> Iterator[None]:
-    """``_LOGS`` for the duration of one emit, then Icechunk's filter from ``ICECHUNK_LOG`` (its
-    default when unset) again: the user's own repositories still warn."""
+def quiet_local_logs() -> Iterator[None]:
+    """``_LOGS`` for the duration of one emit (or refstore's own read of what it emitted, the
+    demo), then Icechunk's filter from ``ICECHUNK_LOG`` (its default when unset) again: the
+    user's own repositories still warn."""
     import icechunk as ic
 
     if "ICECHUNK_LOG" in os.environ:  # the user's own filter wins
@@ -614,7 +615,7 @@ def write(
     register_codecs()
     out = os.path.abspath(out)
     try:
-        with _emit_logs():
+        with quiet_local_logs():
             exists = os.path.isdir(out) and bool(os.listdir(out))
             if exists and not ic.Repository.exists(ic.local_filesystem_storage(out)):
                 raise BadInputError(f"{out}: exists and is not an Icechunk repository; give a new or empty folder")
