@@ -155,6 +155,8 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
     if cid == "floatpred":
         return {"id": "imagecodecs_floatpred", "axis": int(codec.get("axis", -1)), "dist": 1,
                 "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
+    if cid == "refstore.grib":  # decodes with refstore's codec only (registered by register_codecs)
+        return {"id": "refstore.grib", "dtype": dt.str}
     if cid == "spacepad":
         raise UnexpressibleError(f"array {meta.name!r}: space-padded HDF5 strings (read with NULs for the trailing "
                                  "spaces) have no zarr form")  # fmt: skip
@@ -241,6 +243,8 @@ def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
                                                                              "dist": 1}}  # fmt: skip
         elif cid == "lerc":
             array_bytes = {"name": "imagecodecs_lerc", "configuration": {}}
+        elif cid == "refstore.grib":
+            array_bytes = {"name": "refstore.grib", "configuration": {}}
         elif cid == "jpeg":
             raise UnexpressibleError(f"array {meta.name!r}: JPEG tiles with shared tables have no zarr v3 form here")
         else:
@@ -346,17 +350,26 @@ _registered = False
 
 
 def register_codecs() -> None:
-    """Make every codec named here known to numcodecs (v2) and zarr (v3). Idempotent."""
+    """Make every codec named here known to numcodecs (v2) and zarr (v3), ``refstore.grib``
+    (GRIB messages through ecCodes) included. Idempotent."""
     global _registered
     if _registered:
         return
     import imagecodecs.numcodecs
 
     imagecodecs.numcodecs.register_codecs(verbose=False)
+    import numcodecs
+
+    from ._grib import CODEC_ID, GribCodec, zarr_codec
+
+    numcodecs.register_codec(GribCodec, CODEC_ID)
     try:
         import imagecodecs.zarr
 
         imagecodecs.zarr.register_codecs(verbose=False)
+        from zarr.registry import register_codec
+
+        register_codec(CODEC_ID, zarr_codec())
     except ImportError:  # zarr not installed: v2 names are enough for numcodecs users
         pass
     _registered = True

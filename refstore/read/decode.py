@@ -137,6 +137,13 @@ def _step(codec: dict[str, Any]) -> _Step:
             return np.asarray(out).astype(dt, copy=False).reshape(shape)
 
         return unfloatpred
+    if cid == "refstore.grib":  # a whole GRIB message -> its values, through ecCodes (refstore/_grib.py)
+        from .._grib import decode_message
+
+        def grib(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            return decode_message(data, dt).reshape(shape)
+
+        return grib
     if cid == "bitunpack":
 
         def unpack(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:

@@ -5,6 +5,7 @@ from ._parallel import ScanOutcome, scan_many
 from ._sources import expand_sources, local_source_info, normalize_location
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, Scanner, ScanResult, SourceInfo
 from .auto import AutoScanner, sniff
+from .grib import GribScanner
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
 
@@ -12,6 +13,7 @@ __all__ = [
     "CHUNK_BATCH_SCHEMA",
     "ArrayMeta",
     "AutoScanner",
+    "GribScanner",
     "HDF5Scanner",
     "NetCDF3Scanner",
     "ScanOutcome",

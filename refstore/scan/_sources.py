@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 __all__ = [
+    "GRIB_EXTENSIONS",
     "HDF5_EXTENSIONS",
     "SOURCE_EXTENSIONS",
     "expand_sources",
@@ -26,7 +27,8 @@ __all__ = [
 ]
 
 HDF5_EXTENSIONS = (".nc", ".nc4", ".h5", ".hdf5", ".he5", ".hdf", ".cdf", ".netcdf")
-SOURCE_EXTENSIONS = (*HDF5_EXTENSIONS, ".nc3", ".tif", ".tiff", ".gtiff", ".cog")
+GRIB_EXTENSIONS = (".grib", ".grib1", ".grib2", ".grb", ".grb1", ".grb2")
+SOURCE_EXTENSIONS = (*HDF5_EXTENSIONS, ".nc3", ".tif", ".tiff", ".gtiff", ".cog", *GRIB_EXTENSIONS)
 
 
 def normalize_location(location: str) -> str:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import ScanError
 from ._sources import open_source
+from .grib import GribScanner
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
 from .tiff import TiffScanner
@@ -23,7 +24,7 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 
 def sniff(location: str) -> str:
-    """``"netcdf3"``, ``"hdf5"``, ``"tiff"`` or ``"unknown"`` from the file's signature."""
+    """``"netcdf3"``, ``"hdf5"``, ``"tiff"``, ``"grib"`` or ``"unknown"`` from the file's signature."""
     with open_source(location) as (fh, _info):
         return sniff_file(fh, location)
 
@@ -39,6 +40,8 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
             return "netcdf3"
         if head == _HDF5_MAGIC:
             return "hdf5"
+        if head[:4] == b"GRIB" and len(head) >= 8 and head[7] in (1, 2):  # edition 1 or 2
+            return "grib"
         for at in (512, 1024, 2048, 4096, 8192):  # HDF5 files may start after a user block
             fh.seek(at)
             if fh.read(8) == _HDF5_MAGIC:
@@ -50,7 +53,7 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AutoScanner:
-    """Scans netCDF3, netCDF4/HDF5 and TIFF/GeoTIFF files with the right scanner. A source is
+    """Scans netCDF3, netCDF4/HDF5, TIFF/GeoTIFF and GRIB1/GRIB2 files with the right scanner. A source is
     opened once (one HEAD and a block cache shared by sniffing and scanning when remote)."""
 
     concat_dim: str | None = None
@@ -65,4 +68,6 @@ class AutoScanner:
                 return HDF5Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
             if kind == "tiff":
                 return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern).scan_file(fh, info)
-        raise ScanError(location, "not a netCDF3, netCDF4/HDF5 or TIFF file (unrecognised signature)")
+            if kind == "grib":
+                return GribScanner(concat_dim=self.concat_dim).scan_file(fh, info)
+        raise ScanError(location, "not a netCDF3, netCDF4/HDF5, TIFF or GRIB file (unrecognised signature)")

@@ -1,0 +1,505 @@
+"""GRIB1 / GRIB2 scanner: every message is one chunk (its byte range in the file), grouped into
+arrays the way cfgrib groups them (see ``design/formats.md``, "GRIB").
+
+Messages are framed here from their section 0 (``GRIB``, edition, total length) and must end in
+``7777``; ecCodes reads each message's keys (nothing is decoded but the grid's coordinates).
+An array is the messages of one parameter (``paramId``) on one level type, step type, data type
+and grid; its dimensions are cfgrib's: ``number``, ``time``, ``step``, the level (named by its
+``typeOfLevel``), each only when it has several values (else a scalar coordinate), then the
+grid's ``latitude``/``longitude`` (regular_ll, regular_gg), ``y``/``x`` (lambert and other
+projected grids, with 2-D latitude/longitude) or ``values`` (reduced Gaussian, spherical
+harmonics: the 1-D values ecCodes gives). A combination no message holds is an absent chunk
+(NaN). Values are float32 as cfgrib gives them, missing points NaN.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+
+from .._grib import CODEC_ID, MISSING, import_eccodes
+from .._keys import MAX_DIMS
+from .._values import encode_attr, encode_fill
+from ..errors import ScanError, UnsupportedArrayError
+from ._sources import GRIB_EXTENSIONS, open_source
+from ._types import ArrayMeta, ScanResult, SourceInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["GRIB_EXTENSIONS", "GribScanner", "frame_messages", "message_index"]
+
+_DTYPE = np.dtype("<f4")
+_EPOCH = dt.datetime(1970, 1, 1)
+_STEP_UNIT_SECONDS = {0: 60, 1: 3600, 2: 86400, 10: 10800, 11: 21600, 12: 43200, 13: 1, 14: 900, 15: 1800}
+"""ecCodes' stepUnits code -> seconds (cfgrib's table)."""
+
+_DIM_GRIDS = frozenset({"regular_ll", "regular_gg"})
+_YX_GRIDS = frozenset({"rotated_ll", "rotated_gg", "lambert", "lambert_azimuthal_equal_area", "albers",
+                       "polar_stereographic"})  # fmt: skip
+_DECREASING = frozenset({"isobaricInhPa", "isobaricInPa"})
+
+_VAR_KEYS = ("paramId", "dataType", "numberOfPoints", "typeOfLevel", "stepUnits", "stepType", "gridType",
+             "uvRelativeToGrid")  # fmt: skip
+"""Keys cfgrib requires unique per variable (``GRIB_`` attributes)."""
+_EXTRA_KEYS = ("shortName", "units", "name", "cfName", "cfVarName", "totalNumber", "numberOfDirections",
+               "numberOfFrequencies", "NV", "gridDefinitionDescription")  # fmt: skip
+_GRID_KEYS: dict[str, tuple[str, ...]] = {
+    "regular_ll": ("Nx", "iDirectionIncrementInDegrees", "iScansNegatively", "longitudeOfFirstGridPointInDegrees",
+                   "longitudeOfLastGridPointInDegrees", "Ny", "jDirectionIncrementInDegrees", "jPointsAreConsecutive",
+                   "jScansPositively", "latitudeOfFirstGridPointInDegrees", "latitudeOfLastGridPointInDegrees"),
+    "regular_gg": ("N", "Ni", "Nj", "iDirectionIncrementInDegrees", "iScansNegatively", "jScansPositively",
+                   "jPointsAreConsecutive", "longitudeOfFirstGridPointInDegrees", "longitudeOfLastGridPointInDegrees",
+                   "latitudeOfFirstGridPointInDegrees", "latitudeOfLastGridPointInDegrees"),
+    "lambert": ("LaDInDegrees", "LoVInDegrees", "iScansNegatively", "jPointsAreConsecutive", "jScansPositively",
+                "latitudeOfFirstGridPointInDegrees", "latitudeOfSouthernPoleInDegrees",
+                "longitudeOfFirstGridPointInDegrees", "longitudeOfSouthernPoleInDegrees", "DyInMetres", "DxInMetres",
+                "Latin2InDegrees", "Latin1InDegrees", "Ny", "Nx"),
+    "reduced_gg": ("N",),
+    "sh": ("M", "K", "J"),
+}  # fmt: skip
+"""cfgrib's grid keys kept as ``GRIB_`` attributes (long arrays such as ``pl`` left out)."""
+_GLOBAL_KEYS = ("edition", "centre", "centreDescription", "subCentre")
+
+_COORD_ATTRS: dict[str, dict[str, str]] = {
+    "latitude": {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude"},
+    "longitude": {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude"},
+    "number": {"units": "1", "standard_name": "realization", "long_name": "ensemble member numerical id"},
+    "time": {"units": "seconds since 1970-01-01T00:00:00", "calendar": "proleptic_gregorian",
+             "standard_name": "forecast_reference_time", "long_name": "initial time of forecast"},
+    "step": {"units": "hours", "standard_name": "forecast_period", "long_name": "time since forecast_reference_time",
+             "dtype": "timedelta64[ns]"},
+    "valid_time": {"units": "seconds since 1970-01-01T00:00:00", "calendar": "proleptic_gregorian",
+                   "standard_name": "time", "long_name": "time"},
+    "isobaricInhPa": {"units": "hPa", "positive": "down", "stored_direction": "decreasing",
+                      "standard_name": "air_pressure", "long_name": "pressure"},
+    "isobaricInPa": {"units": "Pa", "positive": "down", "stored_direction": "decreasing",
+                     "standard_name": "air_pressure", "long_name": "pressure"},
+    "hybrid": {"units": "1", "positive": "down", "long_name": "hybrid level",
+               "standard_name": "atmosphere_hybrid_sigma_pressure_coordinate"},
+    "heightAboveGround": {"units": "m", "positive": "up", "long_name": "height above the surface",
+                          "standard_name": "height"},
+    "depthBelowLand": {"units": "m", "positive": "down", "long_name": "soil depth", "standard_name": "depth"},
+    "depthBelowLandLayer": {"units": "m", "positive": "down", "long_name": "soil depth", "standard_name": "depth"},
+    "isobaricLayer": {"units": "Pa", "positive": "down", "standard_name": "air_pressure", "long_name": "pressure"},
+}  # fmt: skip
+"""Coordinate attributes as cfgrib writes them (CF)."""
+
+
+# ---------------------------------------------------------------------------- framing
+def frame_messages(fh: BinaryIO, location: str, size: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of every GRIB message in the file, in order. Bytes between messages
+    (padding) are skipped; a message whose length runs past the file or does not end in
+    ``7777`` raises ``ScanError`` naming its offset."""
+    pos = 0
+    n = 0
+    while pos < size:
+        fh.seek(pos)
+        head = fh.read(16)
+        if head[:4] != b"GRIB":
+            found = _find(fh, pos, size)
+            if found < 0:
+                break
+            pos = found
+            fh.seek(pos)
+            head = fh.read(16)
+        if len(head) < 8:
+            raise ScanError(location, f"GRIB message at byte {pos} is truncated (section 0 incomplete)")
+        edition = head[7]
+        if edition == 1:
+            length = int.from_bytes(head[4:7], "big")
+            if length & 0x800000:
+                raise ScanError(location, f"GRIB1 message at byte {pos}: large-message length encoding is not supported")
+        elif edition == 2:
+            if len(head) < 16:
+                raise ScanError(location, f"GRIB2 message at byte {pos} is truncated (section 0 incomplete)")
+            length = int.from_bytes(head[8:16], "big")
+        else:
+            raise ScanError(location, f"GRIB message at byte {pos}: unknown edition {edition}")
+        end = pos + length
+        if length < 16 or end > size:
+            raise ScanError(location, f"GRIB message {n} at byte {pos}: wrong message length {length} "
+                                      f"(past the end of the {size}-byte file)")  # fmt: skip
+        fh.seek(pos)
+        msg = fh.read(length)
+        if len(msg) != length or msg[-4:] != b"7777":
+            raise ScanError(location, f"GRIB message {n} at byte {pos}: wrong message length {length} "
+                                      "(no '7777' end marker there)")  # fmt: skip
+        yield pos, msg
+        n += 1
+        pos = end
+    if n == 0:
+        raise ScanError(location, "holds no GRIB message")
+
+
+def _find(fh: BinaryIO, pos: int, size: int, block: int = 1 << 16) -> int:
+    """Offset of the next ``GRIB`` at or after ``pos``, -1 if none."""
+    while pos < size:
+        fh.seek(pos)
+        buf = fh.read(block + 3)
+        if not buf:
+            return -1
+        i = buf.find(b"GRIB")
+        if i >= 0:
+            return pos + i
+        pos += block
+    return -1
+
+
+# ---------------------------------------------------------------------------- keys
+@dataclass(slots=True)
+class _Msg:
+    offset: int
+    length: int
+    group: tuple[Any, ...]
+    header: dict[str, Any]  # number, time, step, level (None = undefined)
+
+
+def _get(ec: Any, h: Any, key: str, ktype: Any = None) -> Any:
+    if not ec.codes_is_defined(h, key):
+        return None
+    try:
+        if ec.codes_get_size(h, key) > 1:
+            return None
+        v = ec.codes_get(h, key, ktype) if ktype is not None else ec.codes_get(h, key)
+    except ec.GribInternalError:
+        return None
+    return None if v in ("undef", "unknown") else v
+
+
+def _seconds(date: int, time: int) -> int:
+    when = dt.datetime(date // 10000, date // 100 % 100, date % 100, time // 100, time % 100)
+    return int((when - _EPOCH).total_seconds())
+
+
+def _step_hours(ec: Any, h: Any) -> float | None:
+    unit = _get(ec, h, "stepUnits", int)
+    end = _get(ec, h, "endStep", int)
+    if unit is None or end is None or unit not in _STEP_UNIT_SECONDS:
+        return None
+    return int(end) * _STEP_UNIT_SECONDS[int(unit)] / 3600.0
+
+
+@dataclass(slots=True)
+class _Group:
+    key: tuple[Any, ...]
+    first: bytes
+    attrs: dict[str, Any]
+    grid: dict[str, Any]
+    messages: list[_Msg] = field(default_factory=list)
+
+
+def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group], dict[str, Any]]:
+    """The file's messages grouped into arrays (before naming), and its global attributes."""
+    ec = import_eccodes()
+    groups: dict[tuple[Any, ...], _Group] = {}
+    global_values: dict[str, set[Any]] = {k: set() for k in _GLOBAL_KEYS}
+    for offset, msg in frame_messages(fh, location, size):
+        try:
+            h = ec.codes_new_from_message(msg)
+        except Exception as e:  # noqa: BLE001  (ecCodes' own error classes)
+            raise ScanError(location, f"GRIB message at byte {offset}: ecCodes cannot read it ({e})") from None
+        try:
+            total = _get(ec, h, "totalLength", int)
+            if total is not None and int(total) != len(msg):
+                raise ScanError(location, f"GRIB message at byte {offset}: length {len(msg)} in section 0 but "
+                                          f"{total} by ecCodes")  # fmt: skip
+            var = {k: _get(ec, h, k) for k in _VAR_KEYS}
+            grid_type = var["gridType"]
+            md5 = _get(ec, h, "md5GridSection", str)
+            key = (var["paramId"], var["typeOfLevel"], var["stepType"], var["dataType"], grid_type, md5,
+                   var["numberOfPoints"])  # fmt: skip
+            date, time = _get(ec, h, "dataDate", int), _get(ec, h, "dataTime", int)
+            header = {
+                "number": _get(ec, h, "number", int),
+                "time": _seconds(int(date), int(time)) if date is not None and time is not None else None,
+                "step": _step_hours(ec, h),
+                "level": _get(ec, h, "level", float),
+            }
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(key, msg, *_var_attrs(ec, h, var))
+            for k in _GLOBAL_KEYS:
+                global_values[k].add(_get(ec, h, k))
+        finally:
+            ec.codes_release(h)
+        g.messages.append(_Msg(offset, len(msg), key, header))
+    glob: dict[str, Any] = {}
+    for k in _GLOBAL_KEYS:
+        vals = global_values[k] - {None}
+        if len(vals) == 1 and len(global_values[k]) == 1:
+            glob[f"GRIB_{k}"] = next(iter(vals))
+    glob["Conventions"] = "CF-1.7"
+    if "GRIB_centreDescription" in glob:
+        glob["institution"] = glob["GRIB_centreDescription"]
+    return list(groups.values()), glob
+
+
+def _var_attrs(ec: Any, h: Any, var: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The data variable's attributes (cfgrib's) and its grid description from the first message."""
+    attrs: dict[str, Any] = {f"GRIB_{k}": v for k, v in var.items() if v is not None}
+    grid_type = var["gridType"]
+    for k in sorted((*_EXTRA_KEYS, *_GRID_KEYS.get(grid_type, ()))):
+        v = _get(ec, h, k)
+        if v is not None:
+            attrs[f"GRIB_{k}"] = v
+    attrs["GRIB_missingValue"] = MISSING
+    attrs["long_name"] = attrs.get("GRIB_name", f"original GRIB paramId: {var['paramId']}")
+    attrs["units"] = attrs.get("GRIB_units", "1")
+    if "GRIB_cfName" in attrs:
+        attrs["standard_name"] = attrs["GRIB_cfName"]
+    grid: dict[str, Any] = {"type": grid_type, "points": var["numberOfPoints"]}
+    if grid_type in _DIM_GRIDS or grid_type in _YX_GRIDS:
+        grid["ny"], grid["nx"] = _get(ec, h, "Ny", int), _get(ec, h, "Nx", int)
+        grid["j_consecutive"] = _get(ec, h, "jPointsAreConsecutive", int) or 0
+        grid["alternative_rows"] = _get(ec, h, "alternativeRowScanning", int) or 0
+        if grid_type in _DIM_GRIDS:
+            grid["lat"] = np.asarray(ec.codes_get_array(h, "distinctLatitudes"), "<f8")
+            grid["lon"] = np.asarray(ec.codes_get_array(h, "distinctLongitudes"), "<f8")
+    if "lat" not in grid and grid_type != "sh":
+        try:
+            grid["lat2"] = np.asarray(ec.codes_get_array(h, "latitudes"), "<f8")
+            grid["lon2"] = np.asarray(ec.codes_get_array(h, "longitudes"), "<f8")
+        except Exception:  # noqa: BLE001  (no geoiterator for this grid: no coordinates)
+            grid.pop("lat2", None)
+    return attrs, grid
+
+
+# ---------------------------------------------------------------------------- arrays
+@dataclass(frozen=True, slots=True)
+class _Coord:
+    name: str
+    dims: tuple[str, ...]
+    values: np.ndarray[Any, Any]
+    attrs: dict[str, Any]
+
+
+class _Coords:
+    """Coordinates of the file by content: the same name with other values gets ``_1``, ``_2``..."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[_Coord]] = {}
+
+    def add(self, base: str, dims: tuple[str, ...], values: np.ndarray[Any, Any], attrs: dict[str, Any],
+            *, dim_of_self: bool) -> str:  # fmt: skip
+        found = self.by_name.setdefault(base, [])
+        for c in found:
+            same = c.values.dtype == values.dtype and c.values.shape == values.shape
+            if same and np.array_equal(c.values, values) and (dim_of_self or c.dims == dims):
+                return c.name
+        name = base if not found else f"{base}_{len(found)}"
+        found.append(_Coord(name, (name,) if dim_of_self else dims, values, attrs))
+        return name
+
+    def all(self) -> list[_Coord]:
+        return [c for cs in self.by_name.values() for c in cs]
+
+
+def _names(groups: list[_Group]) -> list[str]:
+    """cfgrib's variable names (cfVarName, else shortName, else paramId_N); when several groups
+    share one, each gets the values that tell them apart as suffixes (``t_hybrid``)."""
+    base = []
+    for g in groups:
+        a = g.attrs
+        name = a.get("GRIB_cfVarName") or a.get("GRIB_shortName") or f"paramId_{a.get('GRIB_paramId')}"
+        base.append(str(name))
+    out = list(base)
+    for name in set(base):
+        idx = [i for i, b in enumerate(base) if b == name]
+        if len(idx) < 2:
+            continue
+        differ = [j for j in range(len(groups[0].key) - 1) if len({groups[i].key[j] for i in idx}) > 1]
+        for i in idx:
+            parts = [str(groups[i].key[j]) for j in differ if j < 4]  # level type, step type, data type, grid
+            if any(j >= 4 for j in differ):
+                parts.append(f"grid{sorted({groups[k].key[5] for k in idx}, key=str).index(groups[i].key[5])}")
+            out[i] = "_".join([name, *parts])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GribScanner:
+    """Scan one GRIB1/GRIB2 file (see the module docstring).
+
+    ``concat_dim``: a header dimension (``time``, ``step``, ``number`` or a level type such as
+    ``isobaricInhPa``) that every array holding it keeps as a dimension even with one value, so
+    a series of files concatenates along it; the source's sort value is its first value.
+    """
+
+    concat_dim: str | None = None
+
+    def __call__(self, location: str) -> ScanResult:
+        with open_source(location) as (fh, info):
+            return self.scan_file(fh, info)
+
+    def scan_file(self, fh: BinaryIO, info: SourceInfo) -> ScanResult:
+        from .hdf5 import _chunk_table, _Chunks
+
+        try:
+            groups, glob = message_index(fh, info.location, info.size)
+        except UnsupportedArrayError as e:
+            raise ScanError(info.location, str(e)) from None
+        except OSError as e:
+            raise ScanError(info.location, f"cannot read: {e.strerror or e}") from None
+        coords = _Coords()
+        metas: list[ArrayMeta] = []
+        parts: list[_Chunks] = []
+        sort: list[float] = []
+        for name, g in zip(_names(groups), groups, strict=True):
+            meta, chunks, first = self._array(name, g, coords)
+            metas.append(meta)
+            if chunks is not None:
+                parts.append(chunks)
+            if first is not None:
+                sort.append(first)
+        for c in coords.all():
+            along = self.concat_dim is not None and self.concat_dim in c.dims
+            chunk = tuple(1 if (along and d == self.concat_dim) else s for d, s in zip(c.dims, c.values.shape,
+                                                                                       strict=True))  # fmt: skip
+            meta = ArrayMeta(
+                name=c.name, dims=c.dims, shape=tuple(int(s) for s in c.values.shape), chunks=chunk,
+                dtype=c.values.dtype.str, fill_value=None,
+                attrs={k: enc for k, v in c.attrs.items() if (enc := encode_attr(v)) is not None},
+            )  # fmt: skip
+            metas.append(meta)
+            grid = [-(-s // k) for s, k in zip(c.values.shape, chunk, strict=True)]
+            keys = (np.stack(np.unravel_index(np.arange(int(np.prod(grid))), grid), axis=1).astype(np.int64)
+                    if grid else np.zeros((1, 0), np.int64))  # fmt: skip
+            blobs = [c.values[tuple(slice(k * n, (k + 1) * n) for k, n in zip(key, chunk, strict=True))].tobytes()
+                     for key in keys.tolist()] if c.values.ndim else [c.values.tobytes()]  # fmt: skip
+            parts.append(_Chunks(c.name, keys, inline=blobs, whole=True))
+        units = {"time": "seconds since 1970-01-01", "step": "hours"}.get(self.concat_dim or "")
+        return ScanResult(
+            source=info,
+            arrays=tuple(metas),
+            chunks=_chunk_table(parts),
+            sort_value=min(sort) if sort else None,
+            sort_units=units if sort else None,
+            groups={"": {k: enc for k, v in glob.items() if (enc := encode_attr(v)) is not None}},
+            format="grib",
+        )
+
+    def _array(self, name: str, g: _Group, coords: _Coords) -> tuple[ArrayMeta, Any, float | None]:
+        from .hdf5 import _Chunks
+
+        level_type = str(g.attrs.get("GRIB_typeOfLevel", "level"))
+        header_dims: list[str] = []
+        header_values: list[np.ndarray[Any, Any]] = []
+        header_keys: list[str] = []
+        coord_names: list[str] = []
+        scalars: dict[str, Any] = {}
+        first: float | None = None
+        for key in ("number", "time", "step", "level"):
+            vals = [m.header[key] for m in g.messages]
+            if any(v is None for v in vals):
+                continue
+            dim = level_type if key == "level" else key
+            dtype = np.dtype("<i8") if key in ("number", "time") else np.dtype("<f8")
+            uniq = np.array(sorted(set(vals), reverse=dim in _DECREASING), dtype)
+            attrs = {"long_name": f"original GRIB coordinate for key: {key}({dim})", "units": "1",
+                     **_COORD_ATTRS.get(dim, {})}  # fmt: skip
+            if dim == self.concat_dim:
+                first = float(uniq.min())
+            if len(uniq) > 1 or dim == self.concat_dim:
+                cname = coords.add(dim, (dim,), uniq, attrs, dim_of_self=True)
+                header_dims.append(cname)
+                header_values.append(uniq)
+                header_keys.append(key)
+            else:
+                cname = coords.add(dim, (), uniq.reshape(()), attrs, dim_of_self=False)
+                scalars[key] = uniq[0]
+            coord_names.append(cname)
+        grid = g.grid
+        gtype = grid["type"]
+        reason: str | None = None
+        lat_lon: list[str] = []
+        if gtype in _DIM_GRIDS or (gtype in _YX_GRIDS and grid.get("ny") and grid.get("nx")):
+            ny, nx = int(grid["ny"]), int(grid["nx"])
+            geo_shape: tuple[int, ...] = (ny, nx)
+            if grid["j_consecutive"] or grid["alternative_rows"]:
+                reason = "GRIB grid scanned column-major or with alternating rows: not supported"
+            if gtype in _DIM_GRIDS:
+                lat = coords.add("latitude", ("latitude",), grid["lat"], _lat_attrs(grid["lat"]), dim_of_self=True)
+                lon = coords.add("longitude", ("longitude",), grid["lon"], _COORD_ATTRS["longitude"], dim_of_self=True)
+                geo_dims: tuple[str, ...] = (lat, lon)
+                lat_lon = [lat, lon]
+            else:
+                geo_dims = ("y", "x")
+                if "lat2" in grid and grid["lat2"].size == ny * nx:
+                    lat_lon = [
+                        coords.add("latitude", geo_dims, grid["lat2"].reshape(ny, nx), _COORD_ATTRS["latitude"],
+                                   dim_of_self=False),
+                        coords.add("longitude", geo_dims, grid["lon2"].reshape(ny, nx), _COORD_ATTRS["longitude"],
+                                   dim_of_self=False),
+                    ]  # fmt: skip
+        else:
+            geo_shape = (int(grid["points"]),)
+            geo_dims = ("values",)
+            if "lat2" in grid and grid["lat2"].size == geo_shape[0]:
+                lat_lon = [
+                    coords.add("latitude", geo_dims, grid["lat2"], _COORD_ATTRS["latitude"], dim_of_self=False),
+                    coords.add("longitude", geo_dims, grid["lon2"], _COORD_ATTRS["longitude"], dim_of_self=False),
+                ]
+        if "time" in scalars or "time" in header_keys:
+            coord_names.append(self._valid_time(g, header_keys, header_dims, header_values, scalars, coords))
+        attrs = dict(g.attrs)
+        attrs["coordinates"] = " ".join([*coord_names, *lat_lon])
+        shape = (*(len(v) for v in header_values), *geo_shape)
+        chunks = (*(1 for _ in header_values), *geo_shape)
+        dims = (*header_dims, *geo_dims)
+        if reason is None and len(shape) > MAX_DIMS:
+            reason = f"{len(shape)} dimensions"
+        meta = ArrayMeta(
+            name=name, dims=dims, shape=shape, chunks=chunks, dtype=_DTYPE.str,
+            fill_value=encode_fill(np.float32(np.nan), _DTYPE), codecs=({"id": CODEC_ID},),
+            attrs={k: enc for k, v in attrs.items() if (enc := encode_attr(v)) is not None},
+            status="ok" if reason is None else "unsupported", reason=reason,
+        )  # fmt: skip
+        if reason is not None:
+            return meta, None, first
+        index = [{v: i for i, v in enumerate(vals.tolist())} for vals in header_values]
+        seen: set[tuple[int, ...]] = set()
+        keys: list[tuple[int, ...]] = []
+        offsets: list[int] = []
+        lengths: list[int] = []
+        for m in g.messages:  # the first message of a combination wins, as in cfgrib
+            k = tuple(ix[m.header[key]] for ix, key in zip(index, header_keys, strict=True))
+            if k in seen:
+                continue
+            seen.add(k)
+            keys.append((*k, *(0 for _ in geo_shape)))
+            offsets.append(m.offset)
+            lengths.append(m.length)
+        karr = np.asarray(keys, np.int64).reshape(len(keys), len(shape))
+        order = np.lexsort(karr.T[::-1]) if len(keys) else np.arange(0)
+        return meta, _Chunks(name, karr[order], np.asarray(offsets, np.int64)[order],
+                             np.asarray(lengths, np.int64)[order]), first  # fmt: skip
+
+    @staticmethod
+    def _valid_time(g: _Group, header_keys: list[str], header_dims: list[str],
+                    header_values: list[np.ndarray[Any, Any]], scalars: dict[str, Any], coords: _Coords) -> str:  # fmt: skip
+        """cfgrib's ``valid_time``: time + step, over whichever of the two are dimensions."""
+        def part(key: str) -> tuple[np.ndarray[Any, Any], str | None]:
+            if key in header_keys:
+                i = header_keys.index(key)
+                return header_values[i].astype("<f8"), header_dims[i]
+            return np.asarray(float(scalars.get(key, 0.0)), "<f8"), None
+
+        t, tdim = part("time")
+        s, sdim = part("step")
+        s = s * 3600
+        if tdim and sdim:
+            values, dims = t[:, None] + s[None, :], (tdim, sdim)
+        else:
+            values, dims = t + s, tuple(d for d in (tdim, sdim) if d)
+        return coords.add("valid_time", dims, values, _COORD_ATTRS["valid_time"], dim_of_self=False)
+
+
+def _lat_attrs(lat: np.ndarray[Any, Any]) -> dict[str, str]:
+    attrs = dict(_COORD_ATTRS["latitude"])
+    if lat.size > 1 and lat[0] > lat[-1]:
+        attrs["stored_direction"] = "decreasing"
+    return attrs
