@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
 from .._values import decode_fill
-from ..errors import StorageError
+from ..errors import StorageError, UnexpressibleError
 from ..zarr_meta import attr_values, plain_attrs, v2_filters
 from ._common import atomic_output, check_zarr
 
@@ -56,6 +56,9 @@ BATCH_ROWS = 50_000
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
+    if any(c["id"] == "refstore.grib" for c in meta.codecs):
+        raise UnexpressibleError(f"array {meta.name!r}: GRIB messages decode only with refstore's codec "
+                                 "(refstore.grib, through ecCodes); mdim-refs readers (GDAL, zaro) lack it")  # fmt: skip
     check_zarr(src, meta, zarr_format=2)
 
 

@@ -243,6 +243,8 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     name = meta.name
     if meta.status != "ok" and not _LIBHDF5_DECODES.match(meta.reason or ""):
         raise UnexpressibleError(f"array {name!r} is recorded as unsupported: {meta.reason}")
+    if any(c["id"] == "refstore.grib" for c in meta.codecs):
+        raise UnexpressibleError(f"array {name!r}: GRIB messages are not mapped to GDAL's GRIB driver here")
     if gdal_type(meta.dtype) is None:
         raise UnexpressibleError(f"array {name!r}: GDAL has no data type that reads {meta.dtype} as stored")
     if any(n == 0 for n in meta.shape):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED
 from ..errors import SourceMissingError, SourceReadError, StaleSourceError
@@ -199,13 +200,70 @@ def tiff_window(page: Any, fh: Any, sel: tuple[slice, ...]) -> np.ndarray[Any, A
     return full
 
 
+class _GribOracle:
+    """ecCodes over a GRIB file: where each message sits in which array comes from the file's
+    messages grouped again (``scan.grib``), its values from ecCodes itself (``values`` cast to the
+    array's dtype, points its bitmap marks missing as NaN, as cfgrib gives them)."""
+
+    def __init__(self, fh: Any, location: str, concat_dim: str | None) -> None:
+        from ..scan._types import SourceInfo
+        from ..scan.grib import GribScanner
+
+        fh.seek(0, 2)
+        size = fh.tell()
+        res = GribScanner(concat_dim=concat_dim).scan_file(fh, SourceInfo(location, size, -1))
+        self.fh = fh
+        self.metas = {a.name: a for a in res.arrays}
+        t = res.chunks.filter(pc.is_valid(res.chunks.column("offset")))
+        self.rows: dict[str, list[tuple[tuple[int, ...], int, int]]] = {}
+        cols = [t.column(c).to_pylist() for c in ("array", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "offset",
+                                                  "length")]  # fmt: skip
+        for name, *rest in zip(*cols, strict=True):
+            nd = self.metas[name].ndim
+            self.rows.setdefault(name, []).append((tuple(rest[:nd]), rest[8], rest[9]))
+
+    def read(self, name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
+        import eccodes
+
+        meta = self.metas.get(name)
+        if meta is None or name not in self.rows:
+            return None  # coordinates made by the scan (no message holds them)
+        box = [s.indices(n) for s, n in zip(sel, meta.shape, strict=True)]
+        out = np.full([b - a for a, b, _ in box], np.nan, dtype=meta.dtype)
+        for key, offset, length in self.rows[name]:
+            start = [k * c for k, c in zip(key, meta.chunks, strict=True)]
+            if not all(a <= s < b for s, (a, b, _) in zip(start, box, strict=True)):
+                continue  # header axes have chunks of one; grid axes are whole, so 0 is inside
+            self.fh.seek(offset)
+            h = eccodes.codes_new_from_message(self.fh.read(length))
+            try:
+                eccodes.codes_set(h, "missingValue", float(np.finfo(np.float32).max))
+                values = eccodes.codes_get_values(h)
+                bitmap = eccodes.codes_get(h, "bitmapPresent") if eccodes.codes_is_defined(h, "bitmapPresent") else 0
+            finally:
+                eccodes.codes_release(h)
+            field = values.astype(meta.dtype)
+            if bitmap:
+                field[values == float(np.finfo(np.float32).max)] = np.nan
+            field = field.reshape(meta.chunks)
+            dst = tuple(slice(s - a, s - a + 1) if c == 1 and n > 1 else slice(None)
+                        for s, (a, _b, _), c, n in zip(start, box, meta.chunks, meta.shape, strict=True))  # fmt: skip
+            grid = tuple(slice(None) if c == 1 and n > 1 else slice(a, b)
+                         for (a, b, _), c, n in zip(box, meta.chunks, meta.shape, strict=True))  # fmt: skip
+            out[dst] = field[grid]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
 class _Oracle:
     """The format's own reader for one source, raw values (no scale, offset or mask). Remote
     sources are opened through the scanners' ranged-read file (h5py and tifffile read only what
     they need; netCDF4-python cannot read a file object, so a remote netCDF3 file is fetched
     whole into memory for it)."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, *, concat_dim: str | None = None) -> None:
         from .. import _objstore
         from ..errors import RefstoreError
         from ..scan._sources import open_source
@@ -216,6 +274,7 @@ class _Oracle:
             fh, _info = self._opened.__enter__()
         except RefstoreError as e:
             raise OSError(str(e).removeprefix(f"{location}: ")) from None
+        self.concat_dim = concat_dim
         try:
             self._open(fh, location, _objstore.is_remote(location), sniff_file(fh, location))
         except BaseException:
@@ -250,6 +309,8 @@ class _Oracle:
             self.f = tifffile.TiffFile(fh if remote else location, name=location.rsplit("/", 1)[-1])
             pages = list(self.f.pages)
             self.pages = dict(zip(ifd_names(pages), pages, strict=True))
+        elif self.kind == "grib":
+            self.f = _GribOracle(fh, location, self.concat_dim)
         else:
             raise OSError("unrecognised format")
 
@@ -263,6 +324,8 @@ class _Oracle:
             lead = len(sel) == len(page.shape) + 1  # the series' leading time axis
             out = tiff_window(page, self.f.filehandle, sel[1:] if lead else sel)
             return out[None] if lead else out
+        if self.kind == "grib":
+            return self.f.read(name, sel)  # type: ignore[no-any-return]
         if self.kind == "netcdf3":
             v = self.f.variables[name]
             return np.asarray(v[sel] if sel else v[...])
@@ -341,7 +404,7 @@ class _Run:
         oracle_error = why
         if need_oracle and state != "missing":
             try:
-                oracle = _Oracle(src)
+                oracle = _Oracle(src, concat_dim=self.snap.concat_dim)
             except OSError as e:
                 oracle_error = str(e).splitlines()[0] if str(e) else type(e).__name__
         try:
