@@ -90,7 +90,7 @@ def zarr_codec() -> type[Any]:
     from zarr.abc.codec import ArrayBytesCodec
 
     @dataclasses.dataclass(frozen=True)
-    class GribZarrCodec(ArrayBytesCodec):  # type: ignore[misc]
+    class GribZarrCodec(ArrayBytesCodec):
         """zarr v3 ``refstore.grib``: a chunk's bytes are one GRIB message; decoding gives the
         chunk's values (float, NaN where missing). Decode only."""
 

@@ -170,6 +170,11 @@ def test_zarr_store_and_forms(tmp_path: Path, new_collection) -> None:
     from .readers.kerchunk_json import open_form
 
     assert np.asarray(open_form(str(out), None)["t"][:]).tobytes() == want.tobytes()
+    from .readers import icechunk as ice
+
+    emit_to("icechunk", tmp_path / "repo")
+    arrays = ice.open_form(str(tmp_path / "repo"), None)
+    assert np.asarray(arrays["t"][:]).tobytes() == want.tobytes()
     with pytest.raises(UnexpressibleError, match="GRIB"):
         emit_to("sqlite", tmp_path / "refs.sqlite")
     with pytest.raises(UnexpressibleError, match="GRIB"):

@@ -58,7 +58,7 @@ BATCH_ROWS = 50_000
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     if any(c["id"] == "refstore.grib" for c in meta.codecs):
         raise UnexpressibleError(f"array {meta.name!r}: GRIB messages decode only with refstore's codec "
-                                 "(refstore.grib, through ecCodes); mdim-refs readers (GDAL, zaro) lack it")  # fmt: skip
+                                 "(refstore.grib, through ecCodes); mdim-refs readers lack it")  # fmt: skip
     check_zarr(src, meta, zarr_format=2)
 
 

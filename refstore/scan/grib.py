@@ -112,7 +112,7 @@ def frame_messages(fh: BinaryIO, location: str, size: int) -> Iterator[tuple[int
         if edition == 1:
             length = int.from_bytes(head[4:7], "big")
             if length & 0x800000:
-                raise ScanError(location, f"GRIB1 message at byte {pos}: large-message length encoding is not supported")
+                raise ScanError(location, f"GRIB1 message at byte {pos}: large-message lengths are not supported")
         elif edition == 2:
             if len(head) < 16:
                 raise ScanError(location, f"GRIB2 message at byte {pos} is truncated (section 0 incomplete)")
@@ -200,7 +200,7 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     for offset, msg in frame_messages(fh, location, size):
         try:
             h = ec.codes_new_from_message(msg)
-        except Exception as e:  # noqa: BLE001  (ecCodes' own error classes)
+        except Exception as e:  # ecCodes raises its own error classes
             raise ScanError(location, f"GRIB message at byte {offset}: ecCodes cannot read it ({e})") from None
         try:
             total = _get(ec, h, "totalLength", int)
@@ -263,7 +263,7 @@ def _var_attrs(ec: Any, h: Any, var: dict[str, Any]) -> tuple[dict[str, Any], di
         try:
             grid["lat2"] = np.asarray(ec.codes_get_array(h, "latitudes"), "<f8")
             grid["lon2"] = np.asarray(ec.codes_get_array(h, "longitudes"), "<f8")
-        except Exception:  # noqa: BLE001  (no geoiterator for this grid: no coordinates)
+        except Exception:  # no geoiterator for this grid: no coordinates
             grid.pop("lat2", None)
     return attrs, grid
 
@@ -444,7 +444,7 @@ class GribScanner:
                     coords.add("longitude", geo_dims, grid["lon2"], _COORD_ATTRS["longitude"], dim_of_self=False),
                 ]
         if "time" in scalars or "time" in header_keys:
-            coord_names.append(self._valid_time(g, header_keys, header_dims, header_values, scalars, coords))
+            coord_names.append(self._valid_time(header_keys, header_dims, header_values, scalars, coords))
         attrs = dict(g.attrs)
         attrs["coordinates"] = " ".join([*coord_names, *lat_lon])
         shape = (*(len(v) for v in header_values), *geo_shape)
@@ -479,8 +479,8 @@ class GribScanner:
                              np.asarray(lengths, np.int64)[order]), first  # fmt: skip
 
     @staticmethod
-    def _valid_time(g: _Group, header_keys: list[str], header_dims: list[str],
-                    header_values: list[np.ndarray[Any, Any]], scalars: dict[str, Any], coords: _Coords) -> str:  # fmt: skip
+    def _valid_time(header_keys: list[str], header_dims: list[str], header_values: list[np.ndarray[Any, Any]],
+                    scalars: dict[str, Any], coords: _Coords) -> str:  # fmt: skip
         """cfgrib's ``valid_time``: time + step, over whichever of the two are dimensions."""
         def part(key: str) -> tuple[np.ndarray[Any, Any], str | None]:
             if key in header_keys:
@@ -491,10 +491,8 @@ class GribScanner:
         t, tdim = part("time")
         s, sdim = part("step")
         s = s * 3600
-        if tdim and sdim:
-            values, dims = t[:, None] + s[None, :], (tdim, sdim)
-        else:
-            values, dims = t + s, tuple(d for d in (tdim, sdim) if d)
+        dims: tuple[str, ...] = tuple(d for d in (tdim, sdim) if d)
+        values = t[:, None] + s[None, :] if tdim and sdim else t + s
         return coords.add("valid_time", dims, values, _COORD_ATTRS["valid_time"], dim_of_self=False)
 
 
