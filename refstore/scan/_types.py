@@ -167,7 +167,7 @@ class ScanResult:
     sort_units: str | None = None
     groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     format: str | None = None
-    """The source's format: ``hdf5``, ``netcdf3`` or ``tiff`` (``scan.auto.sniff``'s names)."""
+    """The source's format: ``hdf5``, ``netcdf3``, ``tiff`` or ``grib`` (``scan.auto.sniff``'s names)."""
     layout: dict[str, Any] = field(default_factory=dict)
     """What published forms need to know of the file without opening it again: for a TIFF,
     ``{"ifds": {array name: 0-based IFD number}}`` (the VRT opens IFD n as ``GTIFF_DIR``)."""
