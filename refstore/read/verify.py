@@ -200,6 +200,10 @@ def tiff_window(page: Any, fh: Any, sel: tuple[slice, ...]) -> np.ndarray[Any, A
     return full
 
 
+_GRIB_MISSING = float(np.finfo(np.float32).max)
+"""What ecCodes is told to give missing points, as cfgrib tells it."""
+
+
 class _GribOracle:
     """ecCodes over a GRIB file: where each message sits in which array comes from the file's
     messages grouped again (``scan.grib``), its values from ecCodes itself (``values`` cast to the
@@ -228,29 +232,29 @@ class _GribOracle:
         meta = self.metas.get(name)
         if meta is None or name not in self.rows:
             return None  # coordinates made by the scan (no message holds them)
-        box = [s.indices(n) for s, n in zip(sel, meta.shape, strict=True)]
-        out = np.full([b - a for a, b, _ in box], np.nan, dtype=meta.dtype)
+        box = [s.indices(n)[:2] for s, n in zip(sel, meta.shape, strict=True)]
+        out = np.full([b - a for a, b in box], np.nan, dtype=meta.dtype)
         for key, offset, length in self.rows[name]:
-            start = [k * c for k, c in zip(key, meta.chunks, strict=True)]
-            if not all(a <= s < b for s, (a, b, _) in zip(start, box, strict=True)):
-                continue  # header axes have chunks of one; grid axes are whole, so 0 is inside
+            lo = [k * c for k, c in zip(key, meta.chunks, strict=True)]
+            a = [max(x, s0) for x, (s0, _) in zip(lo, box, strict=True)]
+            b = [min(x + c, s1) for x, c, (_, s1) in zip(lo, meta.chunks, box, strict=True)]
+            if any(x >= y for x, y in zip(a, b, strict=True)):
+                continue
             self.fh.seek(offset)
             h = eccodes.codes_new_from_message(self.fh.read(length))
             try:
-                eccodes.codes_set(h, "missingValue", float(np.finfo(np.float32).max))
+                eccodes.codes_set(h, "missingValue", _GRIB_MISSING)
                 values = eccodes.codes_get_values(h)
                 bitmap = eccodes.codes_get(h, "bitmapPresent") if eccodes.codes_is_defined(h, "bitmapPresent") else 0
             finally:
                 eccodes.codes_release(h)
             field = values.astype(meta.dtype)
             if bitmap:
-                field[values == float(np.finfo(np.float32).max)] = np.nan
+                field[values == _GRIB_MISSING] = np.nan
             field = field.reshape(meta.chunks)
-            dst = tuple(slice(s - a, s - a + 1) if c == 1 and n > 1 else slice(None)
-                        for s, (a, _b, _), c, n in zip(start, box, meta.chunks, meta.shape, strict=True))  # fmt: skip
-            grid = tuple(slice(None) if c == 1 and n > 1 else slice(a, b)
-                         for (a, b, _), c, n in zip(box, meta.chunks, meta.shape, strict=True))  # fmt: skip
-            out[dst] = field[grid]
+            out[tuple(slice(x - s0, y - s0) for x, y, (s0, _) in zip(a, b, box, strict=True))] = field[
+                tuple(slice(x - o, y - o) for x, y, o in zip(a, b, lo, strict=True))
+            ]
         return out
 
     def close(self) -> None:

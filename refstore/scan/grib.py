@@ -154,20 +154,26 @@ def _find(fh: BinaryIO, pos: int, size: int, block: int = 1 << 16) -> int:
 class _Msg:
     offset: int
     length: int
-    group: tuple[Any, ...]
     header: dict[str, Any]  # number, time, step, level (None = undefined)
 
 
 def _get(ec: Any, h: Any, key: str, ktype: Any = None) -> Any:
-    if not ec.codes_is_defined(h, key):
-        return None
+    """A scalar key's value (``ktype``: int, float or str; None: its native type); None when the
+    message does not define it, or ecCodes says ``undef``/``unknown``."""
     try:
-        if ec.codes_get_size(h, key) > 1:
-            return None
-        v = ec.codes_get(h, key, ktype) if ktype is not None else ec.codes_get(h, key)
-    except ec.GribInternalError:
+        if ktype is int:
+            v: Any = ec.codes_get_long(h, key)
+        elif ktype is float:
+            v = ec.codes_get_double(h, key)
+        elif ktype is str:
+            v = ec.codes_get_string(h, key)
+        else:
+            if ec.codes_get_size(h, key) > 1:
+                return None
+            v = ec.codes_get(h, key)
+    except ec.GribInternalError:  # KeyValueNotFoundError and the other ecCodes errors
         return None
-    return None if v in ("undef", "unknown") else v
+    return None if isinstance(v, str) and v in ("undef", "unknown") else v
 
 
 def _seconds(date: int, time: int) -> int:
@@ -186,32 +192,36 @@ def _step_hours(ec: Any, h: Any) -> float | None:
 @dataclass(slots=True)
 class _Group:
     key: tuple[Any, ...]
-    first: bytes
     attrs: dict[str, Any]
     grid: dict[str, Any]
     messages: list[_Msg] = field(default_factory=list)
 
 
+def _headers_only(ec: Any, msg: bytes) -> Any:
+    """An ecCodes handle on a message that parses its sections but not its data (ecCodes'
+    partial message; the full one where the bindings lack it)."""
+    try:
+        from gribapi import grib_new_from_message
+    except ImportError:  # pragma: no cover  (the eccodes package ships gribapi)
+        return ec.codes_new_from_message(msg)
+    return grib_new_from_message(msg, partial=True)
+
+
 def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group], dict[str, Any]]:
-    """The file's messages grouped into arrays (before naming), and its global attributes."""
+    """The file's messages grouped into arrays (before naming), and its global attributes
+    (cfgrib's, when every array agrees on them)."""
     ec = import_eccodes()
     groups: dict[tuple[Any, ...], _Group] = {}
     global_values: dict[str, set[Any]] = {k: set() for k in _GLOBAL_KEYS}
     for offset, msg in frame_messages(fh, location, size):
         try:
-            h = ec.codes_new_from_message(msg)
+            h = _headers_only(ec, msg)
         except Exception as e:  # ecCodes raises its own error classes
             raise ScanError(location, f"GRIB message at byte {offset}: ecCodes cannot read it ({e})") from None
         try:
-            total = _get(ec, h, "totalLength", int)
-            if total is not None and int(total) != len(msg):
-                raise ScanError(location, f"GRIB message at byte {offset}: length {len(msg)} in section 0 but "
-                                          f"{total} by ecCodes")  # fmt: skip
-            var = {k: _get(ec, h, k) for k in _VAR_KEYS}
-            grid_type = var["gridType"]
-            md5 = _get(ec, h, "md5GridSection", str)
-            key = (var["paramId"], var["typeOfLevel"], var["stepType"], var["dataType"], grid_type, md5,
-                   var["numberOfPoints"])  # fmt: skip
+            key = (_get(ec, h, "paramId", int), _get(ec, h, "typeOfLevel", str), _get(ec, h, "stepType", str),
+                   _get(ec, h, "dataType", str), _get(ec, h, "gridType", str), _get(ec, h, "md5GridSection", str),
+                   _get(ec, h, "numberOfPoints", int))  # fmt: skip
             date, time = _get(ec, h, "dataDate", int), _get(ec, h, "dataTime", int)
             header = {
                 "number": _get(ec, h, "number", int),
@@ -219,14 +229,18 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
                 "step": _step_hours(ec, h),
                 "level": _get(ec, h, "level", float),
             }
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = _Group(key, msg, *_var_attrs(ec, h, var))
-            for k in _GLOBAL_KEYS:
-                global_values[k].add(_get(ec, h, k))
         finally:
             ec.codes_release(h)
-        g.messages.append(_Msg(offset, len(msg), key, header))
+        g = groups.get(key)
+        if g is None:
+            full = ec.codes_new_from_message(msg)  # the first message of an array: its attributes and grid
+            try:
+                g = groups[key] = _Group(key, *_var_attrs(ec, full))
+                for k in _GLOBAL_KEYS:
+                    global_values[k].add(_get(ec, full, k))
+            finally:
+                ec.codes_release(full)
+        g.messages.append(_Msg(offset, len(msg), header))
     glob: dict[str, Any] = {}
     for k in _GLOBAL_KEYS:
         vals = global_values[k] - {None}
@@ -238,8 +252,9 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     return list(groups.values()), glob
 
 
-def _var_attrs(ec: Any, h: Any, var: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _var_attrs(ec: Any, h: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The data variable's attributes (cfgrib's) and its grid description from the first message."""
+    var = {k: _get(ec, h, k) for k in _VAR_KEYS}
     attrs: dict[str, Any] = {f"GRIB_{k}": v for k, v in var.items() if v is not None}
     grid_type = var["gridType"]
     for k in sorted((*_EXTRA_KEYS, *_GRID_KEYS.get(grid_type, ()))):
@@ -298,24 +313,33 @@ class _Coords:
         return [c for cs in self.by_name.values() for c in cs]
 
 
+_KEY_FIELDS = ("paramId", "typeOfLevel", "stepType", "dataType")
+"""The first fields of a group's key (``message_index``); the rest describe its grid."""
+
+
 def _names(groups: list[_Group]) -> list[str]:
-    """cfgrib's variable names (cfVarName, else shortName, else paramId_N); when several groups
-    share one, each gets the values that tell them apart as suffixes (``t_hybrid``)."""
+    """cfgrib's variable names (cfVarName, else shortName, else ``paramId_N``, also when the name is
+    a coordinate's); when several groups
+    share one, each gets the key fields that tell them apart as suffixes (``t_hybrid``,
+    ``t_isobaricInhPa``; ``_grid0``, ``_grid1`` when only the grids differ)."""
+    taken = {"number", "time", "step", "valid_time", "latitude", "longitude", "values", "y", "x"}
+    taken |= {str(g.key[1]) for g in groups}  # level coordinates are named by their type
     base = []
     for g in groups:
         a = g.attrs
-        name = a.get("GRIB_cfVarName") or a.get("GRIB_shortName") or f"paramId_{a.get('GRIB_paramId')}"
-        base.append(str(name))
+        name = str(a.get("GRIB_cfVarName") or a.get("GRIB_shortName") or "")
+        base.append(name if name and name not in taken else f"paramId_{a.get('GRIB_paramId')}")
     out = list(base)
     for name in set(base):
         idx = [i for i, b in enumerate(base) if b == name]
         if len(idx) < 2:
             continue
-        differ = [j for j in range(len(groups[0].key) - 1) if len({groups[i].key[j] for i in idx}) > 1]
+        differ = [j for j in range(len(_KEY_FIELDS)) if len({groups[i].key[j] for i in idx}) > 1]
+        grids = sorted({groups[i].key[len(_KEY_FIELDS):] for i in idx}, key=str)
         for i in idx:
-            parts = [str(groups[i].key[j]) for j in differ if j < 4]  # level type, step type, data type, grid
-            if any(j >= 4 for j in differ):
-                parts.append(f"grid{sorted({groups[k].key[5] for k in idx}, key=str).index(groups[i].key[5])}")
+            parts = [str(groups[i].key[j]) for j in differ]
+            if len(grids) > 1:
+                parts.append(f"grid{grids.index(groups[i].key[len(_KEY_FIELDS):])}")
             out[i] = "_".join([name, *parts])
     return out
 
