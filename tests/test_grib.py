@@ -179,3 +179,72 @@ def test_zarr_store_and_forms(tmp_path: Path, new_collection) -> None:
         emit_to("sqlite", tmp_path / "refs.sqlite")
     with pytest.raises(UnexpressibleError, match="GRIB"):
         emit_to("vrt", tmp_path / "refs.vrt")
+
+
+def test_one_parameter_on_two_level_types_and_level_sets(tmp_path: Path, new_collection) -> None:
+    path = write_grib(tmp_path / "a.grib2", params=("t",), levels=(850, 500), steps=(0,))
+    write_grib(path, params=("t",), levels=(1, 2, 3), steps=(0,), level_type="hybrid", mode="ab", seed=1)
+    write_grib(path, params=("u",), levels=(1000, 850, 500), steps=(0,), mode="ab", seed=2)
+    col = new_collection()
+    assert refstore.scan(col, [str(path)]).failed == ()
+    ds = xr.open_dataset(col, engine="refstore")
+    assert sorted(ds.data_vars) == ["t_hybrid", "t_isobaricInhPa", "u"]
+    assert ds["t_hybrid"].dims == ("hybrid", "latitude", "longitude")
+    assert ds["t_isobaricInhPa"].dims == ("isobaricInhPa", "latitude", "longitude")
+    assert ds["u"].dims == ("isobaricInhPa_1", "latitude", "longitude")  # other pressure levels: another dim
+    assert ds["isobaricInhPa_1"].values.tolist() == [1000.0, 850.0, 500.0]
+    for name, keys in (("t_hybrid", {"typeOfLevel": "hybrid"}), ("t_isobaricInhPa", {"shortName": "t",
+                                                                                      "typeOfLevel": "isobaricInhPa"})):
+        ex = xr.open_dataset(path, engine="cfgrib", decode_timedelta=True,
+                             backend_kwargs={"indexpath": "", "filter_by_keys": keys})  # fmt: skip
+        assert ds[name].dtype == ex["t"].dtype
+        assert ds[name].values.tobytes() == ex["t"].values.tobytes()
+    assert _check_messages(col, path) == 8
+
+
+def test_series_along_step(tmp_path: Path, new_collection) -> None:
+    files = [write_grib(tmp_path / "s" / f"step{s:02d}.grib2", steps=(s,), seed=s) for s in (0, 6, 12)]
+    col = new_collection()
+    assert refstore.scan(col, [str(tmp_path / "s")], concat_dim="step").new == 3
+    ds = xr.open_dataset(col, engine="refstore")
+    assert ds["t"].dims == ("step", "isobaricInhPa", "latitude", "longitude")
+    assert (ds["step"].values / np.timedelta64(1, "h")).tolist() == [0.0, 6.0, 12.0]
+    ex = xr.concat([_cfgrib(p).expand_dims("step") for p in files], dim="step", data_vars="all",
+                   coords="different", compat="equals", join="outer")  # fmt: skip
+    assert ds["t"].values.tobytes() == ex["t"].values.tobytes()
+    assert verify(refstore.open(col).snapshot).mismatched == 0
+
+
+def test_grib_on_s3(tmp_path: Path, new_collection, s3) -> None:
+    files = write_grib_series(tmp_path / "s", 2)
+    s3.upload(tmp_path / "s", "grib")
+    remote, local = new_collection("remote"), new_collection("local")
+    rep = refstore.scan(remote, [s3.url("grib/")], concat_dim="time")
+    assert (rep.new, rep.failed) == (2, ())
+    refstore.scan(local, [str(tmp_path / "s")], concat_dim="time")
+    a, b = refstore.open(remote), refstore.open(local)
+    for name in ("t", "u", "time", "valid_time"):
+        assert a[name][...].tobytes() == b[name][...].tobytes()
+    assert refstore.verify(refstore.Collection.open(remote).snapshot()).mismatched == 0
+    assert len(files) == 2
+
+
+@pytest.mark.parametrize("path", [p for p in GRIBS if p.name != CORRUPTED], ids=lambda p: p.name)
+def test_grouping_keys_equal_eccodes_per_message(path: Path, shared_data) -> None:
+    """The scan reads ecCodes' concepts once per message identity (reference and forecast time
+    blanked): every message's group still has that message's own paramId, level type, ..."""
+    from refstore.scan.grib import message_index
+
+    keys = ("paramId", "typeOfLevel", "stepType", "dataType", "gridType", "md5GridSection", "numberOfPoints")
+    with open(path, "rb") as f:
+        groups, _glob = message_index(f, str(path), path.stat().st_size)
+        for g in groups:
+            for m in g.messages:
+                f.seek(m.offset)
+                h = eccodes.codes_new_from_message(f.read(m.length))
+                try:
+                    own = tuple(eccodes.codes_get(h, k) if eccodes.codes_is_defined(h, k) else None for k in keys)
+                finally:
+                    eccodes.codes_release(h)
+                own = tuple(None if v in ("undef", "unknown") else v for v in own)
+                assert tuple(str(v) for v in g.key) == tuple(str(v) for v in own), m.offset

@@ -197,14 +197,63 @@ class _Group:
     messages: list[_Msg] = field(default_factory=list)
 
 
-def _headers_only(ec: Any, msg: bytes) -> Any:
-    """An ecCodes handle on a message that parses its sections but not its data (ecCodes'
-    partial message; the full one where the bindings lack it)."""
+def _identity(msg: bytes) -> bytes | None:
+    """The bytes a message's group key depends on: everything ecCodes' concepts (paramId,
+    typeOfLevel, stepType, dataType) and the grid read, with the reference time (and in GRIB2
+    the forecast time of product templates 4.0-4.15) blanked. Messages of one parameter at other
+    times or steps share it, so ecCodes evaluates those concepts once. None: not sure (the
+    message's keys are read from ecCodes)."""
+    if msg[7] == 1:
+        n1 = int.from_bytes(msg[8:11], "big")
+        pds = bytearray(msg[8 : 8 + n1])
+        if n1 < 28 or len(pds) != n1:
+            return None
+        pds[12:17] = bytes(5)  # octets 13-17: year of century, month, day, hour, minute
+        pds[24] = 0  # octet 25: century
+        gds = b""
+        if pds[7] & 0x80:
+            at = 8 + n1
+            gds = msg[at : at + int.from_bytes(msg[at : at + 3], "big")]
+        return b"1" + bytes(pds) + gds
+    if msg[7] != 2:
+        return None
+    out = [b"2", msg[6:7]]  # discipline
+    pos, end = 16, len(msg) - 4
+    while pos + 5 <= end:
+        n, sec = int.from_bytes(msg[pos : pos + 4], "big"), msg[pos + 4]
+        if n < 5:
+            return None
+        part = bytearray(msg[pos : pos + n])
+        if sec == 1 and n >= 19:
+            part[12:19] = bytes(7)  # octets 13-19: reference time
+        elif sec == 4:
+            if n < 22 or int.from_bytes(part[7:9], "big") > 15:
+                return None
+            part[17:22] = bytes(5)  # octets 18-22: unit and forecast time
+        if sec in (1, 2, 3, 4):
+            out.append(bytes(part))
+        if sec == 4:
+            return b"".join(out)
+        pos += n
+    return None
+
+
+_GROUP_KEYS = (("paramId", int), ("typeOfLevel", str), ("stepType", str), ("dataType", str), ("gridType", str),
+               ("md5GridSection", str), ("numberOfPoints", int))  # fmt: skip
+"""The keys that make a message's group (``_KEY_FIELDS`` first, then the grid's)."""
+
+
+def _handle(ec: Any, msg: bytes, offset: int, location: str, *, headers_only: bool) -> Any:
+    """An ecCodes handle on a message; ``headers_only``: ecCodes' partial message, which parses
+    the sections but not the data (it lacks some computed keys, such as GRIB1's gridType)."""
     try:
-        from gribapi import grib_new_from_message
-    except ImportError:  # pragma: no cover  (the eccodes package ships gribapi)
+        if headers_only:
+            from gribapi import grib_new_from_message
+
+            return grib_new_from_message(msg, partial=True)
         return ec.codes_new_from_message(msg)
-    return grib_new_from_message(msg, partial=True)
+    except Exception as e:  # ecCodes raises its own error classes
+        raise ScanError(location, f"GRIB message at byte {offset}: ecCodes cannot read it ({e})") from None
 
 
 def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group], dict[str, Any]]:
@@ -212,16 +261,11 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     (cfgrib's, when every array agrees on them)."""
     ec = import_eccodes()
     groups: dict[tuple[Any, ...], _Group] = {}
+    known: dict[bytes, tuple[Any, ...]] = {}  # a message's identity -> its group key
     global_values: dict[str, set[Any]] = {k: set() for k in _GLOBAL_KEYS}
     for offset, msg in frame_messages(fh, location, size):
-        try:
-            h = _headers_only(ec, msg)
-        except Exception as e:  # ecCodes raises its own error classes
-            raise ScanError(location, f"GRIB message at byte {offset}: ecCodes cannot read it ({e})") from None
-        try:
-            key = (_get(ec, h, "paramId", int), _get(ec, h, "typeOfLevel", str), _get(ec, h, "stepType", str),
-                   _get(ec, h, "dataType", str), _get(ec, h, "gridType", str), _get(ec, h, "md5GridSection", str),
-                   _get(ec, h, "numberOfPoints", int))  # fmt: skip
+        h = _handle(ec, msg, offset, location, headers_only=True)
+        try:  # the values along the header dimensions: cheap keys, read for every message
             date, time = _get(ec, h, "dataDate", int), _get(ec, h, "dataTime", int)
             header = {
                 "number": _get(ec, h, "number", int),
@@ -231,13 +275,20 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
             }
         finally:
             ec.codes_release(h)
-        g = groups.get(key)
-        if g is None:
-            full = ec.codes_new_from_message(msg)  # the first message of an array: its attributes and grid
+        ident = _identity(msg)
+        key = known.get(ident) if ident is not None else None
+        g = groups.get(key) if key is not None else None
+        if g is None:  # ecCodes' concepts (paramId, typeOfLevel...) cost ~0.5 ms: once per identity
+            full = _handle(ec, msg, offset, location, headers_only=False)
             try:
-                g = groups[key] = _Group(key, *_var_attrs(ec, full))
-                for k in _GLOBAL_KEYS:
-                    global_values[k].add(_get(ec, full, k))
+                key = tuple(_get(ec, full, k, t) for k, t in _GROUP_KEYS)
+                if ident is not None:
+                    known[ident] = key
+                g = groups.get(key)
+                if g is None:  # the first message of an array: its attributes and grid
+                    g = groups[key] = _Group(key, *_var_attrs(ec, full))
+                    for k in _GLOBAL_KEYS:
+                        global_values[k].add(_get(ec, full, k))
             finally:
                 ec.codes_release(full)
         g.messages.append(_Msg(offset, len(msg), header))
