@@ -210,12 +210,16 @@ class _GribOracle:
     array's dtype, points its bitmap marks missing as NaN, as cfgrib gives them)."""
 
     def __init__(self, fh: Any, location: str, concat_dim: str | None) -> None:
+        from ..errors import RefstoreError
         from ..scan._types import SourceInfo
         from ..scan.grib import GribScanner
 
         fh.seek(0, 2)
         size = fh.tell()
-        res = GribScanner(concat_dim=concat_dim).scan_file(fh, SourceInfo(location, size, -1))
+        try:
+            res = GribScanner(concat_dim=concat_dim).scan_file(fh, SourceInfo(location, size, -1))
+        except RefstoreError as e:  # damaged since the scan, or ecCodes missing: the oracle cannot open it
+            raise OSError(str(e).removeprefix(f"{location}: ")) from None
         self.fh = fh
         self.metas = {a.name: a for a in res.arrays}
         t = res.chunks.filter(pc.is_valid(res.chunks.column("offset")))
