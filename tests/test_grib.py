@@ -248,3 +248,18 @@ def test_grouping_keys_equal_eccodes_per_message(path: Path, shared_data) -> Non
                     eccodes.codes_release(h)
                 own = tuple(None if v in ("undef", "unknown") else v for v in own)
                 assert tuple(str(v) for v in g.key) == tuple(str(v) for v in own), m.offset
+
+
+def test_without_eccodes_one_clear_line(tmp_path: Path, new_collection, monkeypatch) -> None:
+    import sys
+
+    path = write_grib(tmp_path / "a.grib2")
+    col = new_collection()
+    refstore.scan(col, [str(path)])
+    monkeypatch.setitem(sys.modules, "eccodes", None)  # as if the package were not installed
+    report = refstore.scan(new_collection("c2"), [str(path)])
+    assert "install the 'eccodes' package" in report.failed[0][1]
+    from refstore.errors import RefstoreError
+
+    with pytest.raises(RefstoreError, match="pip install 'refstore\\[grib\\]'"):
+        refstore.open(col)["t"][...]
