@@ -171,6 +171,10 @@ def test_zarr_store_and_forms(tmp_path: Path, new_collection) -> None:
 
     assert np.asarray(open_form(str(out), None)["t"][:]).tobytes() == want.tobytes()
     from .readers import icechunk as ice
+    from .readers import kerchunk_parquet as kp
+
+    emit_to("kerchunk-parquet", tmp_path / "refs.parq")
+    assert np.asarray(kp.open_form(str(tmp_path / "refs.parq"), None)["t"][:]).tobytes() == want.tobytes()
 
     emit_to("icechunk", tmp_path / "repo")
     arrays = ice.open_form(str(tmp_path / "repo"), None)
@@ -263,3 +267,19 @@ def test_without_eccodes_one_clear_line(tmp_path: Path, new_collection, monkeypa
 
     with pytest.raises(RefstoreError, match="pip install 'refstore\\[grib\\]'"):
         refstore.open(col)["t"][...]
+
+
+def test_multi_field_message_refused(tmp_path: Path, new_collection) -> None:
+    """A GRIB2 message holding two fields (sections 4-7 repeated) fails its file with one line:
+    a chunk decodes one field, and the second would be lost silently."""
+    msg = write_grib(tmp_path / "one.grib2", params=("t",), levels=(850,), steps=(0,)).read_bytes()
+    pos, sections = 16, []
+    while pos < len(msg) - 4:
+        n = int.from_bytes(msg[pos : pos + 4], "big")
+        sections.append((msg[pos + 4], msg[pos : pos + n]))
+        pos += n
+    body = b"".join(b for _, b in sections) + b"".join(b for k, b in sections if k >= 4)
+    two = msg[:8] + (16 + len(body) + 4).to_bytes(8, "big") + body + b"7777"
+    (tmp_path / "two.grib2").write_bytes(two)
+    report = refstore.scan(new_collection(), [str(tmp_path / "two.grib2")])
+    assert "holds 2 fields" in report.failed[0][1] and not report.committed

@@ -128,11 +128,28 @@ def frame_messages(fh: BinaryIO, location: str, size: int) -> Iterator[tuple[int
         if len(msg) != length or msg[-4:] != b"7777":
             raise ScanError(location, f"GRIB message {n} at byte {pos}: wrong message length {length} "
                                       "(no '7777' end marker there)")  # fmt: skip
+        if edition == 2 and (fields := _grib2_fields(msg)) != 1:
+            raise ScanError(location, f"GRIB2 message {n} at byte {pos}: " + (
+                f"holds {fields} fields (multi-field messages are not supported: one chunk decodes one field)"
+                if fields > 1 else "its sections do not add up to its length"))  # fmt: skip
         yield pos, msg
         n += 1
         pos = end
     if n == 0:
         raise ScanError(location, "holds no GRIB message")
+
+
+def _grib2_fields(msg: bytes) -> int:
+    """How many fields (data sections 7) a GRIB2 message holds; 0 when its sections do not
+    add up to its length."""
+    pos, end, fields = 16, len(msg) - 4, 0
+    while pos + 5 <= end:
+        n = int.from_bytes(msg[pos : pos + 4], "big")
+        if n < 5:
+            return 0
+        fields += msg[pos + 4] == 7
+        pos += n
+    return fields if pos == end else 0
 
 
 def _find(fh: BinaryIO, pos: int, size: int, block: int = 1 << 16) -> int:
