@@ -342,6 +342,25 @@ def _array_rows(plan: Plan) -> pa.Table:
 
 
 # --------------------------------------------------------------------------- commit
+def _still_changed(
+    state: _State, results: Sequence[ScanResult], counts: dict[str, Any]
+) -> tuple[Sequence[ScanResult], dict[str, Any]]:
+    """The results whose source differs from what ``state`` recorded, and the counts with the
+    others as unchanged: after losing a race to a scan of the same files, the retry must not
+    replace the winner's rows (nor drop what was held on them since)."""
+    from ..read.fetch import change_since_scan
+
+    def same(r: ScanResult) -> bool:
+        old = state.sources.get(r.source.location)
+        if old is None:
+            return False
+        known = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or ""))
+        return change_since_scan(known, (r.source.size, r.source.mtime_ns, r.source.etag)) is None
+
+    kept = [r for r in results if not same(r)]
+    return kept, {**counts, "unchanged": counts["unchanged"] + len(results) - len(kept)}
+
+
 def _attempt(
     col: Collection,
     results: Sequence[ScanResult],
@@ -352,6 +371,10 @@ def _attempt(
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
+    results, counts = _still_changed(state, results, counts)
+    if not results:  # a concurrent scan recorded the same files first (with what it held since)
+        return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
+                          failed=tuple(counts["failed"]))  # fmt: skip
     if state.sources and concat_dim is not None and concat_dim != state.concat_dim:
         was = f"--concat-dim {state.concat_dim}" if state.concat_dim else "no --concat-dim"
         raise PlanError(f"{col.uri}: collection was built with {was}; cannot scan with --concat-dim {concat_dim}")
