@@ -36,6 +36,9 @@ def test_tags_are_immutable_named_versions(series, new_collection, tmp_path: Pat
     assert r.returncode == 2
     r = run("-C", col, "tag", "ü")  # Lance cannot list such names: refused up front
     assert r.returncode == 2 and "letters, digits" in r.stderr
+    for name in ("-1", "--json", "-x"):  # `--as-of -1` would be ambiguous (issue 13)
+        r = run("-C", col, "tag", "--", name)
+        assert r.returncode == 2 and "not '-'" in r.stderr and "Traceback" not in r.stderr
     write_day(files[0].parent / "later.nc", date(2024, 1, 3))
     refstore.scan(col, [str(files[0].parent)])
     assert run("-C", col, "tag", "first", "--as-of", "2").returncode == 0

@@ -24,7 +24,8 @@ __all__ = ["DiffReport", "compact", "create_tag", "delete_tag", "diff", "gc", "l
 
 
 # --------------------------------------------------------------------------- tags
-_TAG_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_TAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A tag name: never read as a version number (all digits) nor as an option (a leading '-')."""
 
 
 def _tags(col: Collection) -> dict[str, Any]:
@@ -45,7 +46,8 @@ def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> in
     """Name a version (default latest). Tags are immutable: an existing name is refused."""
     if not _TAG_NAME.fullmatch(name) or name.isdigit():
         raise BadInputError(
-            f"tag {name!r}: use letters, digits, '.', '_' and '-' (not only digits: that is a version number)"
+            f"tag {name!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit "
+            "(not only digits: that is a version number; not '-': that is an option)"
         )
     ds = col._dataset()
     if name in _tags(col):
