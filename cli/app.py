@@ -345,15 +345,32 @@ def compact(as_json: JsonOpt = False) -> None:
         )
 
 
+def _duration(text: str) -> Any:
+    """``0``, ``90s``, ``10m``, ``1h``, ``7d`` as a timedelta."""
+    import re
+    from datetime import timedelta
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if m is None:
+        raise BadInputError(f"--grace {text!r}: give a duration such as 0, 90s, 10m, 1h or 7d")
+    unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    return timedelta(seconds=float(m.group(1)) * unit)
+
+
 @app.command()
 def gc(
     keep_last: Annotated[int, typer.Option("--keep-last", min=1, help="Untagged versions to keep.")] = 1,
+    grace: Annotated[
+        str,
+        typer.Option("--grace", help="Keep versions and unreferenced files younger than this (writers in flight "
+                     "may need them); 0 only when nothing else writes the collection."),
+    ] = "1h",
     as_json: JsonOpt = False,
 ) -> None:
     """Remove old untagged versions (tagged versions are always kept and stay readable)."""
     from refstore.table import gc as do_gc
 
-    rep = do_gc(refstore.Collection.open(_collection()), keep_last=keep_last)
+    rep = do_gc(refstore.Collection.open(_collection()), keep_last=keep_last, grace=_duration(grace))
     if as_json:
         _dump(rep)
     else:

@@ -29,10 +29,12 @@ def _under_strace(syscall: str, action: str, when: int | str, args: tuple[str, .
             "-e", f"inject={syscall}:signal={action}:when={when}", *_cli(*args)]  # fmt: skip
 
 
-def killed_at(syscall: str, when: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``refstore ARGS`` and SIGKILL it on entering its ``when``-th ``syscall`` (which then
-    does not happen)."""
-    return subprocess.run(_under_strace(syscall, "KILL", when, args), capture_output=True, text=True, timeout=300)
+def killed_at(syscall: str, when: int | str, *args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``refstore ARGS`` and SIGKILL it on its ``when``-th ``syscall`` (on ``path`` if given;
+    ``"1+"``: the first on that path). The signal is delivered as the call returns; a KILL
+    injected into ``unlink`` stops the process before the file is gone (checked by the tests)."""
+    cmd = _under_strace(syscall, "KILL", when, args, path)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 class Paused:
@@ -46,12 +48,17 @@ class Paused:
         self.pid = self._tracee()
         self._wait_stopped(created)
 
-    def _tracee(self, timeout: float = 30) -> int:
+    def _tracee(self, timeout: float = 60) -> int:
+        """strace's child running the command (strace forks short-lived probes first)."""
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if children.exists() and children.read_text().split():
-                return int(children.read_text().split()[0])
+            try:
+                for pid in children.read_text().split():
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == os.fsencode(sys.executable):
+                        return int(pid)
+            except OSError:
+                pass
             if self.proc.poll() is not None:
                 break
             time.sleep(0.01)
@@ -66,8 +73,6 @@ class Paused:
             if self.proc.poll() is not None:
                 raise AssertionError(f"finished before stopping: {self.proc.communicate()}")
             try:
-                if b"refstore.cli.app" not in Path(f"/proc/{self.pid}/cmdline").read_bytes():
-                    raise FileNotFoundError  # strace's child before it runs the command
                 states = {(Path(t) / "stat").read_text().rsplit(")", 1)[1].split()[0]
                           for t in Path(f"/proc/{self.pid}/task").iterdir()}  # fmt: skip
             except (FileNotFoundError, IndexError, ProcessLookupError):
@@ -79,7 +84,7 @@ class Paused:
             else:
                 since = None
             time.sleep(0.02)
-        raise AssertionError("the command did not stop at the chosen system call")
+        raise AssertionError(f"the command did not stop at the chosen system call (threads: {states})")
 
     def resume(self) -> subprocess.CompletedProcess[str]:
         if self.proc.poll() is None:

@@ -3,13 +3,16 @@ or fails; a killed gc leaves only readable versions; nothing held is dropped by 
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
+
+import lance
 
 import refstore
 
 from ._cli import run
-from ._faults import needs_strace, pause_before_linking
+from ._faults import killed_at, manifest, needs_strace, pause_before_linking
 
 
 def _held(col: str) -> int:
@@ -37,3 +40,114 @@ def test_a_scan_losing_to_a_scan_of_the_same_files_changes_nothing(series, new_c
     assert "no change" in r.stdout and "2 unchanged" in r.stdout
     assert refstore.Collection.open(col).latest_version == 3
     assert _held(col) == held
+
+
+@needs_strace
+def test_a_scan_racing_gc_lands_in_the_latest_version_or_fails(series, new_collection) -> None:
+    """Issue 13, item 1: scan B stops with its version 3 written but not linked; two scans
+    commit 3 and 4; gc frees 3; B links its 3 there. B must notice that 4 does not descend from
+    its 3 and commit again on 4 (or fail): never exit 0 with its rows outside the latest version."""
+    first = series(1, folder="a")
+    later = [series(1, folder=f, start=date(2024, 1, d)) for f, d in (("b", 2), ("c", 3), ("d", 4))]
+    col = new_collection()
+    assert run("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0  # 2
+    racer = pause_before_linking(3, col, "scan", str(later[0][0].parent))
+    for files in later[1:]:  # versions 3 and 4
+        assert run("-C", col, "scan", str(files[0].parent)).returncode == 0
+    r = run("-C", col, "gc", "--keep-last", "1", "--grace", "0", "--json")
+    assert r.returncode == 0 and 3 in json.loads(r.stdout)["versions_removed"]
+    r = racer.resume()
+    assert r.returncode == 0, r.stderr
+    assert str(later[0][0]) in _sources(col), r.stdout  # B's source is in the latest version
+    assert len(_sources(col)) == 4
+    assert f"version {refstore.Collection.open(col).latest_version}:" in r.stdout
+
+
+@needs_strace
+def test_gc_within_the_grace_period_frees_no_version_a_writer_may_take(series, new_collection) -> None:
+    """The default grace period keeps young versions: the paused writer's link then fails
+    (the number is taken), Lance reports a conflict, and the writer lands on the latest."""
+    first = series(1, folder="a")
+    later = [series(1, folder=f, start=date(2024, 1, d)) for f, d in (("b", 2), ("c", 3))]
+    col = new_collection()
+    assert run("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0
+    racer = pause_before_linking(3, col, "scan", str(later[0][0].parent))
+    assert run("-C", col, "scan", str(later[1][0].parent)).returncode == 0  # version 3
+    r = run("-C", col, "gc", "--keep-last", "1", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["versions_removed"] == []
+    r = racer.resume()
+    assert r.returncode == 0 and "version 4:" in r.stdout, r.stdout + r.stderr
+    assert len(_sources(col)) == 3
+
+
+def _versions(col: str) -> list[int]:
+    return [int(e["version"]) for e in json.loads(run("-C", col, "log", "--json").stdout)]
+
+
+def _history(series, col: str) -> None:
+    """Versions 2..6 whose data and deletion files differ (scan, hold, release, hold, release)."""
+    assert run("-C", col, "scan", str(series(2)[0].parent), "--concat-dim", "time").returncode == 0
+    for cmd in ("hold", "release", "hold", "release"):
+        assert run("-C", col, cmd, "--array", "sst").returncode == 0
+
+
+@needs_strace
+def test_a_gc_killed_part_way_leaves_only_readable_versions(series, new_collection) -> None:
+    """Issue 13, item 3: gc is killed at its Nth unlink, N = one more than the files it deletes
+    besides manifests (Lance's own order: all of those first, then manifests). Every version
+    still listed reads; the next gc finishes the job."""
+    for n, name in enumerate(("early", "late")):
+        col = new_collection(name)
+        _history(series, col)
+        ds = lance.dataset(col)
+        plan = ds.explain_cleanup_old_versions(retain_versions=1, error_if_tagged_old_versions=False,
+                                               include_files=True, max_files=10_000)  # fmt: skip
+        others = sum(1 for c in plan.candidate_files if c.kind != "manifest")
+        assert others > 0
+        at = 2 if n == 0 else others + 1
+        r = killed_at("unlink", at, "-C", col, "gc", "--keep-last", "1", "--grace", "0")
+        assert r.returncode != 0  # killed
+        for v in _versions(col):
+            r = run("-C", col, "info", "--as-of", str(v), "--json")
+            assert r.returncode == 0, (at, v, r.stderr)
+        assert run("-C", col, "gc", "--keep-last", "1", "--grace", "0").returncode == 0
+        assert _versions(col) == [6]
+        assert run("-C", col, "verify").returncode == 0
+
+
+def test_an_unreadable_version_is_refused_in_one_line(series, new_collection) -> None:
+    """Issue 13, item 3: a version whose files are gone (an older refstore's interrupted gc
+    deleted data files first) is refused by every reading command and by tag, in one line."""
+    col = new_collection()
+    _history(series, col)
+    ds = lance.dataset(col)
+    latest = {f"data/{f.path}" for frag in ds.get_fragments() for f in frag.metadata.files}
+    old = {f"data/{f.path}" for frag in ds.checkout_version(3).get_fragments() for f in frag.metadata.files}
+    gone = sorted(old - latest)[0]
+    (Path(col) / gone).unlink()  # what Lance's own cleanup deletes first
+    for args in (["info", "--as-of", "3"], ["read", "sst", "--as-of", "3", "--out", str(Path(col).parent / "x")],
+                 ["verify", "--as-of", "3"], ["diff", "3"], ["tag", "old", "--as-of", "3"]):  # fmt: skip
+        r = run("-C", col, *args)
+        assert r.returncode == 2 and "cannot be read" in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert "old" not in run("-C", col, "tags").stdout
+    assert run("-C", col, "info", "--as-of", "4").returncode == 0
+
+
+@needs_strace
+def test_gc_removes_the_files_of_a_failed_commit(series, new_collection) -> None:
+    """Issue 13 (hostile files): a scan killed before linking its manifest (as a full disk
+    would fail it) leaves data files no version references; gc removes them after the grace
+    period, and the collection holds exactly what its versions need."""
+    col = new_collection()
+    folder = str(series(2)[0].parent)
+    r = killed_at("openat", "1+", "-C", col, "scan", folder, "--concat-dim", "time", path=manifest(col, 2) + "#1")
+    assert r.returncode != 0 and _versions(col) == [1]
+    data = {p.name for p in (Path(col) / "data").iterdir()}
+    assert len(data) > 1  # the init's file and the failed scan's
+    assert run("-C", col, "gc", "--json").returncode == 0  # within the grace period: kept
+    assert {p.name for p in (Path(col) / "data").iterdir()} == data
+    assert run("-C", col, "gc", "--grace", "0").returncode == 0
+    needed = {f.path for frag in lance.dataset(col).get_fragments() for f in frag.metadata.files}
+    assert {p.name for p in (Path(col) / "data").iterdir()} == needed
+    assert run("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import h5py
@@ -180,11 +180,13 @@ def test_compact_and_gc_keep_tagged_versions(series, new_collection) -> None:
     latest = refstore.open(col)["anom"][...]
     r = run("-C", col, "compact", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["fragments_removed"] >= 1
-    r = run("-C", col, "gc", "--keep-last", "1", "--json")
+    r = run("-C", col, "gc", "--keep-last", "1", "--json")  # all younger than the grace period
+    assert r.returncode == 0 and json.loads(r.stdout)["versions_removed"] == []
+    r = run("-C", col, "gc", "--keep-last", "1", "--grace", "0", "--json")
     rep = json.loads(r.stdout)
     assert r.returncode == 0 and 2 in rep["versions_kept"] and rep["versions_removed"]
     assert rep["versions_kept"] == [2, c.latest_version]
     assert refstore.open(col)["anom"][...].tobytes() == latest.tobytes()
     assert refstore.open(col, "keep")["sst"].shape[0] == 3  # the tag still reads
-    assert gc(c)["versions_removed"] == []
+    assert gc(c, grace=timedelta(0))["versions_removed"] == []
     assert compact(c)["version"] >= c.latest_version - 2

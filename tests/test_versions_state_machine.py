@@ -126,7 +126,7 @@ class Versions(RuleBasedStateMachine):
 
     @rule()
     def gc(self) -> None:
-        gc(refstore.Collection.open(self.col), keep_last=1)
+        gc(refstore.Collection.open(self.col), keep_last=1, grace=timedelta(0))
 
     @invariant()
     def latest_matches_model(self) -> None:

@@ -1,12 +1,14 @@
 """The Lance collection: open/as-of, scan upserts, log."""
 
+from .cleanup import DEFAULT_GRACE, gc
 from .collection import Collection, Snapshot, sql_str
 from .hold import HoldReport, HoldSelection, hold, release
 from .log import LogEntry, log_entries
 from .upsert import ScanReport, commit_scan, diff_counts
-from .versions import DiffReport, compact, create_tag, delete_tag, diff, gc, list_tags
+from .versions import DiffReport, compact, create_tag, delete_tag, diff, list_tags
 
 __all__ = [
+    "DEFAULT_GRACE",
     "Collection",
     "DiffReport",
     "HoldReport",

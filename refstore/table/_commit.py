@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import lance
 
-from ..errors import ConflictError, SourceReadError, StorageError
+from ..errors import ConflictError, NotFoundError, SourceReadError, StorageError
 from ..schema import FORMAT_VERSION, Kind
 from ._rows import rows
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from .collection import Collection, Snapshot
 
-__all__ = ["MAX_ATTEMPTS", "commit", "head_row", "retry_on_conflict"]
+__all__ = ["MAX_ATTEMPTS", "LostCommit", "commit", "head_row", "retry_on_conflict"]
 
 MAX_ATTEMPTS = 8
 
@@ -36,14 +36,50 @@ def head_row(snap: Snapshot, overrides: dict[str, Any] | None = None) -> pa.Tabl
     return rows(Kind.COLLECTION, 1, meta=[json.dumps(meta, sort_keys=True)])
 
 
-def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, Any]) -> int:
-    """Commit an uncommitted Lance transaction with refstore's log record; the new version."""
+class LostCommit(Exception):
+    """The commit took a version number a concurrent gc had freed: the version exists, but the
+    latest version does not descend from it. Retried like a conflict."""
+
+
+def _head(ds: lance.LanceDataset) -> str | None:
+    t = ds.to_table(columns=["meta"], filter=f"kind = '{Kind.COLLECTION}'")
+    return str(json.loads(t.column("meta")[0].as_py()).get("head")) if t.num_rows else None
+
+
+def _check_landed(col: Collection, ds: lance.LanceDataset) -> None:
+    """Raise ``LostCommit`` unless the latest version descends from ``ds``'s (just committed).
+
+    Every refstore commit rewrites the collection row with a new ``head`` and records the head it
+    was computed from as ``refstore.parent``; Lance's own commits (compaction, indices) keep the
+    row. So the next version after ours descends from ours iff its parent (or, for Lance's
+    commits, its head) is our head. Later versions are the next one's writers' concern."""
+    version = int(ds.version)
+    if int(ds.latest_version) <= version:
+        return
+    later = sorted(v for v in (int(x["version"]) for x in ds.versions()) if v > version)
+    try:  # unreadable: gc removed what it needs too, so it is not what the latest builds on
+        mine = _head(ds)
+        props = dict(ds.read_transaction(later[0]).transaction_properties or {})
+        nxt = props.get("refstore.parent") or _head(col._dataset(later[0]))
+    except (OSError, ValueError, NotFoundError, StorageError):
+        mine, nxt = None, None
+    if mine is None or nxt != mine:
+        raise LostCommit(f"{col.uri}: version {version} was committed into a number gc had freed; "
+                         f"version {later[-1]} does not contain it")  # fmt: skip
+
+
+def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, Any], *, parent: Snapshot) -> int:
+    """Commit an uncommitted Lance transaction (computed from ``parent``) with refstore's log
+    record; the new version, which the latest version descends from (else ``LostCommit``)."""
     txn.transaction_properties = {
         "__lance_commit_message": message,
         "refstore.operation": op,
         "refstore.record": json.dumps(record, sort_keys=True),
+        "refstore.parent": str(parent.config().get("head", "")),
     }
-    return int(lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options).version)
+    ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
+    _check_landed(col, ds)
+    return int(ds.version)
 
 
 def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
@@ -54,7 +90,7 @@ def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
     for k in range(MAX_ATTEMPTS):
         try:
             return attempt()
-        except CommitConflictError:
+        except (CommitConflictError, LostCommit):
             time.sleep(random.uniform(0.01, 0.05) * (k + 1))
         except OSError as e:
             if isinstance(e, SourceReadError):

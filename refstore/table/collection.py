@@ -145,9 +145,23 @@ class Collection:
             raise NotFoundError(f"{self.uri}: no tag or version named {ref!r}") from None
 
     def snapshot(self, as_of: int | str | None = None) -> Snapshot:
-        """Everything frozen by one Lance version (latest when ``as_of`` is None)."""
+        """Everything frozen by one Lance version (latest when ``as_of`` is None); an older
+        version whose files are gone is refused (``StorageError``)."""
         version = self.resolve(as_of)
-        return Snapshot(self, self._dataset(version), version)
+        return Snapshot(self, self._dataset(version) if as_of is None else self.readable(version), version)
+
+    def readable(self, version: int) -> lance.LanceDataset:
+        """Version ``version``, checked to have every file it needs unless it is the latest
+        (which gc never touches): a gc interrupted by an older refstore deleted files first."""
+        from ._files import missing_files
+
+        ds = self._dataset(version)
+        if version < int(ds.latest_version):
+            gone = missing_files(ds)
+            if gone:
+                raise StorageError(f"{self.uri}: version {version} cannot be read: {len(gone)} of its files are "
+                                   f"missing ({gone[0]}), left by an interrupted gc; gc removes it")  # fmt: skip
+        return ds
 
     @property
     def latest_version(self) -> int:

@@ -240,7 +240,7 @@ def _commit(col: Collection, snap: Snapshot, table: pa.Table, op: str, record: d
     """Upsert the changed chunk rows (and the collection row) as one version."""
     table = pa.concat_tables([head_row(snap), table])
     txn, _ = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all().conflict_retries(0).execute_uncommitted(table)
-    return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record)
+    return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record, parent=snap)
 
 
 def _inline_blobs(values: list[bytes]) -> pa.Array:

@@ -49,7 +49,7 @@ def add_rule(col: Collection, prefix: str, replacement: str) -> int:
             .execute_uncommitted(table)
         )
         record = {"prefix": key, "replacement": replacement, "replaced": old.get(key)}
-        return commit(col, txn, "remap add", f"remap add {key} -> {replacement}", record)
+        return commit(col, txn, "remap add", f"remap add {key} -> {replacement}", record, parent=snap)
 
     return retry_on_conflict(col, attempt)
 
@@ -69,6 +69,6 @@ def remove_rule(col: Collection, prefix: str) -> int:
             .conflict_retries(0)
             .execute_uncommitted(head_row(snap))
         )
-        return commit(col, txn, "remap remove", f"remap remove {key}", {"prefix": key})
+        return commit(col, txn, "remap remove", f"remap remove {key}", {"prefix": key}, parent=snap)
 
     return retry_on_conflict(col, attempt)

@@ -497,7 +497,7 @@ def _attempt(
         f"refs +{ins} ~{upd} -{dele}"
     )
     return ScanReport(
-        version=commit(col, txn, "scan", message, record),
+        version=commit(col, txn, "scan", message, record, parent=snap),
         committed=True,
         new=len(results) - len(changed),
         changed=len(changed),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from ._rows import values_equal
 if TYPE_CHECKING:
     from .collection import Collection, Snapshot
 
-__all__ = ["DiffReport", "compact", "create_tag", "delete_tag", "diff", "gc", "list_tags"]
+__all__ = ["DiffReport", "compact", "create_tag", "delete_tag", "diff", "list_tags"]
 
 
 # --------------------------------------------------------------------------- tags
@@ -53,6 +52,7 @@ def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> in
     if name in _tags(col):
         raise BadInputError(f"tag {name!r} already exists (version {ds.tags.get_version(name)}); tags are immutable")
     version = col.resolve(as_of)
+    col.readable(version)
     try:
         ds.tags.create(name, version)
     except (ValueError, OSError) as e:
@@ -257,24 +257,4 @@ def compact(col: Collection) -> dict[str, Any]:
         "fragments_removed": int(m.fragments_removed),
         "fragments_added": int(m.fragments_added),
         "indices": indexed["indices"],
-    }
-
-
-def gc(col: Collection, *, keep_last: int = 1) -> dict[str, Any]:
-    """Remove old untagged versions, keeping the newest ``keep_last``; tagged versions stay."""
-    if keep_last < 1:
-        raise BadInputError("--keep-last must be at least 1")
-    ds = col._dataset()
-    before = sorted(int(v["version"]) for v in ds.versions())
-    try:
-        stats = ds.cleanup_old_versions(
-            older_than=timedelta(0), retain_versions=keep_last, error_if_tagged_old_versions=False
-        )
-    except (OSError, ValueError) as e:
-        raise StorageError(f"{col.uri}: cleanup failed: {str(e).splitlines()[0]}") from None
-    after = sorted(int(v["version"]) for v in col._dataset().versions())
-    return {
-        "versions_removed": sorted(set(before) - set(after)),
-        "versions_kept": after,
-        "bytes_removed": int(getattr(stats, "bytes_removed", 0) or 0),
     }

@@ -1,0 +1,90 @@
+"""The collection's files as Lance lists them: which a version needs, which are present, and
+deleting some (manifests first, so an interrupted deletion never leaves a listed version whose
+files are gone). Paths are relative to the collection's folder (``data/x.lance``)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from ..errors import StorageError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import lance
+
+    from .collection import Collection
+
+__all__ = ["base_path", "delete_files", "missing_files", "present_files"]
+
+_KIND_ORDER = {"manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
+"""Deletion order: a version stops being listed before any file it needs goes."""
+
+
+def _local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def base_path(uri: str) -> str:
+    """The collection's folder as Lance's object store spells paths (no scheme, no leading '/';
+    for object stores, no bucket)."""
+    if _local(uri):
+        return os.path.realpath(uri.removeprefix("file://")).strip("/")
+    return urlparse(uri).path.strip("/")
+
+
+def present_files(ds: lance.LanceDataset) -> dict[str, datetime]:
+    """Every file in the collection's folder -> its last modification (UTC)."""
+    try:
+        t = ds.all_files().read_all()
+    except (OSError, ValueError) as e:
+        raise StorageError(f"{ds.uri}: cannot list files: {str(e).splitlines()[0]}") from None
+    return dict(zip(t.column("path").to_pylist(), t.column("last_modified").to_pylist(), strict=True))
+
+
+def needed_files(ds: lance.LanceDataset) -> list[str]:
+    """The data and deletion files the version ``ds`` is checked out at reads."""
+    out: list[str] = []
+    for frag in ds.get_fragments():
+        meta = frag.metadata
+        out += [f"data/{f.path}" for f in meta.files if getattr(f, "base_id", None) is None]
+        if meta.deletion_file is not None and getattr(meta.deletion_file, "base_id", None) is None:
+            out.append(str(meta.deletion_file.path(meta.id)))
+    return out
+
+
+def missing_files(ds: lance.LanceDataset) -> list[str]:
+    """The files version ``ds`` needs that are gone (a gc interrupted by an older refstore)."""
+    present = present_files(ds)
+    return sorted(p for p in needed_files(ds) if p not in present)
+
+
+def delete_files(col: Collection, paths: Iterable[tuple[str, str]]) -> None:
+    """Delete ``(kind, path)`` files (kinds as Lance's cleanup names them), manifests first, then
+    transactions, deletion files, indices and data files; each one at a time, in that order."""
+    ordered = sorted(paths, key=lambda kp: (_KIND_ORDER.get(kp[0], len(_KIND_ORDER)), kp[1]))
+    if _local(col.uri):
+        root = os.path.realpath(col.uri.removeprefix("file://"))
+        for _, rel in ordered:
+            try:
+                os.unlink(os.path.join(root, rel))
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise StorageError(f"{col.uri}: cannot delete {rel}: {e.strerror}") from None
+        return
+    import obstore
+
+    from .._objstore import store_for
+
+    store, prefix = store_for(col.uri.rstrip("/") + "/")
+    for _, rel in ordered:
+        try:
+            obstore.delete(store, prefix + rel)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise StorageError(f"{col.uri}: cannot delete {rel}: {str(e).splitlines()[0]}") from None
