@@ -22,7 +22,9 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "refstore.cli.app", *args]
 
 
-def _under_strace(syscall: str, action: str, when: int | str, args: tuple[str, ...], path: str | None = None) -> list[str]:
+def _under_strace(
+    syscall: str, action: str, when: int | str, args: tuple[str, ...], path: str | None = None
+) -> list[str]:
     assert STRACE is not None
     only = ["-P", path] if path else []
     return [STRACE, "-f", "-qq", "-o", "/dev/null", *only, "-e", f"trace={syscall}",

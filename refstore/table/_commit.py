@@ -59,7 +59,8 @@ def _check_landed(col: Collection, ds: lance.LanceDataset) -> None:
     later = sorted(v for v in (int(x["version"]) for x in ds.versions()) if v > version)
     try:  # unreadable: gc removed what it needs too, so it is not what the latest builds on
         mine = _head(ds)
-        props = dict(ds.read_transaction(later[0]).transaction_properties or {})
+        txn = ds.read_transaction(later[0])
+        props = dict(txn.transaction_properties or {}) if txn is not None else {}
         nxt = props.get("refstore.parent") or _head(col._dataset(later[0]))
     except (OSError, ValueError, NotFoundError, StorageError):
         mine, nxt = None, None

@@ -5,7 +5,6 @@ files are gone). Paths are relative to the collection's folder (``data/x.lance``
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -13,6 +12,7 @@ from ..errors import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from datetime import datetime
 
     import lance
 

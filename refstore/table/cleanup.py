@@ -30,15 +30,15 @@ _MAX_FILES = 1 << 31
 
 def _candidates(ds: Any, keep_last: int, grace: timedelta, *, unverified: bool) -> list[Any]:
     try:
-        e = ds.explain_cleanup_old_versions(
+        plan = ds.explain_cleanup_old_versions(
             older_than=grace, retain_versions=keep_last, error_if_tagged_old_versions=False,
             delete_unverified=unverified, include_files=True, max_files=_MAX_FILES,
         )  # fmt: skip
     except (OSError, ValueError) as e:
         raise StorageError(f"{ds.uri}: cleanup failed: {str(e).splitlines()[0]}") from None
-    if e.candidate_files_truncated:  # pragma: no cover - more than 2**31 files
+    if plan.candidate_files_truncated:  # pragma: no cover - more than 2**31 files
         raise StorageError(f"{ds.uri}: too many files to clean up at once")
-    return list(e.candidate_files)
+    return list(plan.candidate_files)
 
 
 def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE) -> dict[str, Any]:
