@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,32 +24,35 @@ def _cli(*args: str) -> list[str]:
 
 
 def _under_strace(
-    syscall: str, action: str, when: int | str, args: tuple[str, ...], path: str | None = None
+    syscall: str, action: str, when: int | str, args: tuple[str, ...], path: str | None = None, log: str = "/dev/null"
 ) -> list[str]:
     assert STRACE is not None
     only = ["-P", path] if path else []
-    return [STRACE, "-f", "-qq", "-o", "/dev/null", *only, "-e", f"trace={syscall}",
+    return [STRACE, "-f", "-qq", "-o", log, *only, "-e", f"trace={syscall}",
             "-e", f"inject={syscall}:signal={action}:when={when}", *_cli(*args)]  # fmt: skip
 
 
 def killed_at(syscall: str, when: int | str, *args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``refstore ARGS`` and SIGKILL it on its ``when``-th ``syscall`` (on ``path`` if given;
-    ``"1+"``: the first on that path). The signal is delivered as the call returns; a KILL
-    injected into ``unlink`` stops the process before the file is gone (checked by the tests)."""
+    """Run ``refstore ARGS`` and SIGKILL it at its ``when``-th ``syscall`` (``"1+"`` with
+    ``path``: the first on that path). The signal is delivered as the call returns: the Nth
+    call happens, the next does not."""
     cmd = _under_strace(syscall, "KILL", when, args, path)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 class Paused:
-    """``refstore ARGS`` stopped after its ``when``-th ``syscall`` (on ``path`` if given) until
-    ``resume()``. An injected signal is delivered when the call returns."""
+    """``refstore ARGS`` stopped (SIGSTOP) after each of its ``syscall`` calls on ``path`` (the
+    signal is delivered as the call returns): ``step()`` lets it run to the next, ``resume()`` to
+    the end, ``kill()`` ends it there."""
 
-    def __init__(self, syscall: str, *args: str, when: int | str = 1, path: str | None = None,
-                 created: Path | None = None) -> None:  # fmt: skip
-        self.proc = subprocess.Popen(_under_strace(syscall, "STOP", when, args, path), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
+    def __init__(self, syscall: str, path: str, *args: str) -> None:
+        self.syscall = syscall
+        self.log = tempfile.NamedTemporaryFile(prefix="strace-", suffix=".log", delete=False)  # noqa: SIM115
+        self.proc = subprocess.Popen(_under_strace(syscall, "STOP", "1+", args, path, self.log.name),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         self.pid = self._tracee()
-        self._wait_stopped(created)
+        self.calls = 0
+        self.stopped = self._wait_stopped()
 
     def _tracee(self, timeout: float = 60) -> int:
         """strace's child running the command (strace forks short-lived probes first)."""
@@ -66,32 +70,44 @@ class Paused:
             time.sleep(0.01)
         raise AssertionError(f"no traced process ({self.proc.communicate()})")
 
-    def _wait_stopped(self, created: Path | None, timeout: float = 120) -> None:
-        """Every thread in a stop (``t``/``T``) for 0.3 s on end (strace stops each thread briefly
-        at every system call), after ``created`` appeared, if given."""
+    def _wait_stopped(self, timeout: float = 120) -> bool:
+        """Wait for the next call to be logged and every thread to be stopped; False if the
+        command finished instead."""
         end = time.monotonic() + timeout
-        since: float | None = None
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                raise AssertionError(f"finished before stopping: {self.proc.communicate()}")
+                return False
+            calls = Path(self.log.name).read_text(errors="replace").count(f"{self.syscall}(")
             try:
-                states = {(Path(t) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0]
                           for t in Path(f"/proc/{self.pid}/task").iterdir()}  # fmt: skip
-            except (FileNotFoundError, IndexError, ProcessLookupError):
+            except (OSError, IndexError):
                 states = set()
-            if states and states <= {"t", "T"} and (created is None or created.exists()):
-                since = since or time.monotonic()
-                if time.monotonic() - since > 0.3:
-                    return
-            else:
-                since = None
+            if calls > self.calls and states and states <= {"t", "T"}:
+                self.calls = calls
+                return True
             time.sleep(0.02)
-        raise AssertionError(f"the command did not stop at the chosen system call (threads: {states})")
+        raise AssertionError(f"the command did not stop at its next {self.syscall}")
+
+    def step(self) -> bool:
+        """Continue to the next call (True) or to the end (False)."""
+        os.kill(self.pid, signal.SIGCONT)
+        self.stopped = self._wait_stopped()
+        return self.stopped
 
     def resume(self) -> subprocess.CompletedProcess[str]:
+        while self.stopped:
+            self.step()
+        return self._done()
+
+    def kill(self) -> subprocess.CompletedProcess[str]:
         if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGCONT)
+            os.kill(self.pid, signal.SIGKILL)
+        return self._done()
+
+    def _done(self) -> subprocess.CompletedProcess[str]:
         out, err = self.proc.communicate(timeout=300)
+        Path(self.log.name).unlink(missing_ok=True)
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
 
@@ -103,5 +119,6 @@ def manifest(col: str, version: int) -> str:
 def pause_before_linking(version: int, col: str, *args: str) -> Paused:
     """``refstore -C COL ARGS`` stopped when its manifest of ``version`` is written to a temporary
     file (``openat(O_EXCL)``), before Lance links it into place (``linkat``)."""
-    temp = manifest(col, version) + "#1"
-    return Paused("openat", "-C", col, *args, when="1+", path=temp, created=Path(temp))
+    paused = Paused("openat", manifest(col, version) + "#1", "-C", col, *args)
+    assert paused.stopped, "finished without writing that version's manifest"
+    return paused

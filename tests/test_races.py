@@ -4,15 +4,17 @@ or fails; a killed gc leaves only readable versions; nothing held is dropped by 
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 from pathlib import Path
 
 import lance
+import pytest
 
 import refstore
 
 from ._cli import run
-from ._faults import killed_at, manifest, needs_strace, pause_before_linking
+from ._faults import Paused, killed_at, manifest, needs_strace, pause_before_linking
 
 
 def _held(col: str) -> int:
@@ -151,3 +153,44 @@ def test_gc_removes_the_files_of_a_failed_commit(series, new_collection) -> None
     needed = {f.path for frag in lance.dataset(col).get_fragments() for f in frag.metadata.files}
     assert {p.name for p in (Path(col) / "data").iterdir()} == needed
     assert run("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0
+
+
+@needs_strace
+def test_an_interrupted_icechunk_update_never_moves_main_without_its_tag(series, new_collection, tmp_path) -> None:
+    """Issue 13, item 5: an update of an Icechunk repository killed after each of its updates
+    of the repository's refs (``rename`` of ``repo#1`` onto ``repo``) in turn: ``main`` is at the old snapshot,
+    or at the new one with its ``refstore-vN`` tag; a rerun leaves both at the new one."""
+    ic = pytest.importorskip("icechunk")
+    col = new_collection()
+    assert run("-C", col, "scan", str(series(2)[0].parent), "--concat-dim", "time").returncode == 0
+    base = tmp_path / "base.icechunk"
+    assert run("-C", col, "emit", "icechunk", str(base)).returncode == 0  # version 2
+    assert run("-C", col, "hold", "--array", "sst").returncode == 0  # version 3
+
+    def state(out: Path) -> tuple[int, str, dict[str, str]]:
+        repo = ic.Repository.open(ic.local_filesystem_storage(str(out)))
+        tip = repo.lookup_branch("main")
+        return (repo.lookup_snapshot(tip).metadata["refstore"]["version"], tip,
+                {t: repo.lookup_tag(t) for t in repo.list_tags()})  # fmt: skip
+
+    k = 0
+    while True:
+        k += 1
+        out = tmp_path / f"kill{k}.icechunk"
+        shutil.copytree(base, out)
+        emitting = Paused("rename", f"{out}/repo#1", "-C", col, "emit", "icechunk", str(out))
+        for _ in range(k - 1):
+            emitting.step()
+        if not emitting.stopped:  # every update survived a kill after it
+            assert emitting.resume().returncode == 0
+            break
+        emitting.kill()
+        version, tip, tags = state(out)
+        assert version in (2, 3)
+        if version == 3:
+            assert tags.get("refstore-v3") == tip, k
+        r = run("-C", col, "emit", "icechunk", str(out))
+        assert r.returncode == 0, r.stderr
+        version, tip, tags = state(out)
+        assert version == 3 and tags.get("refstore-v3") == tip, k
+    assert k > 2

@@ -17,7 +17,10 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
   and committed range by range on a staging branch (each commit amending the last), then
   ``main`` moves once to the emit's one snapshot (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
-  tags ``refstore-vN`` plus every refstore tag naming the version.
+  tags ``refstore-vN`` plus every refstore tag naming the version;
+- an update of an existing repository commits on the staging branch, tags that snapshot, and
+  only then moves ``main`` (each an Icechunk update of its own): a failure leaves ``main`` as it
+  was, never without its tag; the next emit of that version moves ``main`` to the tagged one.
 
 See ``design/emit.md`` (Icechunk).
 """
@@ -453,8 +456,10 @@ class _Sessions:
         if self.branch != BRANCH and TMP_BRANCH in self.repo.list_branches():
             self.repo.delete_branch(TMP_BRANCH)
 
-    def finish(self, *, force: bool) -> tuple[str, bool]:
-        """The emit's snapshot and whether it is new (``force``: commit even without changes)."""
+    def finish(self, *, force: bool, tags: list[str]) -> tuple[str, bool]:
+        """The emit's snapshot and whether it is new (``force``: commit even without changes).
+        Staged, the snapshot is tagged before ``main`` moves to it: a failure in between leaves
+        ``main`` as it was and a tagged snapshot the next emit moves ``main`` to."""
         s = self.session
         committed = bool(self.checkpoints) or s.has_uncommitted_changes or force
         if not committed:
@@ -465,11 +470,29 @@ class _Sessions:
             snap = s.amend(self.message, metadata=self.metadata)
         else:
             snap = s.commit(self.message, metadata=self.metadata, allow_empty=True)
+        _tag(self.repo, tags, snap)
         if self.branch != BRANCH:
             if committed:
                 self.repo.reset_branch(BRANCH, snap, from_snapshot_id=self.base)
             self.repo.delete_branch(TMP_BRANCH)
         return snap, committed
+
+
+def _tag(repo: Any, names: list[str], snapshot: str) -> None:
+    existing = set(repo.list_tags())
+    for name in names:
+        if name not in existing:
+            repo.create_tag(name, snapshot_id=snapshot)
+
+
+def _interrupted(repo: Any, version: int) -> str | None:
+    """The snapshot an interrupted emit of ``version`` tagged but did not move ``main`` to
+    (its parent is ``main``'s tip), if any."""
+    name = f"refstore-v{version}"
+    if name not in set(repo.list_tags()):
+        return None
+    snap, tip = repo.lookup_tag(name), repo.lookup_branch(BRANCH)
+    return str(snap) if snap != tip and repo.lookup_snapshot(snap).parent_id == tip else None
 
 
 def _checksum(token: str) -> datetime | str | None:
@@ -661,6 +684,13 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         prefixes = sorted({*have_prefixes, *new})
     tag_names = sorted({*src.tags, *([src.tag] if src.tag else []), f"refstore-v{src.version}"})
     _check_tags(repo, path, src, tag_names)
+    pending = None if fresh else _interrupted(repo, src.version)
+    if pending is not None:  # finish it: the snapshot holds this version already
+        tip = repo.lookup_branch(BRANCH)
+        _tag(repo, tag_names, pending)
+        repo.reset_branch(BRANCH, pending, from_snapshot_id=tip)
+        return {"refs": 0, "written": 0, "native": 0, "deleted": 0, "snapshot": pending, "committed": True,
+                "containers": prefixes, "tags": tag_names}  # fmt: skip
     save_config = not fresh and bool(new or old.get("splits", {}) != splits)
     if save_config:  # new containers or splits: in this session now, saved just before the commit
         for p in new:
@@ -682,7 +712,8 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
     }
-    sessions = _Sessions(repo, message, info, staged=bool(splits), storage=storage, prefixes=prefixes)
+    # an update of an existing repository is staged, so that ``main`` moves last, once tagged
+    sessions = _Sessions(repo, message, info, staged=bool(splits) or not fresh, storage=storage, prefixes=prefixes)
     try:
         store = sessions.store
         counts = _Counts()
@@ -731,14 +762,10 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
 
         if save_config:  # after every chunk was planned and set: a refused emit changes nothing
             repo.save_config()
-        snapshot, committed = sessions.finish(force=old.get("version") != src.version)
+        snapshot, committed = sessions.finish(force=old.get("version") != src.version, tags=tag_names)
     except BaseException:
         sessions.abandon()
         raise
-    existing_tags = set(repo.list_tags())
-    for name in tag_names:
-        if name not in existing_tags:
-            repo.create_tag(name, snapshot_id=snapshot)
     return {
         "refs": n_refs,
         "written": counts.written,
