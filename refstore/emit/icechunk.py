@@ -18,9 +18,10 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
   ``main`` moves once to the emit's one snapshot (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
   tags ``refstore-vN`` plus every refstore tag naming the version;
-- an update of an existing repository commits on the staging branch, tags that snapshot, and
-  only then moves ``main`` (each an Icechunk update of its own): a failure leaves ``main`` as it
-  was, never without its tag; the next emit of that version moves ``main`` to the tagged one.
+- an update of an existing repository writes its snapshot off any branch (``flush``, or the
+  staging branch), tags it, and only then moves ``main`` (each an Icechunk update of its own): a
+  failure leaves ``main`` as it was, never without its tag; the next emit of that version moves
+  ``main`` to the tagged snapshot.
 
 See ``design/emit.md`` (Icechunk).
 """
@@ -397,17 +398,19 @@ previous one) before ``main`` is moved to its one final snapshot; deleted afterw
 
 
 class _Sessions:
-    """Writable sessions of one emit. Without split arrays: one session on ``main``. With them:
+    """Writable sessions of one emit. Without split arrays: one session on ``main`` (an update
+    ends in ``flush``: a snapshot off the branch, tagged, then ``main`` moved). With them:
     on ``TMP_BRANCH`` (created at ``main``'s tip), checkpointed after a manifest range once
     ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those uncommitted
     changes; ``finish`` amends the last
     checkpoint into the one snapshot of this emit, whose parent is ``main``'s old tip, and
     moves ``main`` there (refusing if ``main`` moved meanwhile)."""
 
-    def __init__(self, repo: Any, message: str, info: dict[str, Any], *, staged: bool, storage: Any = None,
-                 prefixes: list[str] | None = None) -> None:  # fmt: skip
+    def __init__(self, repo: Any, message: str, info: dict[str, Any], *, staged: bool, update: bool,
+                 storage: Any = None, prefixes: list[str] | None = None) -> None:  # fmt: skip
         import icechunk as ic
 
+        self.update = update
         self.message = message
         self.metadata = {"refstore": info}
         self.last = ""
@@ -458,8 +461,8 @@ class _Sessions:
 
     def finish(self, *, force: bool, tags: list[str]) -> tuple[str, bool]:
         """The emit's snapshot and whether it is new (``force``: commit even without changes).
-        Staged, the snapshot is tagged before ``main`` moves to it: a failure in between leaves
-        ``main`` as it was and a tagged snapshot the next emit moves ``main`` to."""
+        An update (or a staged emit) tags the snapshot before ``main`` moves to it: a failure in
+        between leaves ``main`` as it was, and a tagged snapshot the next emit moves it to."""
         s = self.session
         committed = bool(self.checkpoints) or s.has_uncommitted_changes or force
         if not committed:
@@ -468,12 +471,14 @@ class _Sessions:
             snap = self.last
         elif self.checkpoints:
             snap = s.amend(self.message, metadata=self.metadata)
+        elif self.update:  # a snapshot on main's tip; main moves below
+            snap = s.flush(self.message, metadata=self.metadata)
         else:
             snap = s.commit(self.message, metadata=self.metadata, allow_empty=True)
         _tag(self.repo, tags, snap)
+        if committed and (self.update or self.branch != BRANCH):
+            self.repo.reset_branch(BRANCH, snap, from_snapshot_id=self.base)
         if self.branch != BRANCH:
-            if committed:
-                self.repo.reset_branch(BRANCH, snap, from_snapshot_id=self.base)
             self.repo.delete_branch(TMP_BRANCH)
         return snap, committed
 
@@ -712,8 +717,8 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
     }
-    # an update of an existing repository is staged, so that ``main`` moves last, once tagged
-    sessions = _Sessions(repo, message, info, staged=bool(splits) or not fresh, storage=storage, prefixes=prefixes)
+    sessions = _Sessions(repo, message, info, staged=bool(splits), update=not fresh, storage=storage,
+                         prefixes=prefixes)  # fmt: skip
     try:
         store = sessions.store
         counts = _Counts()
