@@ -80,6 +80,13 @@ def test_collection_on_s3_end_to_end(s3: S3, series, tmp_path: Path) -> None:
     assert r.returncode == 2 and "changed since scan (etag" in r.stderr, r.stderr
     outputs.append(r.stderr)
 
+    # gc on S3: old versions and their files go (manifests first), the tagged one still reads
+    before = len(s3.keys("collections/oisst/data/"))
+    rep = json.loads(_ok("-C", col, "gc", "--grace", "0", "--json"))
+    assert rep["versions_removed"] and rep["files_removed"] > 0
+    assert len(s3.keys("collections/oisst/data/")) < before
+    assert json.loads(_ok("-C", col, "info", "--as-of", "first", "--json"))["sources"] == 3
+
     # credentials are never written: not into the collection, the log, nor any emitted file
     secret = s3.secret.encode()
     keys = s3.keys("collections/")
