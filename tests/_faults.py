@@ -33,9 +33,8 @@ def _under_strace(
 
 
 def killed_at(syscall: str, when: int | str, *args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``refstore ARGS`` and SIGKILL it at its ``when``-th ``syscall`` (``"1+"`` with
-    ``path``: the first on that path). The signal is delivered as the call returns: the Nth
-    call happens, the next does not."""
+    """Run ``refstore ARGS`` and SIGKILL it on entering its ``when``-th ``syscall`` (``"1+"``
+    with ``path``: the first on that path): that call never happens."""
     cmd = _under_strace(syscall, "KILL", when, args, path)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 

@@ -139,12 +139,13 @@ def test_an_unreadable_version_is_refused_in_one_line(series, new_collection) ->
 @needs_strace
 def test_gc_removes_the_files_of_a_failed_commit(series, new_collection) -> None:
     """Issue 13 (hostile files): a scan killed before linking its manifest (as a full disk
-    would fail it) leaves data files no version references; gc removes them after the grace
-    period, and the collection holds exactly what its versions need."""
+    would fail it) leaves data files no version references and an unlinked manifest; gc removes
+    them after the grace period, and the collection holds exactly what its versions need."""
     col = new_collection()
     folder = str(series(2)[0].parent)
-    r = killed_at("openat", "1+", "-C", col, "scan", folder, "--concat-dim", "time", path=manifest(col, 2) + "#1")
+    r = pause_before_linking(2, col, "scan", folder, "--concat-dim", "time").kill()
     assert r.returncode != 0 and _versions(col) == [1]
+    assert Path(manifest(col, 2) + "#1").exists()  # written, never linked
     data = {p.name for p in (Path(col) / "data").iterdir()}
     assert len(data) > 1  # the init's file and the failed scan's
     assert run("-C", col, "gc", "--json").returncode == 0  # within the grace period: kept
@@ -152,6 +153,7 @@ def test_gc_removes_the_files_of_a_failed_commit(series, new_collection) -> None
     assert run("-C", col, "gc", "--grace", "0").returncode == 0
     needed = {f.path for frag in lance.dataset(col).get_fragments() for f in frag.metadata.files}
     assert {p.name for p in (Path(col) / "data").iterdir()} == needed
+    assert not [p for p in (Path(col) / "_versions").iterdir() if "#" in p.name]  # its unlinked manifest
     assert run("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0
 
 

@@ -5,6 +5,7 @@ files are gone). Paths are relative to the collection's folder (``data/x.lance``
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
     from .collection import Collection
 
-__all__ = ["base_path", "delete_files", "missing_files", "present_files"]
+__all__ = ["base_path", "delete_files", "missing_files", "present_files", "unlinked_manifests"]
 
 _KIND_ORDER = {"manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
 """Deletion order: a version stops being listed before any file it needs goes."""
@@ -60,6 +61,22 @@ def missing_files(ds: lance.LanceDataset) -> list[str]:
     """The files version ``ds`` needs that are gone (a gc interrupted by an older refstore)."""
     present = present_files(ds)
     return sorted(p for p in needed_files(ds) if p not in present)
+
+
+def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:
+    """Manifests a failed commit wrote to a temporary name (``<name>#<n>``, local disk only:
+    object stores commit by a conditional put) but never linked, older than ``grace_s``
+    seconds. Lance's listing hides such names."""
+    if not _local(col.uri):
+        return []
+    folder = os.path.join(os.path.realpath(col.uri.removeprefix("file://")), "_versions")
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return sorted(f"_versions/{e.name}" for e in entries
+                  if "#" in e.name and e.is_file() and now - e.stat().st_mtime >= grace_s)  # fmt: skip
 
 
 def delete_files(col: Collection, paths: Iterable[tuple[str, str]]) -> None:

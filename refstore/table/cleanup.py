@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError, StorageError
-from ._files import base_path, delete_files, present_files
+from ._files import base_path, delete_files, present_files, unlinked_manifests
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -68,6 +68,7 @@ def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE)
                 continue
         chosen.append((str(c.kind), rel))
         removed_bytes += int(c.size_bytes)
+    chosen += [("unlinked manifest", rel) for rel in unlinked_manifests(col, grace.total_seconds())]
     delete_files(col, chosen)
     after = sorted(int(v["version"]) for v in col._dataset().versions())
     return {
