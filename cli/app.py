@@ -374,7 +374,8 @@ def gc(
     if as_json:
         _dump(rep)
     else:
-        out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}")
+        out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}; "
+                  f"{rep['files_removed']} files, {rep['bytes_removed']} bytes")  # fmt: skip
 
 
 def _hold_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> Any:

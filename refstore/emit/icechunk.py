@@ -695,7 +695,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         _tag(repo, tag_names, pending)
         repo.reset_branch(BRANCH, pending, from_snapshot_id=tip)
         return {"refs": 0, "written": 0, "native": 0, "deleted": 0, "snapshot": pending, "committed": True,
-                "containers": prefixes, "tags": tag_names}  # fmt: skip
+                "containers": prefixes, "tags": tag_names, "repaired": True}  # fmt: skip
     save_config = not fresh and bool(new or old.get("splits", {}) != splits)
     if save_config:  # new containers or splits: in this session now, saved just before the commit
         for p in new:

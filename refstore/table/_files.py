@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .collection import Collection
 
-__all__ = ["base_path", "delete_files", "missing_files", "present_files", "unlinked_manifests"]
+__all__ = ["base_path", "delete_files", "missing_files", "needed_files", "present_files", "unlinked_manifests"]
 
 _KIND_ORDER = {"manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
 """Deletion order: a version stops being listed before any file it needs goes."""
