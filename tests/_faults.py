@@ -46,8 +46,9 @@ class Paused:
 
     def __init__(self, syscall: str, path: str, *args: str) -> None:
         self.syscall = syscall
-        self.log = tempfile.NamedTemporaryFile(prefix="strace-", suffix=".log", delete=False)  # noqa: SIM115
-        self.proc = subprocess.Popen(_under_strace(syscall, "STOP", "1+", args, path, self.log.name),
+        fd, self.log = tempfile.mkstemp(prefix="strace-", suffix=".log")
+        os.close(fd)
+        self.proc = subprocess.Popen(_under_strace(syscall, "STOP", "1+", args, path, self.log),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         self.pid = self._tracee()
         self.calls = 0
@@ -76,7 +77,7 @@ class Paused:
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 return False
-            calls = Path(self.log.name).read_text(errors="replace").count(f"{self.syscall}(")
+            calls = Path(self.log).read_text(errors="replace").count(f"{self.syscall}(")
             try:
                 states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0]
                           for t in Path(f"/proc/{self.pid}/task").iterdir()}  # fmt: skip
@@ -106,7 +107,7 @@ class Paused:
 
     def _done(self) -> subprocess.CompletedProcess[str]:
         out, err = self.proc.communicate(timeout=300)
-        Path(self.log.name).unlink(missing_ok=True)
+        Path(self.log).unlink(missing_ok=True)
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["base_path", "delete_files", "missing_files", "needed_files", "present_files", "unlinked_manifests"]
 
-_KIND_ORDER = {"manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
+_KIND_ORDER = {"manifest": 0, "unlinked manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
 """Deletion order: a version stops being listed before any file it needs goes."""
 
 
@@ -65,8 +65,9 @@ def missing_files(ds: lance.LanceDataset) -> list[str]:
 
 def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:
     """Manifests a failed commit wrote to a temporary name (``<name>#<n>``, local disk only:
-    object stores commit by a conditional put) but never linked, older than ``grace_s``
-    seconds. Lance's listing hides such names."""
+    object stores commit by a conditional put) and can no longer link, since ``<name>`` is
+    taken; older than ``grace_s`` seconds. Lance's listing hides such names. (One whose name is
+    free may belong to a writer still in flight, which would link it: kept.)"""
     if not _local(col.uri):
         return []
     folder = os.path.join(os.path.realpath(col.uri.removeprefix("file://")), "_versions")
@@ -75,8 +76,10 @@ def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:
         entries = list(os.scandir(folder))
     except OSError:
         return []
+    names = {e.name for e in entries}
     return sorted(f"_versions/{e.name}" for e in entries
-                  if "#" in e.name and e.is_file() and now - e.stat().st_mtime >= grace_s)  # fmt: skip
+                  if "#" in e.name and e.name.split("#", 1)[0] in names and e.is_file()
+                  and now - e.stat().st_mtime >= grace_s)  # fmt: skip
 
 
 def delete_files(col: Collection, paths: Iterable[tuple[str, str]]) -> None:

@@ -68,13 +68,14 @@ def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE)
                 continue
         chosen.append((str(c.kind), rel))
         removed_bytes += int(c.size_bytes)
-    chosen += [("unlinked manifest", rel) for rel in unlinked_manifests(col, grace.total_seconds())]
     delete_files(col, chosen)
+    unlinked = unlinked_manifests(col, grace.total_seconds())  # after: a freed name is not taken
+    delete_files(col, [("unlinked manifest", rel) for rel in unlinked])
     after = sorted(int(v["version"]) for v in col._dataset().versions())
     return {
         "versions_removed": sorted(set(before) - set(after)),
         "versions_kept": after,
-        "files_removed": len(chosen),
+        "files_removed": len(chosen) + len(unlinked),
         "bytes_removed": removed_bytes,
         "grace_seconds": grace.total_seconds(),
     }
