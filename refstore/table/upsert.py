@@ -371,8 +371,9 @@ def _attempt(
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
+    scanned = len(results)
     results, counts = _still_changed(state, results, counts)
-    if not results:  # a concurrent scan recorded the same files first (with what it held since)
+    if scanned and not results and not _needs_rekeying(snap):  # a concurrent scan recorded them first
         return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
                           failed=tuple(counts["failed"]))  # fmt: skip
     if state.sources and concat_dim is not None and concat_dim != state.concat_dim:
