@@ -3,11 +3,13 @@
 A case is one collection: each netCDF4/HDF5, netCDF3 and TIFF file of ``../shared/data`` on its
 own, the generated TIFF cases one by one, the HDF5 edge-case and plugin files, and the
 generated series (OISST-like netCDF4 along time, netCDF3 records of different counts, a COG
-series, HDF5 series of two eras, striped TIFF series: ``STRIP_SERIES``). The oracle of a single-source case is the
-format's own library (h5py, netCDF4-python, tifffile: ``read.verify._Oracle``); of a striped
-TIFF series, tifffile's pages stacked along time; of the other series, the direct reader, which
-``test_series``/``test_netcdf3``/``test_tiff`` prove equal to numpy concatenations of those
-libraries' reads.
+series, HDF5 series of two eras, striped TIFF series: ``STRIP_SERIES``). Every case's oracle is
+``tests/_oracle.py``, never refstore: the format's own library (h5py, netCDF4-python,
+tifffile) for a single source, numpy concatenations of those reads for a series, tifffile's
+pages stacked along time (and the dates in the file names) for a TIFF series.
+
+Each rule of ``tests/test_emit_roundtrip.py`` is exercised by a generated case (``onebit``: a
+1-bit mask, a codec no zarr form has), so the suite means the same without ../shared/data.
 
 Use: ``emit_cases`` (session fixture) -> list of ``Case``; ``case.windows(name)``,
 ``case.expected(name, sel)`` and ``assert_same(got, expected)``.
@@ -17,15 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import _oracle
+from ._oracle import assert_same
 from .conftest import SHARED_DATA, hdf5_files_in_shared, netcdf3_files_in_shared
 
-__all__ = ["STRIP_SERIES", "Case", "assert_same", "build_cases", "case_ids", "write_era_series", "write_strip_series"]
+__all__ = ["STRIP_SERIES", "Case", "assert_same", "build_cases", "case_ids", "write_era_series", "write_onebit_tiff",
+           "write_strip_series"]
 
 MAX_WHOLE_BYTES = 64 << 20
 """Arrays larger than this are compared on two windows (their first and their last chunks,
@@ -92,7 +99,10 @@ class Case:
     id: str
     uri: str
     source: str | None = None  # the single source, when the case has one
+    series: tuple[str, ...] = ()  # netCDF/HDF5 sources concatenated along ``concat_dim``, in order
+    concat_dim: str = "time"
     tiff_series: tuple[str, ...] = ()  # a series of TIFFs along a new first axis, in order
+    times: tuple[int, ...] = ()  # the TIFF series' dates (seconds since 1970), from the file names
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def dataset(self) -> Any:
@@ -116,54 +126,43 @@ class Case:
         return [first, last]
 
     def expected(self, name: str, sel: tuple[slice, ...] | None = None) -> np.ndarray[Any, Any]:
-        """Raw stored values of ``sel`` (default ``window(name)``) read by the oracle."""
+        """Raw stored values of ``sel`` (default ``window(name)``) read by the oracle
+        (``tests/_oracle.py``), never by refstore."""
         sel = self.window(name) if sel is None else sel
         key = f"{name}{sel}"
         if key not in self._cache:
-            got: np.ndarray[Any, Any] | None = None
+            got: np.ndarray[Any, Any] | None
             if self.source is not None:
-                from refstore.read.verify import _Oracle
-
-                with _Oracle(self.source) as o:
-                    got = o.read(name, sel)
-            if got is None and self.tiff_series:
-                got = _tiff_series_read(self.tiff_series, name, sel)
+                got = _oracle.read(self.source, name, sel)
+            elif self.tiff_series:
+                got = _oracle.tiff_series_read(list(self.tiff_series), list(self.times), name, sel)
+            elif self.series:
+                got = _oracle.series_read(list(self.series), name, self.concat_dim, sel)
+            else:
+                raise AssertionError(f"{self.id}: a case needs its sources for an oracle")
             if got is None:
-                got = self.dataset()[name][sel]
+                raise AssertionError(f"{self.id}: the oracle has no array {name}")
             self._cache[key] = np.asarray(got)
         return self._cache[key]  # type: ignore[no-any-return]
 
 
-def _tiff_series_read(paths: tuple[str, ...], name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
-    """tifffile's read of IFD ``name`` of every file, stacked along a new first axis."""
+def write_onebit_tiff(path: Path, *, seed: int = 5) -> Path:
+    """A tiled uint8 image with an internal 1-bit mask IFD (``mask``, bit-packed: the
+    ``bitunpack`` codec, which neither zarr form can express), its 1-bit overview, and a 4-bit
+    overview of the image (``overview_1``: samples refstore records as unsupported, which no
+    form, not even GDAL's VRT of the file, may carry)."""
     import tifffile
 
-    from refstore.scan.tiff import ifd_names
-
-    pages = []
-    for p in paths:
-        with tifffile.TiffFile(p) as tif:
-            names = ifd_names(list(tif.pages))
-            if name not in names:
-                return None
-            pages.append(tif.pages[names.index(name)].asarray())
-    return np.stack(pages)[sel]
-
-
-def assert_same(got: Any, expected: np.ndarray[Any, Any], what: str = "") -> None:
-    """Equal shape and values bit for bit (byte order may differ; NaNs must be NaN in the same
-    places)."""
-    got = np.asarray(got)
-    assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
-    if expected.dtype.kind in "biufc":
-        native = expected.dtype.newbyteorder("=")
-        same_type = got.dtype.newbyteorder("=") == native or got.dtype == native
-        assert same_type, f"{what}: dtype {got.dtype} != {expected.dtype}"
-        a = got.astype(native, copy=False)
-        b = expected.astype(native, copy=False)
-        assert a.tobytes() == b.tobytes(), f"{what}: values differ"
-    else:
-        assert np.array_equal(got, expected), f"{what}: values differ"
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 255, (70, 90)).astype("u1")
+    mask = rng.random((70, 90)) > 0.3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tifffile.TiffWriter(path) as w:
+        w.write(img, tile=(32, 32), compression="zlib", metadata=None)
+        w.write(mask, tile=(32, 32), compression="zlib", subfiletype=4, metadata=None)
+        w.write(mask[::2, ::2], tile=(32, 32), subfiletype=5, metadata=None)
+        w.write(img[::2, ::2] % 16, bitspersample=4, subfiletype=1, metadata=None)
+    return path
 
 
 def _scan(uri: str, sources: list[str], **kw: Any) -> None:
@@ -187,19 +186,20 @@ def build_cases(root: Path) -> list[Case]:
     days = write_series(gen / "oisst", 4)
     uri = str(root / "c-oisst-series")
     _scan(uri, [str(p) for p in days], concat_dim="time")
-    cases.append(Case("oisst-series", uri))
+    cases.append(Case("oisst-series", uri, series=tuple(os.path.abspath(p) for p in days)))
 
     obs = gen / "obs"
-    write_obs_series(obs, [3, 5, 2])
+    obs_files = write_obs_series(obs, [3, 5, 2])
     uri = str(root / "c-netcdf3-series")
     _scan(uri, [str(obs)], concat_dim="time")
-    cases.append(Case("netcdf3-series", uri))
+    cases.append(Case("netcdf3-series", uri, series=tuple(os.path.abspath(p) for p in obs_files)))
 
     singles: list[tuple[str, Path]] = [("edge", write_edge_file(gen / "edge.h5"))]
     with contextlib.suppress(ImportError):
         singles.append(("plugins", write_plugin_file(gen / "plugins.h5")))
     for name, path in sorted(write_cases(gen / "tiff").items()):
         singles.append((f"tiff-{name}", Path(path)))
+    singles.append(("tiff-onebit", write_onebit_tiff(gen / "tiff-onebit" / "onebit.tif")))
     for p in [*hdf5_files_in_shared(), *netcdf3_files_in_shared(), *tiff_files_in_shared()]:
         singles.append((f"{p.parent.name}/{p.name}", p))
     for i, (cid, path) in enumerate(singles):
@@ -209,19 +209,23 @@ def build_cases(root: Path) -> list[Case]:
 
     for name, scales in (("codecs", (0.1, 0.1)), ("packing", (0.1, 0.01))):
         uri = str(root / f"c-eras-{name}")
-        _scan(uri, [str(p) for p in write_era_series(gen / f"eras-{name}", scales)], concat_dim="time")
-        cases.append(Case(f"eras-{name}", uri))
+        era_files = write_era_series(gen / f"eras-{name}", scales)
+        _scan(uri, [str(p) for p in era_files], concat_dim="time")
+        cases.append(Case(f"eras-{name}", uri, series=tuple(os.path.abspath(p) for p in era_files)))
 
     for name, files in write_strip_series(gen / "strips").items():
         uri = str(root / f"c-strips-{name}")
         _scan(uri, [str(p) for p in files], concat_dim="time", time_from_name="%Y%m%d")
-        cases.append(Case(f"strip-series-{name}", uri, tiff_series=tuple(os.path.abspath(p) for p in files)))
+        cases.append(Case(f"strip-series-{name}", uri, tiff_series=tuple(os.path.abspath(p) for p in files),
+                          times=tuple(_oracle.unix_seconds(datetime(2020, 1, d)) for d in (1, 2))))  # fmt: skip
 
     seaflux = sorted((SHARED_DATA / "gh-noaa-cdr-seaflux-series").glob("*.tif")) if SHARED_DATA.is_dir() else []
     if seaflux:
         uri = str(root / "c-seaflux-series")
         _scan(uri, [str(p) for p in seaflux[:4]], concat_dim="time", time_from_name="D%Y%m%d")
-        cases.append(Case("seaflux-series", uri))
+        dates = [datetime.strptime(re.search(r"D(\d{8})", p.name).group(1), "%Y%m%d") for p in seaflux[:4]]  # type: ignore[union-attr]
+        cases.append(Case("seaflux-series", uri, tiff_series=tuple(os.path.abspath(p) for p in seaflux[:4]),
+                          times=tuple(_oracle.unix_seconds(d) for d in dates)))  # fmt: skip
     return cases
 
 
