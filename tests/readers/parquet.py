@@ -1,8 +1,8 @@
 """Flat Parquet read with pyarrow alone: the ``refstore`` key-value metadata gives every array
 and era, a filtered read gives the chunk rows of a window, plain byte-range reads give the
-chunk bytes. The stored codec configs are refstore's pipeline vocabulary, so chunks decode with
-``refstore.read.decode.make_decoder`` (numcodecs/imagecodecs underneath); nothing else of
-refstore is used."""
+chunk bytes. Chunks are decoded here with numcodecs and imagecodecs from the codec vocabulary
+``design/formats.md`` and ``design/emit.md`` document (encode order; masked codecs skipped; a
+short last strip stored at its cut shape): nothing of refstore is imported."""
 
 from __future__ import annotations
 
@@ -12,7 +12,86 @@ from typing import Any
 
 import numpy as np
 
-from refstore.read.decode import make_decoder
+_BYTES = ("zlib", "shuffle", "fletcher32", "zstd", "blosc", "lz4h5", "szip", "lzw", "packbits")
+
+
+def _bytes_codec(c: dict[str, Any]) -> Any:
+    """bytes -> bytes decode function of one codec config."""
+    import imagecodecs
+    import numcodecs
+
+    cid = c["id"]
+    if cid == "zlib":
+        return numcodecs.Zlib().decode
+    if cid == "shuffle":
+        return numcodecs.Shuffle(elementsize=int(c["elementsize"])).decode
+    if cid == "fletcher32":
+        return numcodecs.Fletcher32().decode
+    if cid == "zstd":
+        return numcodecs.Zstd().decode
+    if cid == "blosc":
+        return numcodecs.Blosc().decode
+    if cid == "szip":
+        args = (int(c["mask"]), int(c["pixels_per_block"]), int(c["bits_per_pixel"]), int(c["pixels_per_scanline"]))
+        return lambda b: imagecodecs.szip_decode(b, *args, header=True)
+    return {"lz4h5": imagecodecs.lz4h5_decode, "lzw": imagecodecs.lzw_decode,
+            "packbits": imagecodecs.packbits_decode}[cid]  # fmt: skip
+
+
+def _nbytes(buf: Any) -> int:
+    return int(buf.nbytes) if isinstance(buf, np.ndarray) else len(memoryview(buf).cast("B"))
+
+
+def decode_chunk(codecs: list[dict[str, Any]], raw: bytes, dtype: np.dtype[Any], full: tuple[int, ...],
+                 edge: tuple[int, ...] | None, filter_mask: int) -> np.ndarray[Any, Any]:  # fmt: skip
+    """One chunk's values: the pipeline undone in reverse, codec i skipped when bit i of
+    ``filter_mask`` is set; stored at ``edge`` shape when its bytes say so (a short strip)."""
+    import imagecodecs
+
+    def shape_of(buf: Any) -> tuple[int, ...]:
+        n = _nbytes(buf)
+        if edge is not None and n == int(np.prod(edge)) * dtype.itemsize and n != int(np.prod(full)) * dtype.itemsize:
+            return edge
+        return full
+
+    def as_array(buf: Any) -> np.ndarray[Any, Any]:
+        if isinstance(buf, np.ndarray) and buf.dtype != np.uint8:
+            return buf.reshape(shape_of(buf)).astype(dtype, copy=False)
+        return np.frombuffer(bytes(memoryview(buf).cast("B")), dtype).reshape(shape_of(buf))
+
+    buf: Any = raw
+    for i in reversed(range(len(codecs))):
+        if (filter_mask >> i) & 1:
+            continue
+        c = codecs[i]
+        cid = c["id"]
+        if cid in _BYTES:
+            buf = _bytes_codec(c)(buf)
+        elif cid == "jpeg":
+            tables = base64.b64decode(c["tables"]) if c.get("tables") else None
+            buf = imagecodecs.jpeg_decode(bytes(buf), tables=tables, colorspace=c.get("colorspace"),
+                                          outcolorspace=c.get("outcolorspace"))  # fmt: skip
+            buf = buf.reshape(full if buf.size == int(np.prod(full)) else edge)
+        elif cid == "lerc":
+            buf = np.asarray(imagecodecs.lerc_decode(bytes(buf)))
+        elif cid == "bitunpack":  # 1-bit rows, each padded to a byte
+            packed = np.frombuffer(bytes(buf), np.uint8)
+            rows_cols = [(s[-2], s[-1]) for s in (full, edge) if s is not None]
+            rows, cols = next(((r, k) for r, k in rows_cols if packed.size == r * -(-k // 8)), rows_cols[0])
+            bits = np.unpackbits(packed[: rows * -(-cols // 8)].reshape(rows, -1), axis=-1)[:, :cols]
+            buf = bits.astype(bool).reshape(full if rows == full[-2] else edge)
+        elif cid == "delta":  # TIFF predictor 2 along ``axis`` of the chunk
+            arr = as_array(buf)
+            buf = imagecodecs.delta_decode(arr.astype(dtype.newbyteorder("=")), axis=int(c["axis"])).astype(dtype)
+        elif cid == "floatpred":  # TIFF predictor 3: imagecodecs wants (rows, width, samples)
+            arr = as_array(buf).copy()
+            shape = arr.shape
+            chunky = int(c["axis"]) == -2
+            rows_width = arr if chunky else arr.reshape(*shape, 1)
+            buf = np.asarray(imagecodecs.floatpred_decode(rows_width, axis=-2)).astype(dtype).reshape(shape)
+        else:
+            raise AssertionError(f"codec {cid!r} is not in the documented vocabulary")
+    return as_array(buf)
 
 
 def _fill(value: Any, dtype: np.dtype[Any]) -> Any:
@@ -68,13 +147,14 @@ class _Array:
             flt &= (ds.field(f"dim_{i}") >= a // c) & (ds.field(f"dim_{i}") <= (b - 1) // c)
         cols = [f"dim_{i}" for i in range(len(lo))] + ["path", "offset", "size", "inline", "filter_mask"]
         rows = ds.dataset(self.out, format="parquet").to_table(columns=cols, filter=flt).to_pylist()
-        decode = make_decoder(era["codecs"], era["dtype"], tuple(chunks))
+        dtype = np.dtype(era["dtype"])
         for r in rows:
             key = [r[f"dim_{i}"] for i in range(len(lo))]
             raw = r["inline"] if r["path"] is None else _read(r["path"], r["offset"], r["size"])
             c0 = [k * c for k, c in zip(key, chunks, strict=True)]
             edge = tuple(min(c, n - k) for c, n, k in zip(chunks, eshape, c0, strict=True))
-            block = decode(raw, r["filter_mask"], edge if self.doc["short_edge"] else None)
+            block = decode_chunk(era["codecs"], raw, dtype, tuple(chunks), edge if self.doc["short_edge"] else None,
+                                 r["filter_mask"])  # fmt: skip
             src, dst = [], []
             for d in range(len(lo)):
                 a, b = max(c0[d], elo[d]), min(c0[d] + edge[d], ehi[d])
