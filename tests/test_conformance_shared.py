@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import h5py
-import numpy as np
 import pytest
 
 import refstore

@@ -11,6 +11,8 @@ import pytest
 import refstore
 from refstore.fixtures.edge import write_edge_file, write_plugin_file
 
+from ._oracle import assert_same
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -26,7 +28,7 @@ def _assert_equal_to_h5py(col: str, path: Path, arrays: list[str] | None = None)
             got = a[...]
             assert got.shape == exp.shape, name
             assert got.dtype == exp.dtype, (name, got.dtype, exp.dtype)
-            assert got.tobytes() == exp.tobytes(), name
+            assert_same(got, exp, name)
     return ds
 
 

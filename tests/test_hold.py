@@ -19,6 +19,7 @@ from refstore.plan.region import date_to_cf, interval_ranges, lon_ranges, parse_
 from refstore.table import HoldSelection, create_tag, hold, release
 
 from ._cli import run
+from ._oracle import assert_same
 
 
 def _lat_lon_file(path: Path, day: int, *, lon0: float, descending: bool, calendar: str) -> Path:
@@ -75,7 +76,7 @@ def test_hold_by_bbox_and_time(tmp_path: Path, new_collection, lon0: float, desc
     for t in (1, 2):
         for run_ in runs:
             box = (t, slice(int(yi[0]), int(yi[-1]) + 1), slice(int(run_[0]), int(run_[-1]) + 1))
-            assert ds["v"][box].tobytes() == exp[box].tobytes()
+            assert_same(ds["v"][box], exp[box], f"held v{box}")
     with pytest.raises(refstore.SourceReadError):
         ds["v"][0]  # not held: needs its source
     r = run("-C", col, "read", "v", "--window", "0", "--out", str(tmp_path / "x.npy"))
@@ -92,7 +93,7 @@ def test_hold_geotiff_by_bbox(tmp_path: Path, new_collection) -> None:
     rows = refstore.open(col).snapshot.rows("chunk", ["g0", "g1"], "held_at >= 0").to_pylist()
     assert {(r["g0"], r["g1"]) for r in rows} == {(0, 0), (0, 1)} and rep.chunks == 2
     p.rename(tmp_path / "gone.tif")
-    assert refstore.open(col)["image"][4:12, 4:18].tobytes() == img[4:12, 4:18].tobytes()
+    assert_same(refstore.open(col)["image"][4:12, 4:18], img[4:12, 4:18], "held image box")
 
 
 def test_held_bytes_survive_reprocessing_and_release(series, new_collection, tmp_path: Path) -> None:
@@ -111,8 +112,8 @@ def test_held_bytes_survive_reprocessing_and_release(series, new_collection, tmp
     write_day(files[1], date(2024, 1, 2), seed=9)  # reprocessed in place
     refstore.scan(col, [str(files[0].parent)])
     # the tag still reads the held (old) bytes, with no staleness error; latest reads the new file
-    assert refstore.open(col, "held")["sst"][1].tobytes() == before[1].tobytes()
-    assert refstore.open(col)["sst"][1].tobytes() == h5py.File(files[1])["sst"][0].tobytes()
+    assert_same(refstore.open(col, "held")["sst"][1], before[1], "sst day 1 as of the tag: held bytes")
+    assert_same(refstore.open(col)["sst"][1], h5py.File(files[1])["sst"][0], "sst day 1 latest: the new file")
     assert refstore.open(col).snapshot.count("chunk", "held_at >= 0") == 0  # new references: not held
     # release on the tagged snapshot's selection: nothing held in latest -> no new version
     v = c.latest_version
@@ -161,7 +162,7 @@ def test_held_bytes_move_with_their_chunks(tmp_path: Path, new_collection) -> No
     held = ds.snapshot.rows("chunk", ["g0", "held_at"], "array = 'sst' AND held_at >= 0").to_pylist()
     assert held and {r["g0"] for r in held} == {1}
     b.rename(tmp_path / "b-away.nc")
-    assert ds["sst"][1:2].tobytes() == expected.tobytes()
+    assert_same(ds["sst"][1:2], expected, "held sst after it moved")
 
 
 def test_rescan_drops_held_bytes_even_when_ranges_are_unchanged(series, new_collection) -> None:
@@ -172,7 +173,7 @@ def test_rescan_drops_held_bytes_even_when_ranges_are_unchanged(series, new_coll
     write_day(files[1], date(2024, 1, 2), seed=9)
     refstore.scan(col, [str(files[0].parent)])
     ds = refstore.open(col)
-    assert ds["err"][1].tobytes() == h5py.File(files[1])["err"][0].tobytes()  # the new file, not held bytes
+    assert_same(ds["err"][1], h5py.File(files[1])["err"][0], "err day 1")  # the new file, not held bytes
     assert ds.snapshot.count("chunk", f"source = '{files[1]}' AND held_at >= 0") == 0
 
 

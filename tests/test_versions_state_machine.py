@@ -18,6 +18,8 @@ import refstore
 from refstore.fixtures.oisst import write_day
 from refstore.table import compact, create_tag, diff, gc
 
+from ._oracle import assert_same
+
 START = date(2024, 1, 1)
 _VALUES: dict[tuple[int, int], np.ndarray] = {}
 
@@ -94,7 +96,7 @@ class Versions(RuleBasedStateMachine):
         assert arr.shape[0] == len(days)
         for i, day in enumerate(days):
             if self.disk.get(day) == state[day]:
-                assert arr[i : i + 1].tobytes() == day_values(day, state[day][0]).tobytes()
+                assert_same(arr[i : i + 1], day_values(day, state[day][0]), f"{name} day {day}")
             else:
                 try:
                     arr[i : i + 1]
@@ -138,7 +140,7 @@ class Versions(RuleBasedStateMachine):
         fresh = [i for i, d in enumerate(days) if self.disk[d] == self.committed[d]]
         for i in fresh:
             day = days[i]
-            assert arr[i : i + 1].tobytes() == day_values(day, self.committed[day][0]).tobytes()
+            assert_same(arr[i : i + 1], day_values(day, self.committed[day][0]), f"latest day {day}")
 
 
 TestVersions = Versions.TestCase
