@@ -2,15 +2,14 @@
 both forms opened by xarray (CF decoding) equal to xarray on the source files, the JSON document
 against the fsspec reference spec, and a golden JSON document.
 
-Regenerate the golden file (after a deliberate change of the form, never by hand):
-``REFSTORE_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_emit_kerchunk.py -k golden``."""
+The golden file is written only by ``./dev golden`` (``tests/_golden.py``), after a deliberate
+change of the form; a test never writes it."""
 
 from __future__ import annotations
 
 import base64
 import json
 import math
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import refstore
 from refstore.emit import emit
 from refstore.emit.kerchunk_parquet import SCHEMA
 
+from ._golden import check
 from .readers import kerchunk_json as json_reader
 from .readers import kerchunk_parquet as parquet_reader
 
@@ -242,9 +242,8 @@ def test_held_chunks_leave_the_references_on_the_sources(tmp_path: Path, series,
     assert _tree(after) == _tree(before)
 
 
-def test_golden_json(tmp_path: Path) -> None:
-    """The generated edge-case file, remapped to a fixed URL, emits exactly the golden document
-    (compared indented, so a change reads as a diff)."""
+def golden_text(tmp_path: Path) -> str:
+    """The kerchunk JSON of the generated edge-case file remapped to a fixed URL, indented."""
     from refstore.fixtures.edge import write_edge_file
     from refstore.table.remap import add_rule
 
@@ -255,11 +254,13 @@ def test_golden_json(tmp_path: Path) -> None:
     add_rule(refstore.Collection.open(col), str(path), "https://example.org/golden/edge.h5")
     out = tmp_path / "edge.json"
     emit(refstore.Collection.open(col), "kerchunk-json", str(out), skip_unexpressible=True)
-    text = json.dumps(json.loads(out.read_text()), indent=1) + "\n"
-    if os.environ.get("REFSTORE_REGENERATE_GOLDEN"):
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text(), "kerchunk JSON changed: regenerate tests/golden (see this module's docstring)"
+    return json.dumps(json.loads(out.read_text()), indent=1) + "\n"
+
+
+def test_golden_json(tmp_path: Path) -> None:
+    """The generated edge-case file, remapped to a fixed URL, emits exactly the golden document
+    (compared indented, so a change reads as a diff)."""
+    check(GOLDEN, golden_text(tmp_path))
 
 
 # --------------------------------------------------------------------------- absent chunks

@@ -2,8 +2,8 @@
 byte-identical emits, refusals. Values are checked through ``tests/readers/sqlite.py`` (sqlite3 +
 numcodecs ids) against h5py.
 
-Regenerate the golden schema (after a deliberate layout change, never by hand):
-``REFSTORE_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/test_emit_sqlite.py -k golden``.
+The golden schema is written only by ``./dev golden`` (``tests/_golden.py``), after a deliberate
+layout change; a test never writes it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from refstore.table.remap import add_rule
 from refstore.table.versions import create_tag
 
 from ._emit_cases import Case, assert_same
+from ._golden import check
 from ._tables import era_series, small_file
 from .readers import sqlite as reader
 
@@ -104,15 +105,16 @@ def test_layout_is_mdim_refs_0_2(tmp_path: Path) -> None:
     _check_values(out, src)
 
 
-def test_golden_schema(tmp_path: Path) -> None:
+def golden_text(tmp_path: Path) -> str:
+    """The schema dump of the small generated file's SQLite form."""
     col, _src = _small(tmp_path)
     out = str(tmp_path / "refs.sqlite")
     emit(col, "sqlite", out)
-    dump = schema_dump(out)
-    if os.environ.get("REFSTORE_REGENERATE_GOLDEN"):
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(dump)
-    assert dump == GOLDEN.read_text(), "schema changed: regenerate tests/golden (see this module's docstring)"
+    return schema_dump(out)
+
+
+def test_golden_schema(tmp_path: Path) -> None:
+    check(GOLDEN, golden_text(tmp_path))
 
 
 def test_emitting_twice_gives_identical_bytes(tmp_path: Path) -> None:

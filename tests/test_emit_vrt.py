@@ -1,9 +1,8 @@
 """The GDAL multidimensional VRT form: read by GDAL's own tools (gdalmdimtranslate, gdalmdiminfo).
 
 Golden XML: ``tests/golden/oisst-series.vrt`` is the VRT of a 3-day generated OISST-like series
-emitted with a remap rule to a fixed URL. Regenerate it (after a deliberate change) with
-
-    .venv/bin/python -m tests.test_emit_vrt --regen
+emitted with a remap rule to a fixed URL, written only by ``./dev golden`` (``tests/_golden.py``)
+after a deliberate change; a test never writes it.
 """
 
 from __future__ import annotations
@@ -11,8 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ from refstore.errors import BadInputError, UnexpressibleError
 
 from ._cli import run
 from ._emit_cases import Case
+from ._golden import check
 from ._oracle import assert_same, hdf5_read
 
 GOLDEN = Path(__file__).parent / "golden" / "oisst-series.vrt"
@@ -46,7 +44,7 @@ def _series(root: Path, days: int = 3) -> tuple[str, list[Path]]:
     return col, files
 
 
-def _golden_text(root: Path) -> str:
+def golden_text(root: Path) -> str:
     col, _ = _series(root)
     refstore.Collection.open(col)
     from refstore.table.remap import add_rule
@@ -93,11 +91,9 @@ def test_gdal_types() -> None:
 
 # ---------------------------------------------------------------------------- golden, reproducible
 def test_golden_xml_and_identical_bytes(tmp_path: Path) -> None:
-    text = _golden_text(tmp_path / "a")
-    assert GOLDEN.read_text(encoding="utf-8") == text, (
-        "VRT XML changed; if deliberate, regenerate: .venv/bin/python -m tests.test_emit_vrt --regen"
-    )
-    assert _golden_text(tmp_path / "b") == text  # same version and options -> same bytes
+    text = golden_text(tmp_path / "a")
+    check(GOLDEN, text)
+    assert golden_text(tmp_path / "b") == text  # same version and options -> same bytes
     root = ET.fromstring(text)
     srcs = root.findall(".//Array[@name='sst']/Source")
     assert [s.findtext("SourceFilename") for s in srcs] == [
@@ -364,17 +360,3 @@ def test_overviews_of_remotely_scanned_tiffs(s3: Any, tmp_path: Path) -> None:
     key = url.removeprefix("s3://")
     assert files == [f"/vsis3/{key}", f"GTIFF_DIR:2:/vsis3/{key}"]
 
-
-def _regen() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        text = _golden_text(Path(tmp))
-    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-    GOLDEN.write_text(text, encoding="utf-8")
-    print(f"wrote {GOLDEN}")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--regen"]:
-        _regen()
-    else:
-        print(__doc__)
