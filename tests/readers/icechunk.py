@@ -35,7 +35,7 @@ def open_repo(out: str) -> Any:
 def open_form(out: str, case: Any, *, tag: str | None = None) -> dict[str, Any]:
     import zarr
 
-    from refstore.zarr_meta import register_codecs
+    from . import register_codecs
 
     register_codecs()
     repo = open_repo(out)

@@ -9,7 +9,7 @@ def open_form(out: str, case: Any) -> dict[str, Any]:
     import fsspec
     import zarr
 
-    from refstore.zarr_meta import register_codecs
+    from . import register_codecs
 
     register_codecs()
     fs = fsspec.filesystem("reference", fo=out, remote_protocol="file", asynchronous=True)

@@ -22,7 +22,7 @@ def open_group(out: str, engine: str = "fastparquet") -> Any:
     import zarr
     from fsspec.implementations.reference import LazyReferenceMapper, ReferenceFileSystem
 
-    from refstore.zarr_meta import register_codecs
+    from . import register_codecs
 
     register_codecs()
     lazy = LazyReferenceMapper(out, fs=fsspec.filesystem("file"), engine=engine)
