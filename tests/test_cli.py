@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 
 from ._cli import run
+from ._oracle import assert_same
 
 
 def test_user_workflow(tmp_path: Path, series) -> None:
@@ -39,7 +40,7 @@ def test_user_workflow(tmp_path: Path, series) -> None:
     for p in files:
         with h5py.File(p) as f:
             expected.append(f["sst"][:, 0, 10:30, 20:40])
-    assert np.array_equal(box, np.concatenate(expected))
+    assert_same(box, np.concatenate(expected), "read --window --out")
 
     r = run("-C", col, "verify", "--sample", "20", "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"checked": 20, "mismatched": 0, "mismatches": []}
