@@ -148,3 +148,21 @@ def test_strip_series_flag_short_strips_on_the_y_axis(tmp_path: Path, new_collec
         one = new_collection(f"{name}-one")
         refstore.scan(one, [str(files[0])])
         assert refstore.open(one)["image"].meta.short_edge is short, name
+
+
+def test_one_bit_masks_and_an_unsupported_four_bit_overview(tmp_path: Path, new_collection) -> None:
+    """1-bit mask IFDs (bit-packed rows) read as tifffile's booleans; a 4-bit IFD is recorded as
+    unsupported with its reason and the rest of the file is scanned."""
+    from ._emit_cases import write_onebit_tiff
+
+    p = write_onebit_tiff(tmp_path / "masked.tif")
+    col = new_collection()
+    rep = refstore.scan(col, [str(p)])
+    assert rep.failed == () and rep.unsupported == ((str(p), "overview_1", "4-bit samples are not supported"),)
+    ds = refstore.open(col)
+    with tifffile.TiffFile(p) as tif:
+        assert sorted(ds.arrays) == sorted(tiff_names(list(tif.pages)))
+    for name in ("image", "mask", "mask_overview_1"):
+        assert_same(ds[name][...], tiff_read(p, name), name)
+        assert_same(ds[name][5:40, 3:17], tiff_read(p, name, (slice(5, 40), slice(3, 17))), f"{name} window")
+    assert ds["overview_1"].meta.status == "unsupported"
