@@ -109,6 +109,15 @@ def scan(
         int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Commit nothing if any source fails.")] = False,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0, help="Seconds one file may take before it fails alone (0: no deadline)."),
+    ] = 60.0,
+    checksum: Annotated[
+        bool | None,
+        typer.Option("--checksum/--no-checksum", help="Record a SHA-256 of each file and use it to detect changes "
+                     "at rescan and read (kept for later scans).", show_default=False),
+    ] = None,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -142,7 +151,7 @@ def scan(
 
         report = refstore.scan(
             uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers, strict=strict,
-            progress=tick, client=client,
+            progress=tick, client=client, timeout=timeout or None, checksum=checksum,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())
@@ -186,7 +195,7 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def read(
     array: Annotated[str, typer.Argument(help="Array name, e.g. sst or grp/T.")],
-    out_file: Annotated[Path, typer.Option("--out", help="Where to write the .npy file.")],
+    out_file: Annotated[Path, typer.Option("--out", help="The .npy file to write (this exact path).")],
     window: Annotated[str | None, typer.Option("--window", help="numpy-style window, e.g. 0:30,0,100:200.")] = None,
     as_of: AsOfOpt = None,
     max_gap: Annotated[int, typer.Option("--max-gap", min=0, help="Bytes allowed between merged ranges.")] = 0,
@@ -202,7 +211,8 @@ def read(
     ds = refstore.open(_collection(), as_of, options=opts)
     data = ds[array][parse_window(window)]
     try:
-        np.save(out_file, data, allow_pickle=False)
+        with open(out_file, "wb") as f:  # np.save on a name would append ".npy"
+            np.save(f, data, allow_pickle=False)
     except OSError as e:
         raise BadInputError(f"{out_file}: cannot write: {e.strerror or e}") from None
     out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {ds.version})")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from . import _objstore
+from ._checksum import current_checksum
 from .errors import ScanError
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher, change_since_scan
-from .scan import AutoScanner, ScanResult, scan_many
+from .scan import AutoScanner, ScanResult, SourceInfo, scan_many
+from .scan._parallel import DEFAULT_TIMEOUT
 from .scan._sources import find_sources, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
@@ -81,6 +85,8 @@ def scan(
     progress: Callable[[int, int], None] | None = None,
     storage_options: dict[str, str] | None = None,
     client: Any = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    checksum: bool | None = None,
 ) -> ScanReport:
     """Scan files/folders into the collection: at most one new version.
 
@@ -96,12 +102,19 @@ def scan(
     ``client``: a ``dask.distributed.Client``: the sources are scanned on its cluster, workers
     write the chunk rows of new sources as Lance fragments, and one commit publishes them with
     the rest (``design/scale.md``); ``workers`` is then ignored.
+    ``timeout``: seconds one source may take (in a worker process) before it is given up and
+    fails alone; None scans in this process without a deadline.
+    ``checksum``: record a SHA-256 of each local file's bytes, and from then on compare it (not
+    only size and mtime) to decide whether a source changed, at rescan and at read; kept for
+    later scans of the collection (None: as before). With it, sources recorded without a
+    checksum are rescanned once to get one.
     """
     from .table.collection import Collection
     from .table.upsert import commit_scan
 
     col = Collection.open(uri, storage_options=storage_options)
-    found = find_sources(sources)
+    failed: list[tuple[str, str]] = []
+    found = find_sources(sources, failed=failed)
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     dim = concat_dim if concat_dim is not None else snap.concat_dim
@@ -111,7 +124,7 @@ def scan(
 
         _check_pattern(pattern, "")  # a pattern without a date code is refused before any scanning
 
-    failed: list[tuple[str, str]] = []
+    use_checksum = bool(checksum) if checksum is not None else bool(snap.config().get("checksum"))
     to_scan: list[str] = []
     unchanged = 0
     for loc, listed in found:
@@ -121,8 +134,7 @@ def scan(
             failed.append((loc, e.reason))
             continue
         old = known.get(loc)
-        recorded = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or "")) if old is not None else None
-        if recorded is not None and change_since_scan(recorded, (info.size, info.mtime_ns, info.etag)) is None:
+        if old is not None and not _changed(loc, old, info, use_checksum):
             unchanged += 1
         else:
             to_scan.append(loc)
@@ -136,8 +148,8 @@ def scan(
         if progress is not None:
             progress(done, total)
 
-    scanner = AutoScanner(concat_dim=dim, time_pattern=pattern)
-    settings = {"time_from_name": pattern}
+    scanner = AutoScanner(concat_dim=dim, time_pattern=pattern, checksum=use_checksum)
+    settings = {"time_from_name": pattern, "checksum": use_checksum or None}
     if client is not None:
         from .table.distributed import scan_on_dask
 
@@ -148,7 +160,7 @@ def scan(
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(scanner, to_scan, workers=workers, progress=tick):
+    for loc, res in scan_many(scanner, to_scan, workers=workers, timeout=timeout, progress=tick):
         if isinstance(res, ScanError):
             failed.append((loc, res.reason))
         else:
@@ -158,3 +170,19 @@ def scan(
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
     return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings)
+
+
+def _changed(loc: str, old: dict[str, Any], info: SourceInfo, use_checksum: bool) -> bool:
+    """Whether a recorded source must be scanned again: size, etag or mtime differ, or its bytes
+    differ from the checksum its scan recorded (with checksums on, a source recorded without
+    one is scanned again to get one)."""
+    recorded = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or ""))
+    if change_since_scan(recorded, (info.size, info.mtime_ns, info.etag)) is not None:
+        return True
+    known = json.loads(old["meta"]).get("checksum") if old["meta"] else None
+    if known is None:
+        return use_checksum and not _objstore.is_remote(loc)
+    try:
+        return bool(current_checksum(loc) != known)
+    except OSError:
+        return True  # its scan will say why

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..errors import BadInputError
 from ..plan.remap import to_url
 from ._common import atomic_output, is_kerchunk_parquet
 from .kerchunk_json import check as check_v2
@@ -88,6 +89,73 @@ def record_size(src: EmitSource, arrays: list[ArrayMeta]) -> int:
     return max(1, min(MAX_RECORD_SIZE, max((_n_chunks(src, m) for m in arrays), default=1)))
 
 
+MAX_FILES = 1_000_000
+"""``refs.<k>.parq`` files one array may take (10^11 chunks at the default record size): a grid
+claiming more is refused before anything is written."""
+
+
+class _Records:
+    """The reference files of one array, one at a time: memory follows the references and one
+    record file (``rows`` rows), never the chunk grid."""
+
+    def __init__(self, src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> None:
+        self.rows = rows
+        self.n_chunks = _n_chunks(src, meta)
+        flat = src.flat_index(meta, refs)
+        order = np.argsort(flat, kind="stable") if len(flat) and (np.diff(flat) < 0).any() else None
+        if order is not None:
+            refs, flat = refs.take(pa.array(order)), flat[order]
+        self.flat = flat
+        self.offsets = refs.column("offset").to_numpy()
+        self.lengths = refs.column("length").to_numpy()
+        self.inline = refs.column("inline")
+        if refs.num_rows:
+            d = string_dictionary(refs.column("path"))
+            self.urls = pa.array([to_url(p) for p in d.dictionary.to_pylist()], pa.string())
+            self.path_idx = d.indices.to_numpy(zero_copy_only=False)
+        self.fill = fill_plan(meta, self.n_chunks, refs.num_rows).chunk
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        """Rows of the references in file ``k``."""
+        lo, hi = np.searchsorted(self.flat, [k * self.rows, (k + 1) * self.rows])
+        return int(lo), int(hi)
+
+    def table(self, k: int) -> pa.Table:
+        """File ``k``: ``rows`` rows, row ``i`` the chunk of flat index ``k * rows + i``."""
+        rows, start = self.rows, k * self.rows
+        lo, hi = self.bounds(k)
+        at = self.flat[lo:hi] - start
+        offsets, lengths = self.offsets[lo:hi], self.lengths[lo:hi]
+        inline = offsets < 0
+        ref = ~inline
+        off = np.zeros(rows, np.int64)
+        size = np.zeros(rows, np.int64)
+        off[at[ref]] = offsets[ref]
+        size[at[ref]] = lengths[ref]
+        if hi > lo:
+            idx = np.full(rows, -1, np.int64)
+            idx[at[ref]] = self.path_idx[lo:hi][ref]
+            path = pc.take(self.urls, pa.array(idx, mask=idx < 0))
+        else:
+            path = pa.nulls(rows, pa.string())
+        if inline.any():
+            values = pc.cast(self.inline.slice(lo, hi - lo).filter(pa.array(inline)).combine_chunks(), pa.binary())
+            raw = _scatter(values, at[inline], rows)
+        else:
+            raw = pa.nulls(rows, pa.binary())
+        if self.fill is not None:  # absent chunks written inline as the encoded fill chunk
+            absent = np.zeros(rows, bool)
+            absent[: max(0, min(rows, self.n_chunks - start))] = True
+            absent[at] = False
+            raw = pc.if_else(pa.array(absent), pa.scalar(self.fill, pa.binary()), raw)
+        return pa.Table.from_arrays([path, pa.array(off), pa.array(size), raw], schema=SCHEMA)
+
+    def is_empty(self, k: int) -> bool:
+        """File ``k`` holds no reference and no fill chunk (all such files are the same bytes)."""
+        lo, hi = self.bounds(k)
+        return hi == lo and self.fill is None
+
+
 def _scatter(values: pa.Array, where: np.ndarray[Any, Any], total: int) -> pa.Array:
     """``total`` rows, null except ``values[j]`` at row ``where[j]``."""
     idx = np.full(total, -1, np.int64)
@@ -97,37 +165,14 @@ def _scatter(values: pa.Array, where: np.ndarray[Any, Any], total: int) -> pa.Ar
 
 def padded_refs(src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> pa.Table:
     """The array's references as ``rows`` rows (a multiple of the record size) in C-order flat
-    chunk index, with :data:`SCHEMA`."""
-    flat = src.flat_index(meta, refs)
-    offsets = refs.column("offset").to_numpy()
-    lengths = refs.column("length").to_numpy()
-    inline = offsets < 0
-    ref = ~inline
-    off = np.zeros(rows, np.int64)
-    size = np.zeros(rows, np.int64)
-    off[flat[ref]] = offsets[ref]
-    size[flat[ref]] = lengths[ref]
-    if refs.num_rows:
-        d = string_dictionary(refs.column("path"))
-        urls = pa.array([to_url(p) for p in d.dictionary.to_pylist()], pa.string())
-        idx = np.full(rows, -1, np.int64)
-        idx[flat[ref]] = d.indices.to_numpy(zero_copy_only=False)[ref]
-        path = pc.take(urls, pa.array(idx, mask=idx < 0))
-    else:
-        path = pa.nulls(rows, pa.string())
-    if inline.any():
-        values = pc.cast(refs.column("inline").filter(pa.array(inline)).combine_chunks(), pa.binary())
-        raw = _scatter(values, flat[inline], rows)
-    else:
-        raw = pa.nulls(rows, pa.binary())
-    n_chunks = _n_chunks(src, meta)
-    chunk = fill_plan(meta, n_chunks, refs.num_rows).chunk
-    if chunk is not None:  # absent chunks written inline as the encoded fill chunk
-        absent = np.zeros(rows, bool)
-        absent[:n_chunks] = True
-        absent[flat] = False
-        raw = pc.if_else(pa.array(absent), pa.scalar(chunk, pa.binary()), raw)
-    return pa.Table.from_arrays([path, pa.array(off), pa.array(size), raw], schema=SCHEMA)
+    chunk index, with :data:`SCHEMA` (one table: for small arrays and tests; ``write`` streams)."""
+    return _Records(src, meta, refs, rows).table(0)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=table.num_rows, **_PARQUET_OPTIONS)
+    return bytes(sink.getvalue())
 
 
 def write(
@@ -137,15 +182,28 @@ def write(
     n_refs: dict[str, int] = {}
     files = 0
     with atomic_output(out, directory=True, previous=is_kerchunk_parquet) as tmp:
+        for meta in arrays:
+            n_files = math.ceil(_n_chunks(src, meta) / rs)
+            if n_files > MAX_FILES:
+                raise BadInputError(
+                    f"array {meta.name!r}: its grid of {_n_chunks(src, meta)} chunks would take {n_files} reference "
+                    f"files of {rs} rows (at most {MAX_FILES}); the parquet and sqlite forms list only its references"
+                )
+        empty: bytes | None = None
         for i, meta in enumerate(arrays):
             refs = src.refs(meta.name)
             n_files = math.ceil(_n_chunks(src, meta) / rs)
-            table = padded_refs(src, meta, refs, n_files * rs)
+            records = _Records(src, meta, refs, rs)
             folder = os.path.join(tmp, *meta.name.split("/"))
             os.makedirs(folder, exist_ok=True)
             for k in range(n_files):
-                pq.write_table(table.slice(k * rs, rs), os.path.join(folder, f"refs.{k}.parq"), row_group_size=rs,
-                               **_PARQUET_OPTIONS)  # fmt: skip
+                if records.is_empty(k):
+                    empty = empty if empty is not None else _parquet_bytes(records.table(k))
+                    data = empty
+                else:
+                    data = _parquet_bytes(records.table(k))
+                with open(os.path.join(folder, f"refs.{k}.parq"), "wb") as f:
+                    f.write(data)
             n_refs[meta.name] = refs.num_rows
             files += n_files
             if progress is not None:

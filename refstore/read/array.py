@@ -26,7 +26,7 @@ from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.eras import EraLayout
 from ..plan.select import Selection, chunk_slices, needed_chunks, select
 from .decode import make_decoder
-from .fetch import Fetcher, change_since_scan
+from .fetch import Fetcher, source_change
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -292,9 +292,7 @@ class Array:
         if self.options.on_stale == "ignore":
             return
         known = self._snap.source_identity().get(location)
-        if known is None:
-            return
-        why = change_since_scan(known, self._fetcher.head(location))
+        why = source_change(self._fetcher, location, known, self._snap.source_checksums().get(location))
         if why is None:
             return
         msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"

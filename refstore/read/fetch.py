@@ -11,7 +11,7 @@ from ..errors import SourceMissingError, SourceReadError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Fetcher", "change_since_scan"]
+__all__ = ["Fetcher", "change_since_scan", "source_change"]
 
 
 def change_since_scan(known: tuple[int, int, str], now: tuple[int, int | None, str | None]) -> str | None:
@@ -27,6 +27,27 @@ def change_since_scan(known: tuple[int, int, str], now: tuple[int, int | None, s
     if mtime is not None and k_mtime >= 0 and mtime != k_mtime:
         return "modification time differs"
     return None
+
+
+def source_change(
+    fetcher: Fetcher, location: str, known: tuple[int, int, str] | None, checksum: str | None = None
+) -> str | None:
+    """How ``location`` differs now from its scan, or None: size, etag or mtime first (one
+    metadata request), then, when the scan recorded a content digest (``scan --checksum``), the
+    digest of the file's bytes (computed once per process while the file is untouched)."""
+    if known is None:
+        return None
+    why = change_since_scan(known, fetcher.head(location))
+    if why is not None or checksum is None or _objstore.is_remote(location):
+        return why
+    from .._checksum import current_checksum
+
+    path = location[len("file://") :] if location.startswith("file://") else location
+    try:
+        now = current_checksum(path)
+    except OSError as e:
+        raise SourceReadError(f"{location}: cannot read: {e.strerror or e}") from None
+    return None if now == checksum else "content differs from its checksum at scan"
 
 
 class Fetcher:

@@ -44,7 +44,7 @@ from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSour
 from ..plan.coalesce import coalesce
 from ..plan.select import Selection
 from .array import Array, ReadOptions
-from .fetch import Fetcher, change_since_scan
+from .fetch import Fetcher, source_change
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
@@ -224,7 +224,7 @@ class _State:
             if location in self.fresh or self.options.on_stale == "ignore":
                 return
         known = self.snap.source_identity().get(location)
-        why = change_since_scan(known, self.fetcher.head(location)) if known is not None else None
+        why = source_change(self.fetcher, location, known, self.snap.source_checksums().get(location))
         if why is not None:
             msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"
             if self.options.on_stale == "error":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from typing import TYPE_CHECKING, BinaryIO
 
 from .. import _objstore
@@ -40,11 +41,20 @@ def normalize_location(location: str) -> str:
     return os.path.abspath(location)
 
 
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}  # fmt: skip
+
+
 def local_source_info(location: str) -> SourceInfo:
+    """Size and mtime of a local file; anything but a regular file is refused (opening a FIFO
+    would block until someone writes to it)."""
     try:
         st = os.stat(location)
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise ScanError(location, f"not a regular file ({kind}); not scanned")
     return SourceInfo(location=location, size=int(st.st_size), mtime_ns=int(st.st_mtime_ns), etag=None)
 
 
@@ -80,7 +90,10 @@ def open_source(location: str) -> Iterator[tuple[BinaryIO, SourceInfo]]:
 
 
 def find_sources(
-    inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURCE_EXTENSIONS
+    inputs: Iterable[str],
+    *,
+    extensions: tuple[str, ...] = SOURCE_EXTENSIONS,
+    failed: list[tuple[str, str]] | None = None,
 ) -> list[tuple[str, SourceInfo | None]]:
     """Like ``expand_sources``, with the identity of objects found by listing (None where it
     is not known yet): a bucket listing already says size, mtime and etag."""
@@ -93,7 +106,7 @@ def find_sources(
                 (i.location, i) for i in _remote_sources(item, loc, extensions)
             ]
         else:
-            found = [(x, None) for x in expand_sources([item], extensions=extensions)]
+            found = [(x, None) for x in expand_sources([item], extensions=extensions, failed=failed)]
         for x, info in found:
             if x not in seen:
                 seen.add(x)
@@ -122,9 +135,19 @@ def _remote_sources(item: str, loc: str, extensions: tuple[str, ...]) -> list[So
     return found
 
 
-def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURCE_EXTENSIONS) -> list[str]:
+def expand_sources(
+    inputs: Iterable[str],
+    *,
+    extensions: tuple[str, ...] = SOURCE_EXTENSIONS,
+    failed: list[tuple[str, str]] | None = None,
+) -> list[str]:
     """Files as given, folders walked recursively (sorted) for files with a known extension;
-    object-store URLs as given, prefixes listed (sorted) for objects with a known extension."""
+    object-store URLs as given, prefixes listed (sorted) for objects with a known extension.
+
+    ``failed``: where ``(location, reason)`` goes for what was found but cannot be scanned: a
+    subfolder that cannot be listed, an entry that is not a regular file, a name with control
+    characters. Without it the first of them raises ``BadInputError``."""
+    problems: list[tuple[str, str]] = []
     out: list[str] = []
     seen: set[str] = set()
     for item in inputs:
@@ -136,13 +159,9 @@ def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURC
                     out.append(info.location)
             continue
         if os.path.isdir(loc):
-            found = []
-            for root, dirs, files in os.walk(loc):
-                dirs.sort()
-                for name in sorted(files):
-                    if name.lower().endswith(extensions) and not name.startswith("."):
-                        found.append(os.path.join(root, name))
-            if not found:
+            found, walk_problems = _walk(loc, extensions)
+            problems += walk_problems
+            if not found and not walk_problems:
                 raise BadInputError(f"{item}: folder holds no files ending in {', '.join(extensions)}")
             candidates = found
         elif os.path.exists(loc):
@@ -151,8 +170,40 @@ def expand_sources(inputs: Iterable[str], *, extensions: tuple[str, ...] = SOURC
             raise BadInputError(f"{item}: no such file or folder")
         for c in candidates:
             if any(ord(ch) < 32 or ord(ch) == 127 for ch in c):
-                raise BadInputError(f"{c!r}: a path with control characters cannot be addressed for reading; rename it")
-            if c not in seen:
+                why = "a name with control characters cannot be addressed for reading; rename it"
+                problems.append((repr(c)[1:-1], why))
+            elif c not in seen:
                 seen.add(c)
                 out.append(c)
+    if problems and failed is None:
+        raise BadInputError(f"{problems[0][0]}: {problems[0][1]}")
+    if failed is not None:
+        failed += problems
     return out
+
+
+def _walk(folder: str, extensions: tuple[str, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Files under ``folder`` with a known extension (sorted, hidden ones left out), and the
+    subfolders that could not be listed and entries that are not regular files."""
+    found: list[str] = []
+    problems: list[tuple[str, str]] = []
+
+    def unlisted(e: OSError) -> None:
+        problems.append((str(e.filename), f"folder cannot be listed ({e.strerror or e}); its files were not scanned"))
+
+    for root, dirs, files in os.walk(folder, onerror=unlisted):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.lower().endswith(extensions) or name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                mode = stat.S_IFREG  # a dangling link: its scan says why
+            if stat.S_ISREG(mode):
+                found.append(path)
+            else:
+                kind = _KINDS.get(stat.S_IFMT(mode), "a special file")
+                problems.append((path, f"not a regular file ({kind}); not scanned"))
+    return found, problems

@@ -29,12 +29,14 @@ CHUNK_BATCH_SCHEMA = pa.schema(
 
 @dataclass(frozen=True, slots=True)
 class SourceInfo:
-    """A source as found: location verbatim, size in bytes, mtime in ns since epoch, etag."""
+    """A source as found: location verbatim, size in bytes, mtime in ns since epoch, etag, and
+    with ``scan --checksum`` a digest of its bytes (``sha256:<hex>``, see ``_checksum``)."""
 
     location: str
     size: int
     mtime_ns: int
     etag: str | None = None
+    checksum: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
+from .._checksum import file_checksum
 from ..errors import ScanError
 from ._sources import open_source
 from .grib import GribScanner
@@ -54,12 +56,24 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
 @dataclass(frozen=True, slots=True)
 class AutoScanner:
     """Scans netCDF3, netCDF4/HDF5, TIFF/GeoTIFF and GRIB1/GRIB2 files with the right scanner. A source is
-    opened once (one HEAD and a block cache shared by sniffing and scanning when remote)."""
+    opened once (one HEAD and a block cache shared by sniffing and scanning when remote).
+    ``checksum``: record a digest of each local file's bytes (``_checksum``)."""
 
     concat_dim: str | None = None
     time_pattern: str | None = None
+    checksum: bool = False
 
     def __call__(self, location: str) -> ScanResult:
+        res = self._scan(location)
+        if not self.checksum:
+            return res
+        try:
+            digest = file_checksum(location)
+        except OSError as e:
+            raise ScanError(location, f"cannot read for --checksum: {e.strerror or e}") from None
+        return dataclasses.replace(res, source=dataclasses.replace(res.source, checksum=digest))
+
+    def _scan(self, location: str) -> ScanResult:
         with open_source(location) as (fh, info):
             kind = sniff_file(fh, location)
             if kind == "netcdf3":

@@ -248,6 +248,8 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     any_inline = False
     at = 0
     for p, c in zip(parts, counts.tolist(), strict=True):
+        if p.keys.size and (int(p.keys.min()) < 0 or int(p.keys.max()) > np.iinfo(np.int32).max):
+            raise ValueError(f"chunk index of {p.name!r} out of range ({int(p.keys.min())}..{int(p.keys.max())})")
         keys[at : at + c, : p.keys.shape[1]] = p.keys
         if p.inline is not None:
             inline[at : at + c] = p.inline
@@ -355,7 +357,10 @@ def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> 
 
     if n:
         ds.id.chunk_iter(take)
-    keys = elem[:count] // np.asarray(chunks, np.int64)
+    step = np.asarray(chunks, np.int64)
+    if (elem[:count] % step).any():
+        raise ValueError(f"a chunk of {name!r} does not start on the chunk grid")
+    keys = elem[:count] // step
     return meta(chunks, codecs), _Chunks(name, keys, offsets[:count], lengths[:count], masks[:count])
 
 

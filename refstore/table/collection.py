@@ -178,6 +178,7 @@ class Snapshot:
         self._arrays: dict[str, ArrayMeta] | None = None
         self._config: dict[str, Any] | None = None
         self._identity: dict[str, tuple[int, int, str]] | None = None
+        self._checksums: dict[str, str] | None = None
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
@@ -231,6 +232,16 @@ class Snapshot:
                 r["source"]: (int(r["size"]), int(r["mtime_ns"]), str(r["etag"] or "")) for r in t.to_pylist()
             }
         return self._identity
+
+    def source_checksums(self) -> dict[str, str]:
+        """location -> content digest recorded by ``scan --checksum`` (``sha256:<hex>``), for
+        the sources that have one (cached per snapshot)."""
+        if self._checksums is None:
+            t = self.rows(Kind.SOURCE, ["source", "meta"])
+            pairs = zip(t.column("source").to_pylist(), t.column("meta").to_pylist(), strict=True)
+            found = {s: json.loads(m).get("checksum") if m else None for s, m in pairs}
+            self._checksums = {s: c for s, c in found.items() if c}
+        return self._checksums
 
     def vars(self, where: str | None = None) -> pa.Table:
         from ..schema import DEST_COLUMNS

@@ -269,7 +269,7 @@ def hold(
     Every source is checked unchanged since its scan and every range for its length first; any
     failure commits nothing."""
     from ..read.fetch import Fetcher as _Fetcher
-    from ..read.fetch import change_since_scan
+    from ..read.fetch import source_change
 
     f = fetcher or _Fetcher()
 
@@ -287,7 +287,7 @@ def hold(
         done = 0
         for src in np.unique(sources).tolist():
             known = identity.get(src)
-            why = change_since_scan(known, f.head(src)) if known is not None else None
+            why = source_change(f, src, known, snap.source_checksums().get(src))
             if why is not None:
                 raise SourceReadError(f"{src}: changed since scan ({why}); rescan it before holding (nothing was held)")
             idx = np.flatnonzero(sources == src)

@@ -221,6 +221,8 @@ def _source_meta(order: int, r: ScanResult) -> str:
         meta["format"] = r.format
     if r.layout:
         meta["layout"] = r.layout
+    if r.source.checksum is not None:
+        meta["checksum"] = r.source.checksum
     return json.dumps(meta, sort_keys=True)
 
 
