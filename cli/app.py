@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -161,12 +162,12 @@ def scan(
         what = f"version {report.version}" if report.committed else f"no change (still version {report.version})"
         out.print(
             f"{what}: sources {s['new']} new, {s['changed']} changed, {s['unchanged']} unchanged, "
-            f"{s['failed']} failed; refs +{r['inserted']} ~{r['updated']} -{r['deleted']}"
+            f"{s['failed']} failed; refs +{r['inserted']} ~{r['updated']} -{r['deleted']}", soft_wrap=True
         )
-        for f in j["failed"]:
-            err.print(f"[red]failed[/red] {f['source']}: {f['reason']}")
+        for f in j["failed"]:  # one line each, whatever the terminal's width
+            err.print(f"[red]failed[/red] {escape(f['source'])}: {escape(f['reason'])}", soft_wrap=True, highlight=False)
         for u in j["unsupported"]:
-            err.print(f"[yellow]unsupported[/yellow] {u['source']} {u['array']}: {u['reason']}")
+            err.print(f"[yellow]unsupported[/yellow] {u['source']} {u['array']}: {u['reason']}", soft_wrap=True)
 
 
 @app.command()

@@ -28,6 +28,7 @@ from .._keys import MAX_DIMS
 from .._values import encode_attr, encode_fill
 from ..errors import BadInputError, ScanError
 from ._sources import open_source
+from ._tiff_guard import check_tiff_counts
 from ._types import ArrayMeta, ScanResult, SourceInfo
 
 __all__ = ["TiffScanner", "ifd_names", "time_from_name"]
@@ -177,6 +178,14 @@ def _codecs(page: Any, dtype: np.dtype[Any], chunk: tuple[int, ...]) -> tuple[tu
     return tuple(codecs), None
 
 
+def _quiet_tifffile() -> None:
+    """tifffile logs what it cannot parse (``<TiffTag.fromfile> raised ...``) on its own logger;
+    the scan reports the file's problem itself, so none of it reaches stderr."""
+    log = logging.getLogger("tifffile")
+    log.setLevel(logging.CRITICAL + 1)
+    log.propagate = False
+
+
 @dataclass(frozen=True, slots=True)
 class TiffScanner:
     """Scan one TIFF/GeoTIFF/COG.
@@ -198,8 +207,11 @@ class TiffScanner:
         import tifffile
 
         location = info.location
-        logging.getLogger("tifffile").setLevel(logging.ERROR)  # tag parsing chatter; we read tags ourselves
+        _quiet_tifffile()
         try:
+            refused = check_tiff_counts(fh)
+            if refused is not None:
+                raise ScanError(location, refused)
             fh.seek(0)
             with tifffile.TiffFile(fh, name=location.rsplit("/", 1)[-1]) as tif:
                 pages = list(tif.pages)
