@@ -165,7 +165,7 @@ def scan(
             f"{s['failed']} failed; refs +{r['inserted']} ~{r['updated']} -{r['deleted']}", soft_wrap=True
         )
         for f in j["failed"]:  # one line each, whatever the terminal's width
-            err.print(f"[red]failed[/red] {escape(f['source'])}: {escape(f['reason'])}", soft_wrap=True, highlight=False)
+            err.print(f"[red]failed[/red] {escape(f['source'])}: {escape(f['reason'])}", soft_wrap=True)
         for u in j["unsupported"]:
             err.print(f"[yellow]unsupported[/yellow] {u['source']} {u['array']}: {u['reason']}", soft_wrap=True)
 
