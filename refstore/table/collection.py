@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,9 +33,27 @@ from ..schema import (
 from ._rows import rows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["Collection", "Snapshot", "sql_str"]
+
+
+_UNREADABLE = re.compile(r"not found|permission denied|os error|LanceError\(IO\)", re.IGNORECASE)
+
+
+@contextlib.contextmanager
+def storage_errors(uri: str, version: int) -> Iterator[None]:
+    """Missing or unreadable collection files (deleted data, ``chmod 000 C/data``) as one
+    ``StorageError`` line naming the collection and version, not Lance's traceback."""
+    try:
+        yield
+    except (OSError, ValueError) as e:
+        msg = str(e).strip()
+        if not _UNREADABLE.search(msg):
+            raise
+        first = msg.splitlines()[0] if msg else type(e).__name__
+        first = re.sub(r"^External error: |, /\S+\.rs:\d+:\d+$", "", first)
+        raise StorageError(f"{uri}: files of version {version} cannot be read ({first})") from None
 
 
 def sql_str(value: str) -> str:
@@ -182,7 +202,8 @@ class Snapshot:
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
-        return self.ds.to_table(columns=list(columns), filter=flt)
+        with storage_errors(self.collection.uri, self.version):
+            return self.ds.to_table(columns=list(columns), filter=flt)
 
     def config(self) -> dict[str, Any]:
         if self._config is None:
@@ -250,7 +271,8 @@ class Snapshot:
 
     def count(self, kind: str, where: str | None = None) -> int:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
-        return int(self.ds.count_rows(filter=flt))
+        with storage_errors(self.collection.uri, self.version):
+            return int(self.ds.count_rows(filter=flt))
 
     def view_filter(self, array: str, ranges: Sequence[tuple[int, int]] | None = None, era: int | None = None) -> str:
         """The pushdown filter for chunk rows of ``array`` in the view whose global key lies in
@@ -283,10 +305,11 @@ class Snapshot:
         the array come first (``g0..g{ndim-1}``)."""
         ndim = len(self.array(array).shape)
         cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
-        return self.ds.to_table(
-            columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
-            late_materialization=True,
-        )  # fmt: skip
+        with storage_errors(self.collection.uri, self.version):
+            return self.ds.to_table(
+                columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
+                late_materialization=True,
+            )  # fmt: skip
 
     def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
         t = self.chunk_rows(array, columns=())
