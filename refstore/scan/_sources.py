@@ -106,7 +106,14 @@ def find_sources(
                 (i.location, i) for i in _remote_sources(item, loc, extensions)
             ]
         else:
-            found = [(x, None) for x in expand_sources([item], extensions=extensions, failed=failed)]
+            problems: list[tuple[str, str]] = []
+            found = [(x, None) for x in expand_sources([item], extensions=extensions, failed=problems)]
+            for where, why in problems:  # each once, whether found or also given
+                if where not in seen:
+                    seen.add(where)
+                    if failed is None:
+                        raise BadInputError(f"{where}: {why}")
+                    failed.append((where, why))
         for x, info in found:
             if x not in seen:
                 seen.add(x)
@@ -160,7 +167,10 @@ def expand_sources(
             continue
         if os.path.isdir(loc):
             found, walk_problems = _walk(loc, extensions)
-            problems += walk_problems
+            for where, why in walk_problems:  # each once, whether found or also given
+                if where not in seen:
+                    seen.add(where)
+                    problems.append((where, why))
             if not found and not walk_problems:
                 raise BadInputError(f"{item}: folder holds no files ending in {', '.join(extensions)}")
             candidates = found

@@ -1,0 +1,272 @@
+"""Fault campaigns: random kills of every writing command, and fuzzed files of every format.
+
+    ./dev faults [--kills 25] [--fuzz 100] [--seed 0] [--deadline 60] [--json]
+
+*Kills*: for each writing command (scan, hold, release, tag, compact, gc, emit, remap) a copy
+of a small collection (three versions) is worked on by the real command line, which is sent
+SIGKILL after a random delay (up to the command's own measured duration). The trial is clean
+when every version ``log`` lists still opens and reads whole (every row, every array's
+metadata), and a fresh ``scan`` of the series still commits.
+
+*Fuzz*: for each format (HDF5, netCDF3, TIFF) a valid generated file is copied and 1 to 16 of
+its bytes are replaced (random bytes, or 4/8-byte integers such as 0, -1, 2^31 at aligned
+places); the files are scanned in batches by the real command line, which must finish within
+the deadline (per file ``--timeout``) with no traceback and one line per failed file, then
+every accepted array is read whole through refstore. A failure is a traceback, a hang past the
+deadline, a read that fails with a traceback, or a version that cannot be read.
+
+Prints one table: campaign, trials, clean, failed (and what failed, with the files kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CLI = [sys.executable, "-m", "refstore.cli.app"]
+
+
+@dataclass
+class Tally:
+    name: str
+    trials: int = 0
+    clean: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, ok: bool, note: str = "") -> None:
+        self.trials += 1
+        self.clean += ok
+        if not ok and note and len(self.notes) < 10:
+            self.notes.append(note)
+
+
+def _run(args: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+# ----------------------------------------------------------------------------- kills
+def _template(root: Path) -> tuple[Path, Path]:
+    from refstore.fixtures.oisst import write_series
+
+    series = root / "series"
+    write_series(series, 6, start=date(2024, 1, 1))
+    col = root / "template"
+    _run(["-C", str(col), "init"], 120).check_returncode()
+    first = root / "first"
+    first.mkdir()
+    for p in sorted(series.iterdir())[:4]:
+        shutil.copy2(p, first / p.name)
+    _run(["-C", str(col), "scan", "--concat-dim", "time", str(first)], 120).check_returncode()
+    _run(["-C", str(col), "hold", "--array", "sst", "--window", "0:2"], 120).check_returncode()
+    return col, series
+
+
+def _commands(root: Path, series: Path) -> dict[str, list[str]]:
+    return {
+        "scan": ["scan", "--concat-dim", "time", str(series)],
+        "hold": ["hold", "--array", "sst"],
+        "release": ["release", "--array", "sst"],
+        "tag": ["tag", "t1"],
+        "compact": ["compact"],
+        "gc": ["gc", "--keep-last", "1"],
+        "emit": ["emit", "kerchunk-parquet", str(root / "out.parq")],
+        "remap": ["remap", "add", str(series), "https://example.org/s/"],
+    }
+
+
+def _collection_readable(col: Path) -> str | None:
+    """None when every listed version opens and reads whole, else what failed."""
+    import refstore
+
+    try:
+        c = refstore.Collection.open(str(col))
+        versions = [int(v["version"]) for v in c._dataset().versions()]
+        for v in versions:
+            snap = c.snapshot(v)
+            snap.ds.to_table()
+            for name in snap.arrays():
+                snap.array(name)
+    except refstore.RefstoreError as e:
+        return f"version unreadable: {e}"
+    except Exception as e:  # a raw library error is what the campaign looks for
+        return f"version unreadable ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"
+    return None
+
+
+def kills(n: int, rng: np.random.Generator, work: Path, deadline: float) -> list[Tally]:
+    template, series = _template(work)
+    cmds = _commands(work, series)
+    out = []
+    for name, args in cmds.items():
+        t = Tally(f"kill {name}")
+        col = work / "col"
+        shutil.rmtree(col, ignore_errors=True)
+        shutil.copytree(template, col)
+        start = time.perf_counter()
+        _run(["-C", str(col), *args], deadline)  # how long the command takes here, unkilled
+        full = time.perf_counter() - start
+        for _ in range(n):
+            shutil.rmtree(col, ignore_errors=True)
+            shutil.rmtree(work / "out.parq", ignore_errors=True)
+            shutil.copytree(template, col)
+            p = subprocess.Popen([*CLI, "-C", str(col), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True)  # fmt: skip
+            time.sleep(float(rng.uniform(0, full)))
+            p.send_signal(signal.SIGKILL)
+            _, err = p.communicate()
+            why = _collection_readable(col)
+            if why is None:
+                again = _run(["-C", str(col), "scan", "--concat-dim", "time", str(series)], deadline)
+                if again.returncode != 0 or "Traceback" in again.stderr:
+                    why = f"scan after the kill: exit {again.returncode}: {again.stderr.strip()[-300:]}"
+            if "Traceback" in (err or "") and p.returncode != -signal.SIGKILL:
+                why = why or f"traceback: {err.strip()[-300:]}"
+            t.add(why is None, why or "")
+        out.append(t)
+    return out
+
+
+# ----------------------------------------------------------------------------- fuzz
+def _bases(root: Path) -> dict[str, Path]:
+    from refstore.fixtures.netcdf3 import write_obs_file
+    from refstore.fixtures.oisst import write_day
+    from refstore.fixtures.tiff import write_tiff
+
+    root.mkdir(parents=True, exist_ok=True)
+    data = np.arange(64 * 48, dtype="<u2").reshape(64, 48)
+    return {
+        "hdf5": write_day(root / "base.nc", date(2024, 1, 1)),
+        "netcdf3": write_obs_file(root / "base_nc3.nc", start_hour=0, records=6),
+        "tiff": write_tiff(root / "base.tif", data, tile=(16, 16), compression="zlib"),
+    }
+
+
+_INTS = [0, 1, 0xFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x80000001, 0xFFFFFFFFFFFFFFFF, 0x7FFFFFFFFFFFFFFF]
+
+
+def mutate(raw: bytes, rng: np.random.Generator) -> bytes:
+    """1 to 16 replaced bytes, or an aligned 4/8-byte integer (deterministic for a seed)."""
+    b = bytearray(raw)
+    for _ in range(int(rng.integers(1, 17))):
+        if rng.random() < 0.5:
+            b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+        else:
+            width = 4 if rng.random() < 0.5 else 8
+            at = int(rng.integers(0, max(1, len(b) - width) // 4)) * 4
+            value = _INTS[int(rng.integers(0, len(_INTS)))] & ((1 << (8 * width)) - 1)
+            b[at : at + width] = value.to_bytes(width, "little" if rng.random() < 0.5 else "big")
+    return bytes(b)
+
+
+def _read_all(col: Path, timeout: float) -> str | None:
+    """Read every accepted array whole through refstore (in a child: a hang must not stop us)."""
+    code = (
+        "import sys, refstore\n"
+        "ds = refstore.open(sys.argv[1])\n"
+        "for n in ds.arrays:\n"
+        "    try:\n"
+        "        ds[n][...]\n"
+        "    except refstore.RefstoreError:\n"
+        "        pass\n"
+    )
+    try:
+        p = subprocess.run([sys.executable, "-c", code, str(col)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "read: hang"
+    if p.returncode != 0:
+        return f"read: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}"
+    return None
+
+
+def fuzz(n: int, rng: np.random.Generator, work: Path, deadline: float, batch: int = 50) -> list[Tally]:
+    bases = _bases(work / "bases")
+    kept = work / "kept"
+    kept.mkdir(exist_ok=True)
+    out = []
+    for fmt, base in bases.items():
+        t = Tally(f"fuzz {fmt}")
+        raw = base.read_bytes()
+        ext = base.suffix
+        for start in range(0, n, batch):
+            folder = work / f"fuzz-{fmt}"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            files = []
+            for i in range(start, min(n, start + batch)):
+                p = folder / f"f{i:05d}{ext}"
+                p.write_bytes(mutate(raw, rng))
+                files.append(p)
+            col = work / "fcol"
+            shutil.rmtree(col, ignore_errors=True)
+            _run(["-C", str(col), "init"], 60).check_returncode()
+            why: str | None = None
+            try:
+                r = _run(["-C", str(col), "scan", "--json", "--timeout", str(deadline / 4), str(folder)],
+                         deadline * 2 + 60)  # fmt: skip
+                if "Traceback" in r.stderr or r.returncode not in (0, 2):
+                    why = f"scan: exit {r.returncode}: {r.stderr.strip()[-400:]}"
+                elif r.returncode == 2 and len(r.stderr.strip().splitlines()) != 1:
+                    why = f"scan: not one line: {r.stderr.strip()[-400:]}"
+            except subprocess.TimeoutExpired:
+                why = "scan: hang past the deadline"
+            why = why or _collection_readable(col) or _read_all(col, deadline * 2)
+            if why is not None:  # keep the batch for a reproducer
+                dest = kept / f"{fmt}-{start}"
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(folder, dest)
+                why = f"{why} (files kept in {dest})"
+            for _ in files:
+                t.add(why is None, why or "")
+        out.append(t)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kills", type=int, default=25, help="random kills per writing command (8 commands)")
+    ap.add_argument("--fuzz", type=int, default=100, help="fuzzed files per format (3 formats)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deadline", type=float, default=60.0, help="seconds before a command counts as hung")
+    ap.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    rng = np.random.default_rng(a.seed)
+    work = a.work or Path(tempfile.mkdtemp(prefix="refstore-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    tallies: list[Tally] = []
+    if a.kills:
+        tallies += kills(a.kills, rng, work / "kills", a.deadline)
+    if a.fuzz:
+        tallies += fuzz(a.fuzz, rng, work / "fuzz", a.deadline)
+    rows = [{"campaign": t.name, "trials": t.trials, "clean": t.clean, "failed": t.trials - t.clean,
+             "notes": t.notes} for t in tallies]  # fmt: skip
+    if a.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'campaign':<16} {'trials':>7} {'clean':>7} {'failed':>7}")
+        for r in rows:
+            print(f"{r['campaign']:<16} {r['trials']:>7} {r['clean']:>7} {r['failed']:>7}")
+        total = sum(r["trials"] for r in rows), sum(r["clean"] for r in rows), sum(r["failed"] for r in rows)
+        print(f"{'total':<16} {total[0]:>7} {total[1]:>7} {total[2]:>7}")
+        for r in rows:
+            for note in r["notes"]:
+                print(f"  {r['campaign']}: {note}")
+    return 1 if any(r["failed"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

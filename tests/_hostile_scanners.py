@@ -1,0 +1,27 @@
+"""A real scanner for the watchdog tests: scans like the one it wraps, except that the location
+``SLEEP_FOREVER`` never answers (a format library stuck in C code) and ``crash:segv`` kills its
+process with SIGSEGV (a format library crashing). Importable by scan worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from refstore.scan import Scanner, ScanResult
+
+SLEEP_FOREVER = "sleep:forever"
+
+
+@dataclass(frozen=True, slots=True)
+class SleepyScanner:
+    inner: Scanner
+
+    def __call__(self, location: str) -> ScanResult:
+        if location == SLEEP_FOREVER:
+            while True:
+                time.sleep(3600)
+        if location == "crash:segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return self.inner(location)
