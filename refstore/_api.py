@@ -12,7 +12,7 @@ from .errors import ScanError
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher, change_since_scan
 from .scan import AutoScanner, ScanResult, SourceInfo, scan_many
-from .scan._parallel import DEFAULT_TIMEOUT
+from .scan._parallel import DEFAULT_TIMEOUT, cool_down, warm_up
 from .scan._sources import find_sources, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
@@ -109,6 +109,30 @@ def scan(
     later scans of the collection (None: as before). With it, sources recorded without a
     checksum are rescanned once to get one.
     """
+    if timeout and client is None:
+        warm_up(1)  # its interpreter starts while this one opens the collection and lists sources
+    try:
+        return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers,
+                     strict=strict, progress=progress, storage_options=storage_options, client=client,
+                     timeout=timeout, checksum=checksum)  # fmt: skip
+    finally:
+        cool_down()
+
+
+def _scan(
+    uri: str,
+    sources: Sequence[str],
+    *,
+    concat_dim: str | None,
+    time_from_name: str | None,
+    workers: int | None,
+    strict: bool,
+    progress: Callable[[int, int], None] | None,
+    storage_options: dict[str, str] | None,
+    client: Any,
+    timeout: float | None,
+    checksum: bool | None,
+) -> ScanReport:
     from .table.collection import Collection
     from .table.upsert import commit_scan
 

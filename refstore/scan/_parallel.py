@@ -31,7 +31,7 @@ from ._types import Scanner, ScanResult
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["DEFAULT_TIMEOUT", "ScanOutcome", "scan_batch", "scan_many", "scan_one"]
+__all__ = ["DEFAULT_TIMEOUT", "ScanOutcome", "cool_down", "scan_batch", "scan_many", "scan_one", "warm_up"]
 
 ScanOutcome = ScanResult | ScanError
 
@@ -79,26 +79,51 @@ class _Worker:
     ready: bool = False
 
 
+def _spawn() -> _Worker:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    p = subprocess.Popen([sys.executable, "-m", "refstore.scan._worker"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=env, close_fds=True)  # fmt: skip
+    assert p.stdin is not None and p.stdout is not None
+    send = Connection(os.dup(p.stdin.fileno()), readable=False)
+    recv = Connection(os.dup(p.stdout.fileno()), writable=False)
+    p.stdin.close()
+    p.stdout.close()
+    return _Worker(p, send, recv)
+
+
+_warm: list[_Worker] = []
+"""Workers started ahead (``warm_up``), not yet given a scanner."""
+
+
+def warm_up(workers: int = 1) -> None:
+    """Start worker processes now, so their interpreter start and imports overlap with the
+    caller's own work (opening the collection, listing sources); ``scan_many`` takes them
+    first. ``cool_down`` ends those it did not take."""
+    while len(_warm) < workers:
+        _warm.append(_spawn())
+
+
+def cool_down() -> None:
+    """End the workers ``warm_up`` started that no scan took."""
+    while _warm:
+        w = _warm.pop()
+        w.process.kill()
+        w.process.wait()
+        w.send.close()
+        w.recv.close()
+
+
 class _Pool:
     def __init__(self, scanner: Scanner, workers: int) -> None:
         self.scanner = scanner
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        path = os.environ.get("PYTHONPATH")
-        self.env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
         self.workers = [self._start() for _ in range(workers)]
 
     def _start(self) -> _Worker:
-        p = subprocess.Popen(
-            [sys.executable, "-m", "refstore.scan._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=self.env, close_fds=True,
-        )  # fmt: skip
-        assert p.stdin is not None and p.stdout is not None
-        send = Connection(os.dup(p.stdin.fileno()), readable=False)
-        recv = Connection(os.dup(p.stdout.fileno()), writable=False)
-        p.stdin.close()
-        p.stdout.close()
-        send.send(self.scanner)
-        return _Worker(p, send, recv)
+        w = _warm.pop() if _warm else _spawn()
+        w.send.send(self.scanner)
+        return w
 
     def give(self, w: _Worker, item: tuple[int, str]) -> None:
         if not w.queue and w.ready:

@@ -22,6 +22,7 @@ def main() -> None:
     import pyarrow as pa
 
     from ._parallel import scan_one
+    from .auto import AutoScanner  # noqa: F401  (imported while the parent is busy: see warm_up)
 
     # one thread per worker: Arrow's own pool would make the workers compete for the same cores
     pa.set_cpu_count(1)
