@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import refstore
+from refstore.errors import ScanError, StaleSourceError
 from refstore.fixtures.hostile import (
     write_chunk_key_outside,
     write_chunk_key_wrapped,
@@ -24,7 +25,6 @@ from refstore.fixtures.hostile import (
     write_tiff_claiming_tiles,
 )
 from refstore.fixtures.oisst import write_day
-from refstore.errors import ScanError, StaleSourceError
 from refstore.scan import AutoScanner, ScanResult, scan_many
 
 from ._cli import run
@@ -102,7 +102,7 @@ def test_damaged_chunk_index_fails_the_file_with_one_line(tmp_path: Path, two_da
 
 # ------------------------------------------------------------------ bounded memory
 def test_tiff_claiming_more_tiles_than_taken_is_refused_before_parsing(tmp_path: Path) -> None:
-    MAX_SEGMENTS = 1 << 24  # noqa: N806  (refstore.scan._tiff_guard's; spelled here so old code runs the test)
+    MAX_SEGMENTS = 1 << 24
 
     log2 = MAX_SEGMENTS.bit_length()  # 2^25 tiles: the offsets alone are 128 MiB of holes
     tif = write_tiff_claiming_tiles(tmp_path / "claim.tif", log2)
@@ -150,8 +150,8 @@ def test_unreadable_subfolder_is_reported(tmp_path: Path, two_days: Path) -> Non
     col = _init(tmp_path)
     sub.chmod(0)
     try:
-        p = subprocess.run([*_without_root_powers(), *CLI, "-C", str(col), "scan", "--concat-dim", "time", str(two_days)],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        args = [*_without_root_powers(), *CLI, "-C", str(col), "scan", "--concat-dim", "time", str(two_days)]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     finally:
         sub.chmod(0o755)
     assert p.returncode == 0, p.stderr
@@ -228,7 +228,7 @@ def test_checksum_sees_a_same_size_rewrite_with_a_forged_mtime(tmp_path: Path) -
     p = run("-C", str(col), "scan", "--checksum", str(src))
     assert p.returncode == 0, p.stderr
     snap = refstore.Collection.open(str(col)).snapshot()
-    assert list(snap.source_checksums().values())[0].startswith("sha256:")
+    assert next(iter(snap.source_checksums().values())).startswith("sha256:")
     name = next(n for n, a in snap.arrays().items() if a.status == "ok" and np.dtype(a.dtype).kind == "f")
     before = np.asarray(refstore.open(str(col))[name][...])
     offset = int(snap.chunk_rows(name).column("offset")[0].as_py())
