@@ -45,6 +45,10 @@ class Tally:
     trials: int = 0
     clean: int = 0
     notes: list[str] = field(default_factory=list)
+    rejected: int = 0
+    """fuzz: files the scan refused with one line (clean failures, counted in ``clean``)"""
+    deadline: int = 0
+    """fuzz: of those, files given up at the per-file deadline or whose worker crashed"""
 
     def add(self, ok: bool, note: str = "") -> None:
         self.trials += 1
@@ -220,6 +224,10 @@ def fuzz(n: int, rng: np.random.Generator, work: Path, deadline: float, batch: i
                     why = f"scan: exit {r.returncode}: {r.stderr.strip()[-400:]}"
                 elif r.returncode == 2 and len(r.stderr.strip().splitlines()) != 1:
                     why = f"scan: not one line: {r.stderr.strip()[-400:]}"
+                elif r.returncode == 0:
+                    reasons = [f["reason"] for f in json.loads(r.stdout)["failed"]]
+                    t.rejected += len(reasons)
+                    t.deadline += sum("still not scanned" in x or "crashed" in x for x in reasons)
             except subprocess.TimeoutExpired:
                 why = "scan: hang past the deadline"
             why = why or _collection_readable(col) or _read_all(col, deadline * 2)
@@ -253,13 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.fuzz:
         tallies += fuzz(a.fuzz, rng, work / "fuzz", a.deadline)
     rows = [{"campaign": t.name, "trials": t.trials, "clean": t.clean, "failed": t.trials - t.clean,
-             "notes": t.notes} for t in tallies]  # fmt: skip
+             "rejected": t.rejected, "deadline_or_crash": t.deadline, "notes": t.notes} for t in tallies]  # fmt: skip
     if a.json:
         print(json.dumps(rows, indent=2))
     else:
-        print(f"{'campaign':<16} {'trials':>7} {'clean':>7} {'failed':>7}")
+        print(f"{'campaign':<16} {'trials':>7} {'clean':>7} {'failed':>7}   (fuzz: refused with one line; of which"
+              " deadline/crash)")  # fmt: skip
         for r in rows:
-            print(f"{r['campaign']:<16} {r['trials']:>7} {r['clean']:>7} {r['failed']:>7}")
+            extra = f"   ({r['rejected']}; {r['deadline_or_crash']})" if r["campaign"].startswith("fuzz") else ""
+            print(f"{r['campaign']:<16} {r['trials']:>7} {r['clean']:>7} {r['failed']:>7}{extra}")
         total = sum(r["trials"] for r in rows), sum(r["clean"] for r in rows), sum(r["failed"] for r in rows)
         print(f"{'total':<16} {total[0]:>7} {total[1]:>7} {total[2]:>7}")
         for r in rows:
