@@ -12,8 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from typing import TYPE_CHECKING
 
 from . import _objstore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["CHECKSUM_ALGORITHM", "current_checksum", "file_checksum"]
 
@@ -23,12 +27,27 @@ _cache: dict[tuple[str, int, int, int, int], str] = {}
 _lock = threading.Lock()
 
 
-def file_checksum(location: str) -> str | None:
-    """``sha256:<hex>`` of a local file's bytes (None for a remote object: its etag serves)."""
+_BLOCK = 8 << 20  # bytes read at a time
+_BEAT = 256 << 20  # bytes between two calls of ``progress``
+
+
+def file_checksum(location: str, *, progress: Callable[[], None] | None = None) -> str | None:
+    """``sha256:<hex>`` of a local file's bytes (None for a remote object: its etag serves).
+    ``progress`` is called every 256 MiB hashed (a scan worker's sign of life)."""
     if _objstore.is_remote(location):
         return None
-    with open(location, "rb") as f:
-        return f"{CHECKSUM_ALGORITHM}:{hashlib.file_digest(f, CHECKSUM_ALGORITHM).hexdigest()}"
+    h = hashlib.new(CHECKSUM_ALGORITHM)
+    buf = bytearray(_BLOCK)
+    view = memoryview(buf)
+    since = 0
+    with open(location, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            since += n
+            if progress is not None and since >= _BEAT:
+                progress()
+                since = 0
+    return f"{CHECKSUM_ALGORITHM}:{h.hexdigest()}"
 
 
 def current_checksum(location: str) -> str | None:

@@ -10,8 +10,12 @@ import time
 from dataclasses import dataclass
 
 from refstore.scan import Scanner, ScanResult
+from refstore.scan._parallel import heartbeat
 
 SLEEP_FOREVER = "sleep:forever"
+SLOW_BUT_ALIVE = "slow:alive"
+"""``slow:alive:<path>`` takes 3 s saying it is alive every 0.25 s (like hashing a big file for
+``--checksum``), then scans ``<path>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,4 +28,9 @@ class SleepyScanner:
                 time.sleep(3600)
         if location == "crash:segv":
             os.kill(os.getpid(), signal.SIGSEGV)
+        if location.startswith(SLOW_BUT_ALIVE + ":"):
+            for _ in range(12):
+                time.sleep(0.25)
+                heartbeat()
+            return self.inner(location[len(SLOW_BUT_ALIVE) + 1 :])
         return self.inner(location)

@@ -28,7 +28,7 @@ from refstore.fixtures.oisst import write_day
 from refstore.scan import AutoScanner, ScanResult, scan_many
 
 from ._cli import run
-from ._hostile_scanners import SLEEP_FOREVER, SleepyScanner
+from ._hostile_scanners import SLEEP_FOREVER, SLOW_BUT_ALIVE, SleepyScanner
 
 CLI = [sys.executable, "-m", "refstore.cli.app"]
 
@@ -79,6 +79,12 @@ def test_a_source_that_hangs_or_crashes_its_worker_fails_alone(two_days: Path) -
     hang, crash = by[SLEEP_FOREVER], by["crash:segv"]
     assert isinstance(hang, ScanError) and "still not scanned after 5 s" in hang.reason
     assert isinstance(crash, ScanError) and f"signal {int(signal.SIGSEGV)}" in crash.reason
+
+
+def test_a_slow_source_that_says_it_progresses_is_not_given_up(two_days: Path) -> None:
+    loc = f"{SLOW_BUT_ALIVE}:{two_days / 'day1.nc'}"
+    ((_, res),) = scan_many(SleepyScanner(AutoScanner(concat_dim="time")), [loc], workers=1, timeout=2)
+    assert isinstance(res, ScanResult), res
 
 
 # ------------------------------------------------------------------ ranges and keys

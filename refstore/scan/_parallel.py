@@ -42,6 +42,20 @@ _PREFETCH = 2
 """sources queued per worker, so a worker never waits for the parent between two files."""
 
 
+_beat: Callable[[], None] | None = None
+"""Set in a worker process: tells the parent the current source is progressing (not hung)."""
+
+ALIVE = "alive"
+"""A worker's message while a long, progressing step runs (hashing a big file)."""
+
+
+def heartbeat() -> None:
+    """Restart the current source's deadline: called by long steps that do progress (reading a
+    whole file for ``--checksum``). Does nothing outside a worker process."""
+    if _beat is not None:
+        _beat()
+
+
 def scan_one(scanner: Scanner, location: str) -> ScanOutcome:
     """Scan one source and check its references (``_check``); a source that fails is a
     ``ScanError`` returned in its place, never raised."""
@@ -204,7 +218,7 @@ def _supervised(
             for w in busy:
                 if w.recv in ready:
                     try:
-                        res: ScanOutcome | None = w.recv.recv()
+                        res: ScanOutcome | str | None = w.recv.recv()
                     except (EOFError, OSError):
                         with contextlib.suppress(subprocess.TimeoutExpired):
                             w.process.wait(1)
@@ -214,7 +228,7 @@ def _supervised(
                         done[idx] = ScanError(loc, f"damaged: it crashed the format library{how}")
                         pending.extendleft(reversed(pool.replace(w)))
                     else:
-                        if res is None:  # the worker is ready
+                        if res is None or isinstance(res, str):  # ready, or ALIVE: the deadline restarts
                             w.ready, w.started = True, now
                             continue
                         idx, _loc = w.queue.popleft()

@@ -8,12 +8,15 @@ and the answers are written to the real stdout.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from multiprocessing.connection import Connection
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends us
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints of C libraries and Python code go to stderr
     sys.stdout = sys.stderr
@@ -21,8 +24,13 @@ def main() -> None:
     send = Connection(out_fd, readable=False)
     import pyarrow as pa
 
-    from ._parallel import scan_one
+    from . import _parallel
+    from ._parallel import ALIVE, scan_one
     from .auto import AutoScanner  # noqa: F401  (imported while the parent is busy: see warm_up)
+
+    with contextlib.suppress(ImportError):  # the format libraries too, before deadlines count
+        import h5py  # noqa: F401
+        import tifffile  # noqa: F401
 
     # one thread per worker: Arrow's own pool would make the workers compete for the same cores
     pa.set_cpu_count(1)
@@ -31,6 +39,7 @@ def main() -> None:
         scanner = recv.recv()
     except EOFError:
         return
+    _parallel._beat = lambda: send.send(ALIVE)
     send.send(None)  # ready: deadlines count from here, not from the interpreter's start
     while True:
         try:

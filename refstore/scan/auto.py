@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from .._checksum import file_checksum
 from ..errors import ScanError
+from ._parallel import heartbeat
 from ._sources import open_source
 from .grib import GribScanner
 from .hdf5 import HDF5Scanner
@@ -68,7 +69,7 @@ class AutoScanner:
         if not self.checksum:
             return res
         try:
-            digest = file_checksum(location)
+            digest = file_checksum(location, progress=heartbeat)
         except OSError as e:
             raise ScanError(location, f"cannot read for --checksum: {e.strerror or e}") from None
         return dataclasses.replace(res, source=dataclasses.replace(res.source, checksum=digest))
