@@ -140,7 +140,12 @@ def kills(n: int, rng: np.random.Generator, work: Path, deadline: float) -> list
                 why = why or f"traceback: {err.strip()[-300:]}"
             t.add(why is None, why or "")
         out.append(t)
+        _progress(t)
     return out
+
+
+def _progress(t: Tally) -> None:
+    print(f"# {t.name}: {t.trials} trials, {t.clean} clean, {t.trials - t.clean} failed", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- fuzz
@@ -239,6 +244,7 @@ def fuzz(n: int, rng: np.random.Generator, work: Path, deadline: float, batch: i
             for _ in files:
                 t.add(why is None, why or "")
         out.append(t)
+        _progress(t)
     return out
 
 
