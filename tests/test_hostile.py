@@ -18,6 +18,7 @@ import pytest
 import refstore
 from refstore.errors import ScanError, StaleSourceError
 from refstore.fixtures.hostile import (
+    write_attribute_names_not_utf8,
     write_chunk_key_outside,
     write_chunk_key_wrapped,
     write_chunk_past_eof,
@@ -104,6 +105,17 @@ def test_damaged_chunk_index_fails_the_file_with_one_line(tmp_path: Path, two_da
     assert "2 new" in p.stdout and "1 failed" in p.stdout
     line = _one_line(p.stderr)
     assert str(bad) in line and expect in line and "Error" not in line
+
+
+def test_attribute_names_that_are_not_utf8_are_recorded(tmp_path: Path) -> None:
+    """Found by the fuzz campaign: the scan accepted the file, the commit died on a bytes key."""
+    src = write_attribute_names_not_utf8(tmp_path / "names.h5")
+    col = _init(tmp_path)
+    p = run("-C", str(col), "scan", str(src))
+    assert p.returncode == 0 and "0 failed" in p.stdout, p.stderr
+    snap = refstore.Collection.open(str(col)).snapshot()
+    assert "\ufffd\ufffdoffset" in snap.array("x").attrs
+    assert "\ufffdglobal" in snap.group_attrs()[""]
 
 
 # ------------------------------------------------------------------ bounded memory

@@ -151,8 +151,8 @@ def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
         except (OSError, TypeError, ValueError):
             continue  # attribute types h5py cannot read (references to regions, ...)
         enc = encode_attr(value)
-        if enc is not None:
-            out[name] = enc
+        if enc is not None:  # h5py gives a name that is not UTF-8 as bytes: keep it readable
+            out[name.decode("utf-8", "replace") if isinstance(name, bytes) else name] = enc
     return out
 
 
