@@ -357,6 +357,8 @@ def _still_changed(
         if old is None:
             return False
         known = (int(old["size"]), int(old["mtime_ns"]), str(old["etag"] or ""))
+        if r.source.checksum is not None and r.source.checksum != json.loads(old["meta"] or "{}").get("checksum"):
+            return False  # same size and mtime, other bytes (or a first checksum): scan --checksum
         return change_since_scan(known, (r.source.size, r.source.mtime_ns, r.source.etag)) is None
 
     kept = [r for r in results if not same(r)]
