@@ -1,89 +1,244 @@
-"""Mutation testing of the pure planning layer and the chunk decoder (``./dev mutate``; not CI).
+"""Mutation run (issue 12): mutmut 3 over the code that decides values, one group at a time.
 
-Runs mutmut (``[tool.mutmut]`` in pyproject.toml: what is mutated, the test selection) and
-prints, per module, the mutants killed out of those tried, then every survivor. The tests run
-without ../shared/data (``REFSTORE_SHARED_DATA`` pointed nowhere) so a mutant costs seconds; the
-generated cases cover every codec and rule. ``--max-children N`` (default 2) bounds the workers.
+    ./dev mutate [GROUP ...] [--max-children N] [--report] [--show-survivors]
 
-    ./dev mutate                  # run (resumes: mutmut keeps results under mutants/)
-    ./dev mutate --report         # only print the report of the last run
-    .venv/bin/mutmut show NAME    # the diff of one mutant
+GROUPS: plan (refstore/plan/), decode (read/decode.py), versions (table/versions.py), emit (the
+codec and fill logic of the emitted forms: zarr_meta.py, _values.py, emit/_common.py) and scan
+(refstore/scan/). None given: all, in that order (cheapest first). Not part of CI.
+
+Each group runs in its own folder, ``bench/out/mutate/GROUP/`` (kept between runs: mutmut
+re-tests only mutants of functions whose source changed, so a second run is incremental), over
+the fast test files listed for it in ``GROUPS`` (the whole suite per mutant would take days
+here). mutmut records which of those tests call each mutated function and runs only them per
+mutant, with a CPU-time limit. ``--report`` prints the table of a previous run without running.
+
+The table counts per module: mutants, killed (a test failed), survived, timeout (CPU limit:
+counted as detected), no tests (no selected test calls the function: counted as survived), and
+the score ``(killed + timeout) / mutants``. Explained survivors are listed in design/mutation.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
 import os
-import re
+import shutil
 import subprocess
 import sys
-from collections import defaultdict
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-KILLED = {"killed", "timeout", "segfault", "type check caught"}  # the tests noticed
-NOT_RUN = {"not checked", "skipped"}
+OUT = REPO / "bench" / "out" / "mutate"
 
 
-def _mutmut(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, REFSTORE_SHARED_DATA="/nonexistent")
-    tool = Path(sys.executable).parent / "mutmut"
-    return subprocess.run([str(tool), *args], cwd=REPO, env=env, text=True, capture_output=True, check=False)
+@dataclass(frozen=True)
+class Group:
+    files: tuple[str, ...]
+    """Globs (relative to the repository) of the modules mutated."""
+    tests: tuple[str, ...]
+    """The test files (or node ids) run against them: fast, and calling the code in-process."""
 
 
-def results() -> dict[str, str]:
-    """mutant name -> status, from ``mutmut results --all true``."""
-    out = _mutmut("results", "--all", "true").stdout
-    got = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*([\w.]+__mutmut_\d+): (.+)$", line)
-        if m:
-            got[m.group(1)] = m.group(2).strip()
-    return got
+GROUPS: dict[str, Group] = {
+    "plan": Group(
+        files=("refstore/plan/*.py",),
+        tests=(
+            "tests/test_plan_properties.py",
+            "tests/test_plan_eras.py",
+            "tests/test_mutation_plan.py",
+            "tests/test_series.py",
+            "tests/test_series_holes.py",
+            "tests/test_encoding_eras.py",
+            "tests/test_emit_remap.py",
+            "tests/test_hold.py",
+        ),
+    ),
+    "decode": Group(
+        files=("refstore/read/decode.py",),
+        tests=(
+            "tests/test_mutation_decode.py",
+            "tests/test_tiff.py",
+            "tests/test_edge_cases.py",
+            "tests/test_netcdf3.py",
+            "tests/test_conformance_shared.py",
+        ),
+    ),
+    "versions": Group(
+        files=("refstore/table/versions.py",),
+        tests=(
+            "tests/test_versions.py",
+            "tests/test_versions_state_machine.py",
+            "tests/test_mutation_versions.py",
+        ),
+    ),
+    "emit": Group(
+        files=("refstore/zarr_meta.py", "refstore/_values.py", "refstore/emit/_common.py"),
+        tests=(
+            "tests/test_mutation_zarr_meta.py",
+            "tests/test_emit_kerchunk.py",
+            "tests/test_emit_output.py",
+            "tests/test_emit_roundtrip.py",
+            "tests/test_edge_cases.py",
+        ),
+    ),
+    "scan": Group(
+        files=("refstore/scan/*.py",),
+        tests=(
+            "tests/test_mutation_scan.py",
+            "tests/test_edge_cases.py",
+            "tests/test_netcdf3.py",
+            "tests/test_tiff.py",
+            "tests/test_series.py",
+            "tests/test_conformance_shared.py",
+        ),
+    ),
+}
+
+# mutmut's exit-code classes (mutmut.stats.status_by_exit_code, 3.8)
+_DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
 
 
-def module_of(mutant: str) -> str:
-    """``refstore.plan.coalesce.x_coalesce__mutmut_3`` -> ``refstore/plan/coalesce.py``."""
-    dotted = mutant.split("__mutmut_")[0]
-    parts = dotted.split(".")
-    while parts:
-        cand = REPO / ("/".join(parts) + ".py")
-        if cand.is_file():
-            return "/".join(parts) + ".py"
-        parts.pop()
-    return dotted
+def _sync_tree(src: Path, dst: Path) -> None:
+    """Make ``dst`` a copy of ``src`` (Python and data files), touching only files whose bytes
+    differ, so mutmut's mtime check regenerates mutants of changed modules only."""
+    keep: set[Path] = set()
+    for path in src.rglob("*"):
+        if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
+            continue
+        rel = path.relative_to(src)
+        keep.add(rel)
+        target = dst / rel
+        if target.is_file() and target.read_bytes() == path.read_bytes():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    if dst.is_dir():
+        for path in sorted(dst.rglob("*"), reverse=True):
+            if path.is_file() and "__pycache__" not in path.parts and path.relative_to(dst) not in keep:
+                path.unlink()
 
 
-def report(status: dict[str, str]) -> int:
-    by_module: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for name, st in sorted(status.items()):
-        by_module[module_of(name)].append((name, st))
+def _toml_list(items: list[str]) -> str:
+    return json.dumps(items)
+
+
+def prepare(name: str, group: Group) -> Path:
+    """The group's work folder: a copy of ``refstore/`` and ``tests/`` and a pyproject.toml
+    with the group's ``[tool.mutmut]`` table."""
+    work = OUT / name
+    work.mkdir(parents=True, exist_ok=True)
+    _sync_tree(REPO / "refstore", work / "refstore")
+    _sync_tree(REPO / "tests", work / "tests")
+    base = (REPO / "pyproject.toml").read_text()
+    if "mutmut" in tomllib.loads(base).get("tool", {}):
+        raise SystemExit("pyproject.toml has a [tool.mutmut] table; bench/mutate.py writes its own per group")
+    tests = [t for t in group.tests if (REPO / t.split("::")[0]).exists()]
+    cfg = "\n".join([
+        "",
+        "[tool.mutmut]",
+        'source_paths = ["refstore"]',
+        f"only_mutate = {_toml_list(list(group.files))}",
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}",
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
+        "timeout_multiplier = 4.0",
+        "timeout_constant = 5.0",
+        'process_isolation = "forkserver"',
+        "mutate_only_covered_lines = false",
+        "use_git_change_detection = false",
+        "",
+    ])  # fmt: skip
+    text = base + cfg
+    pp = work / "pyproject.toml"
+    if not pp.exists() or pp.read_text() != text:
+        pp.write_text(text)
+    return work
+
+
+def run(work: Path, max_children: int) -> int:
+    env = dict(os.environ)
+    shared = REPO.parent / "shared" / "data"
+    env.setdefault("REFSTORE_SHARED_DATA", str(shared))  # the copy's tests/ sits elsewhere
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
+           "run", "--max-children", str(max_children)]  # fmt: skip
+    return subprocess.call(cmd, cwd=work, env=env)
+
+
+def results(name: str, group: Group) -> dict[str, dict[str, str]]:
+    """``{module path: {mutant name: status}}`` of the group's last run."""
+    from mutmut.stats import status_by_exit_code
+
+    work = OUT / name
+    out: dict[str, dict[str, str]] = {}
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        rel = str(meta.relative_to(work / "mutants"))[: -len(".meta")]
+        if not any(fnmatch.fnmatch(rel, g) for g in group.files):
+            continue
+        data = json.loads(meta.read_text())
+        out[rel] = {k: status_by_exit_code[v] for k, v in data["exit_code_by_key"].items()}
+    return out
+
+
+def table(name: str, group: Group, *, show_survivors: bool) -> list[str]:
+    rows = results(name, group)
+    lines = [f"{'module':<34} {'mutants':>7} {'killed':>6} {'survived':>8} {'timeout':>7} {'no tests':>8} "
+             f"{'other':>5} {'score':>6}"]  # fmt: skip
+    total: dict[str, int] = {}
     survivors: list[str] = []
-    print(f"{'module':<32} {'killed':>7} {'tried':>6} {'score':>6}  (no test reaches: not counted)")
-    for module, items in sorted(by_module.items()):
-        tried = [(n, s) for n, s in items if s not in NOT_RUN and s != "no tests"]
-        killed = sum(1 for _, s in tried if s in KILLED)
-        untested = sum(1 for _, s in items if s == "no tests")
-        score = 100.0 * killed / len(tried) if tried else float("nan")
-        print(f"{module:<32} {killed:>7} {len(tried):>6} {score:>5.1f}%  no tests: {untested}")
-        survivors += [f"{n}: {s}" for n, s in items if s not in KILLED and s not in NOT_RUN]
-    print(f"\n{len(survivors)} surviving or unreached mutants (`.venv/bin/mutmut show NAME` for the diff):")
-    for s in survivors:
-        print(" ", s)
-    return 0
+    for mod, statuses in rows.items():
+        c = {
+            "mutants": len(statuses),
+            "killed": sum(s in ("killed", "caught by type check", "segfault") for s in statuses.values()),
+            "survived": sum(s == "survived" for s in statuses.values()),
+            "timeout": sum(s == "timeout" for s in statuses.values()),
+            "no tests": sum(s == "no tests" for s in statuses.values()),
+        }
+        c["other"] = c["mutants"] - c["killed"] - c["survived"] - c["timeout"] - c["no tests"]
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+        lines.append(_row(mod, c))
+        survivors += [f"  {s:<9} {k}" for k, s in statuses.items() if s not in _DETECTED]
+    if rows:
+        lines.append(_row(f"[{name}]", total))
+    else:
+        lines.append(f"[{name}]: no results (not run yet)")
+    if show_survivors and survivors:
+        lines += ["  not killed (`cd bench/out/mutate/GROUP && mutmut show NAME` shows one):", *survivors]
+    return lines
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report", action="store_true", help="only print the report of the last run")
-    ap.add_argument("--max-children", type=int, default=2)
-    a = ap.parse_args()
-    if not a.report:
-        run = _mutmut("run", "--max-children", str(a.max_children))
-        tail = (run.stdout + run.stderr).strip().splitlines()[-5:]
-        print("\n".join(tail))
-    return report(results())
+def _row(label: str, c: dict[str, int]) -> str:
+    n = c["mutants"]
+    score = f"{100.0 * (c['killed'] + c['timeout']) / n:5.1f}%" if n else "    -"
+    return (f"{label:<34} {n:>7} {c['killed']:>6} {c['survived']:>8} {c['timeout']:>7} {c['no tests']:>8} "
+            f"{c['other']:>5} {score:>6}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="./dev mutate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("groups", nargs="*", metavar="GROUP", help=", ".join(GROUPS) + " (default: all)")
+    ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once")
+    ap.add_argument("--report", action="store_true", help="print the last run's table; run nothing")
+    ap.add_argument("--show-survivors", action="store_true", help="list every mutant not killed")
+    args = ap.parse_args(argv)
+    names = args.groups or list(GROUPS)
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        ap.error(f"unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}")
+    failed = 0
+    for name in names:
+        if not args.report:
+            work = prepare(name, GROUPS[name])
+            print(f"== {name}: mutmut in {work.relative_to(REPO)}", flush=True)
+            failed |= run(work, args.max_children) != 0
+    print()
+    for name in names:
+        print("\n".join(table(name, GROUPS[name], show_survivors=args.show_survivors)))
+    return int(failed)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
