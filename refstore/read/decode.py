@@ -147,9 +147,12 @@ def _step(codec: dict[str, Any]) -> _Step:
     if cid == "bitunpack":
 
         def unpack(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
-            rows, cols = shape[-2], shape[-1]
-            packed = np.frombuffer(bytes(data), np.uint8)[: rows * ((cols + 7) // 8)].reshape(rows, -1)
-            return np.unpackbits(packed, axis=-1)[:, :cols].astype(bool).reshape(shape)
+            # packed rows are whole bytes; a short last strip holds fewer rows than the chunk
+            raw, cols = bytes(data), shape[-1]
+            row_bytes = (cols + 7) // 8
+            rows = min(shape[-2], len(raw) // row_bytes)
+            packed = np.frombuffer(raw, np.uint8)[: rows * row_bytes].reshape(rows, row_bytes)
+            return np.unpackbits(packed, axis=-1)[:, :cols].astype(bool).reshape((*shape[:-2], rows, cols))
 
         return unpack
     raise UnsupportedArrayError(f"no decoder for codec {cid!r}")
