@@ -7,6 +7,7 @@ for the mutation run (``./dev mutate plan``): every case pins a boundary of the 
 from __future__ import annotations
 
 from datetime import date, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -404,3 +405,87 @@ def test_remap_rule_details() -> None:
     with pytest.raises(BadInputError, match="no path"):
         canonical_prefix("file://")
     assert to_url("/a b.nc") == "file:///a b.nc" and to_url("s3://b/k") == "s3://b/k"
+
+
+def test_time_range_details() -> None:
+    """An END with a time (even an 11-character basic-format one) is taken as given; equal
+    START and END are one instant, not refused."""
+    assert parse_time_range("2024-01-01/20240101T12") == (datetime(2024, 1, 1), datetime(2024, 1, 1, 12))
+    assert parse_time_range("2024-01-01T12:00/2024-01-01T12:00") == (datetime(2024, 1, 1, 12),) * 2
+
+
+def test_time_range_offsets_are_utc_whatever_the_local_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert parse_time_range("2024-01-01T06:00/2024-01-01T12:00+02:00") == (
+            datetime(2024, 1, 1, 6), datetime(2024, 1, 1, 10))  # fmt: skip
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_date_to_cf_keeps_minutes_seconds_and_microseconds() -> None:
+    when = datetime(2024, 3, 1, 12, 30, 15, 500000)
+    expected = (when - datetime(1978, 1, 1)).total_seconds() / 86400
+    assert date_to_cf(when, "days since 1978-01-01") == pytest.approx(expected, rel=0, abs=1e-10)
+    assert date_to_cf(when, "seconds since 2024-03-01 12:00:00", "noleap") == pytest.approx(1815.5, rel=0, abs=1e-6)
+
+
+def test_remap_messages_and_relative_prefixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    assert canonical_prefix("rel/dir/") == os.path.join(str(tmp_path), "rel", "dir") + "/"
+    assert canonical_prefix("file://rel") == os.path.join(str(tmp_path), "rel")
+    assert canonical_prefix("/a//b/") == "/a/b/"
+    with pytest.raises(BadInputError, match=r"^remap prefix: must not be empty$"):
+        canonical_prefix("")
+    with pytest.raises(BadInputError, match=r"^remap replacement: must not be empty$"):
+        remap_one("/d/x", [RemapRule("/d", "")])
+    assert remap_one("/d/x", [RemapRule("/d", "file:///mnt")]) == "file:///mnt/x"
+    with pytest.raises(BadInputError, match=r"^remap replacement 'file://rel': give a URL"):
+        remap_one("/d/x", [RemapRule("/d", "file://rel")])
+    assert RemapRule("/d", "s3://b/").to_json() == {"prefix": "/d", "replacement": "s3://b/"}
+
+
+def test_float32_coordinates_are_compared_in_float64() -> None:
+    """A float32 coordinate is compared with the bounds in float64 (as numpy widens it), never
+    by rounding the bounds to float32: a value just below a bound stays out."""
+    v = np.array([0.1, 10.3, 200.7], np.float32)
+    wide = v.astype(np.float64)
+    just_above = float(wide[0]) + 1e-10
+    assert interval_ranges(v, just_above, 300.0) == [(1, 3)]
+    assert interval_ranges(v, -1.0, float(wide[1]) - 1e-10) == [(0, 1)]
+    assert lon_ranges(v, just_above, 100.0) == [(1, 2)]
+    assert lon_ranges(v, -1.0, float(wide[1]) - 1e-10) == [(0, 1)]
+
+
+def test_affine_ranges_projected_and_degenerate_grids() -> None:
+    """A projected grid wider than 360 units is not shifted by 360 (geographic is opt-in); a
+    transform with any rotation term or a zero pixel size is refused."""
+    assert affine_ranges([0.0, 1.0, 0.0, 10.0, 0.0, -1.0], 10, 400, (10.0, 0.0, 20.0, 5.0)) == ((5, 10), [(10, 20)])
+    for t in ([0.0, 0.0, 0.0, 0.0, 0.0, -1.0], [0.0, 1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.5, -1.0]):
+        with pytest.raises(BadInputError, match=r"^--bbox on a rotated or sheared raster grid is not supported$"):
+            affine_ranges(t, 4, 4, (0.0, -2.0, 1.0, 0.0))
+
+
+def test_affine_ranges_across_the_antimeridian_and_the_zero_meridian() -> None:
+    """One-unit columns: on a -180..180 grid, a W > E box takes both ends and a 0..360 box is
+    shifted onto it; on a 0..360 grid a box across 0 takes both ends; W == E is one column."""
+    west = [-180.0, 1.0, 0.0, 1.0, 0.0, -1.0]  # columns at -180..180, 2 rows
+    assert affine_ranges(west, 2, 360, (170.0, -1.0, -170.0, 1.0), geographic=True) == ((0, 2), [(0, 10), (350, 360)])
+    assert affine_ranges(west, 2, 360, (190.0, -1.0, 200.0, 1.0), geographic=True) == ((0, 2), [(10, 20)])
+    assert affine_ranges(west, 2, 360, (15.5, -1.0, 15.5, 1.0), geographic=True) == ((0, 2), [(195, 196)])
+    east = [0.0, 1.0, 0.0, 1.0, 0.0, -1.0]  # columns at 0..360
+    assert affine_ranges(east, 2, 360, (350.0, -1.0, 10.0, 1.0), geographic=True) == ((0, 2), [(0, 10), (350, 360)])
+    assert affine_ranges(east, 2, 360, (-20.0, -1.0, -10.0, 1.0), geographic=True) == ((0, 2), [(340, 350)])
+
+
+def test_chunk_box_places_the_chunk_in_its_era() -> None:
+    layout = EraLayout(axis=0, extent=25, bounds=((0, 10), (10, 25)), chunks=((4, 3), (6, 3)))
+    assert layout.chunk_box(1, (2, 1), (25, 7)) == ([22, 3], [25, 6])
+    assert layout.chunk_box(0, (2, 2), (25, 7)) == ([8, 6], [10, 7])
+    assert layout.chunk_box(1, (0, 0), (25, 7)) == ([10, 0], [16, 3])
