@@ -25,6 +25,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,39 +177,82 @@ def results(name: str, group: Group) -> dict[str, dict[str, str]]:
     return out
 
 
+_STRICT = re.compile(r",? *strict=(True|False|None)")
+
+
+def diffs(name: str, group: Group) -> dict[str, str]:
+    """The source diff of every mutant the last run did not detect (mutmut's own rendering)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    work = OUT / name
+    here = os.getcwd()
+    out: dict[str, str] = {}
+    os.chdir(work)
+    try:
+        for mod, statuses in results(name, group).items():
+            for k, v in statuses.items():
+                if v not in _DETECTED and v != "not checked":
+                    out[k] = get_diff_for_mutant(k, path=mod)
+    finally:
+        os.chdir(here)
+    return out
+
+
+def equivalent(diff: str) -> bool:
+    """A mutant that only drops or weakens ``strict=True`` of a ``zip`` over sequences of equal
+    length by construction (a guard, not behaviour): equivalent, counted apart."""
+    minus = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    plus = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return bool(minus) and len(minus) == len(plus) and all(
+        "zip(" in a and _STRICT.sub("", a).replace(" ", "") == _STRICT.sub("", b).replace(" ", "")
+        for a, b in zip(minus, plus, strict=True)
+    )
+
+
 def table(name: str, group: Group, *, show_survivors: bool) -> list[str]:
     rows = results(name, group)
+    try:
+        eq = {k for k, d in diffs(name, group).items() if equivalent(d)}
+    except Exception as e:  # the diff needs mutmut's files; the table does not
+        print(f"[{name}]: cannot render diffs ({e}); equivalent mutants not counted apart")
+        eq = set()
     lines = [f"{'module':<34} {'mutants':>7} {'killed':>6} {'survived':>8} {'timeout':>7} {'no tests':>8} "
-             f"{'other':>5} {'score':>6}"]  # fmt: skip
+             f"{'not run':>7} {'equiv':>5} {'score':>6} {'adj.':>6}"]  # fmt: skip
     total: dict[str, int] = {}
     survivors: list[str] = []
     for mod, statuses in rows.items():
         c = {
             "mutants": len(statuses),
             "killed": sum(s in ("killed", "caught by type check", "segfault") for s in statuses.values()),
-            "survived": sum(s == "survived" for s in statuses.values()),
+            "survived": sum(s == "survived" and k not in eq for k, s in statuses.items()),
             "timeout": sum(s == "timeout" for s in statuses.values()),
             "no tests": sum(s == "no tests" for s in statuses.values()),
+            "not run": sum(s not in _DETECTED | {"survived", "no tests"} for s in statuses.values()),
+            "equiv": sum(k in eq for k in statuses),
         }
-        c["other"] = c["mutants"] - c["killed"] - c["survived"] - c["timeout"] - c["no tests"]
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
         lines.append(_row(mod, c))
-        survivors += [f"  {s:<9} {k}" for k, s in statuses.items() if s not in _DETECTED]
+        survivors += [f"  {s:<9} {k}" for k, s in statuses.items() if s not in _DETECTED and k not in eq]
     if rows:
         lines.append(_row(f"[{name}]", total))
     else:
         lines.append(f"[{name}]: no results (not run yet)")
     if show_survivors and survivors:
         lines += ["  not killed (`cd bench/out/mutate/GROUP && mutmut show NAME` shows one):", *survivors]
+        (OUT / name / "survivors.diff").write_text(
+            "".join(f"## {k}\n{d}\n" for k, d in diffs(name, group).items() if k not in eq))
     return lines
 
 
 def _row(label: str, c: dict[str, int]) -> str:
-    n = c["mutants"]
-    score = f"{100.0 * (c['killed'] + c['timeout']) / n:5.1f}%" if n else "    -"
-    return (f"{label:<34} {n:>7} {c['killed']:>6} {c['survived']:>8} {c['timeout']:>7} {c['no tests']:>8} "
-            f"{c['other']:>5} {score:>6}")  # fmt: skip
+    """score: detected / mutants run; adj.: the same without the equivalent ones."""
+    n = c["mutants"] - c["not run"]
+    det = c["killed"] + c["timeout"]
+    score = f"{100.0 * det / n:5.1f}%" if n else "    -"
+    adj = f"{100.0 * det / (n - c['equiv']):5.1f}%" if n - c["equiv"] else "    -"
+    return (f"{label:<34} {c['mutants']:>7} {c['killed']:>6} {c['survived']:>8} {c['timeout']:>7} {c['no tests']:>8} "
+            f"{c['not run']:>7} {c['equiv']:>5} {score:>6} {adj:>6}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,23 +99,30 @@ def test_every_hdf5_chunk_decodes_to_h5py(tmp_path: Path, label: str, kw: dict[s
         assert seen == math.prod(math.ceil(n / c) for n, c in zip(shape, chunks, strict=True))
 
 
+@pytest.mark.parametrize("skipped", [1, 2])
 @pytest.mark.parametrize("fletcher32", [False, True])
 @pytest.mark.parametrize("dtype", ["<i4", ">i4"])
-def test_chunk_written_without_a_filter_decodes_by_its_mask(tmp_path: Path, dtype: str, fletcher32: bool) -> None:
-    """HDF5 chunks whose filter mask skips a filter (here shuffle, bit 0) decode as h5py reads
-    them; the other chunks of the array keep the whole pipeline."""
+def test_chunk_written_without_a_filter_decodes_by_its_mask(
+    tmp_path: Path, dtype: str, fletcher32: bool, skipped: int
+) -> None:
+    """HDF5 chunks whose filter mask skips a filter (bit 0: shuffle, bit 1: deflate) decode as
+    h5py reads them; the other chunks of the array keep the whole pipeline."""
     import zlib
+
+    import numcodecs
 
     data = _data(dtype, (8, 8))
     path = tmp_path / "m.h5"
     with h5py.File(path, "w") as f:
         ds = f.create_dataset("v", data=data, chunks=(4, 8), shuffle=True, compression="gzip", fletcher32=fletcher32)
-        raw = zlib.compress(data[4:].tobytes())
+        raw = data[4:].tobytes()
+        if skipped != 1:
+            raw = bytes(numcodecs.Shuffle(elementsize=data.dtype.itemsize).encode(raw))
+        if skipped != 2:
+            raw = zlib.compress(raw)
         if fletcher32:
-            import numcodecs
-
             raw = bytes(numcodecs.Fletcher32().encode(raw))
-        ds.id.write_direct_chunk((4, 0), raw, filter_mask=1)
+        ds.id.write_direct_chunk((4, 0), raw, filter_mask=skipped)
     with h5py.File(path, "r") as f:
         ds = f["v"]
         codecs, _ = filters_to_codecs(ds.id.get_create_plist(), ds.dtype)
@@ -124,7 +131,8 @@ def test_chunk_written_without_a_filter_decodes_by_its_mask(tmp_path: Path, dtyp
         for offset, mask, raw in _h5_chunks(ds):
             masks.append(mask)
             _assert_chunk(decode(raw, mask), ds[offset[0] : offset[0] + 4], (offset, mask))
-        assert masks == [0, 1]
+        assert masks == [0, skipped]
+        assert np.array_equal(ds[()], data)
 
 
 def test_a_short_chunk_is_an_error_not_a_wrong_shape() -> None:
