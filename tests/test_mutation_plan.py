@@ -489,3 +489,25 @@ def test_chunk_box_places_the_chunk_in_its_era() -> None:
     assert layout.chunk_box(1, (2, 1), (25, 7)) == ([22, 3], [25, 6])
     assert layout.chunk_box(0, (2, 2), (25, 7)) == ([8, 6], [10, 7])
     assert layout.chunk_box(1, (0, 0), (25, 7)) == ([10, 0], [16, 3])
+
+
+def test_canonical_location_and_apply_remap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa
+
+    from refstore.plan.remap import apply_remap, canonical_location
+
+    monkeypatch.chdir(tmp_path)
+    assert canonical_location("file:///a/x.nc") == "/a/x.nc"
+    assert canonical_location("file://rel/x.nc") == str(tmp_path / "rel" / "x.nc")
+    assert canonical_location("rel/x.nc") == str(tmp_path / "rel" / "x.nc")
+    assert canonical_location("/a/../x.nc") == "/a/../x.nc"  # absolute: verbatim
+    assert canonical_location("s3://b/x.nc") == "s3://b/x.nc"
+    rules = [("/d", "https://h/"), ("/e/", "s3://b/")]
+    locs = ["/d/a b.nc", "/e/c.nc", "/d/a b.nc", "/f/x.nc"]
+    for column in (pa.array(locs), pa.chunked_array([locs[:1], locs[1:]]), pa.array(locs).dictionary_encode()):
+        out = apply_remap(column, [RemapRule(p, r) for p, r in rules])
+        assert pa.types.is_dictionary(out.type) and len(out.dictionary) == 3
+        assert out.to_pylist() == [_model(loc, rules) for loc in locs]
+    clash = [RemapRule("/d", "/x"), RemapRule("/e", "file:///x")]
+    with pytest.raises(BadInputError, match=r"^remap rules map both /d/a\.nc and /e/a\.nc to /x/a\.nc$"):
+        apply_remap(pa.array(["/d/a.nc", "/e/a.nc"]), clash)
