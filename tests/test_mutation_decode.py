@@ -198,13 +198,42 @@ def test_every_tiff_segment_decodes_to_tifffile(tmp_path: Path, label: str, dtyp
                                                  shape: tuple[int, ...]) -> None:  # fmt: skip
     import tifffile
 
-    from refstore.scan.tiff import _codecs
-
     data = RNG.integers(0, 2, shape).astype(bool) if dtype == "bool" else _data(dtype, shape)
     if kw.get("compression") == "jpeg":
         data = np.clip(np.cumsum(data.astype(np.int64) % 7, axis=1), 0, 255).astype("u1")  # smooth: jpeg works
     path = tmp_path / "t.tif"
     tifffile.imwrite(path, data, **kw)
+    _check_segments(path, label)
+
+
+@pytest.mark.parametrize("ycbcr", [False, True])
+def test_gdal_jpeg_tiles_with_shared_tables_decode_to_tifffile(tmp_path: Path, ycbcr: bool) -> None:
+    """GDAL writes JPEG tiles whose quantisation/Huffman tables sit once in JPEGTables (and RGB
+    as YCbCr on request): the decoder must use both."""
+    import shutil
+    import subprocess
+
+    import tifffile
+
+    if shutil.which("gdal_translate") is None:
+        pytest.skip("GDAL's gdal_translate is not installed")
+    data = np.clip(np.cumsum(RNG.integers(0, 7, (40, 50, 3)), axis=1), 0, 255).astype("u1")
+    src, path = tmp_path / "src.tif", tmp_path / "jpeg.tif"
+    tifffile.imwrite(src, data, photometric="rgb")
+    opts = ["-co", "COMPRESS=JPEG", "-co", "TILED=YES", "-co", "BLOCKXSIZE=16", "-co", "BLOCKYSIZE=16"]
+    if ycbcr:
+        opts += ["-co", "PHOTOMETRIC=YCBCR"]
+    subprocess.run(["gdal_translate", "-q", *opts, str(src), str(path)], check=True, capture_output=True)
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].jpegtables
+    _check_segments(path, f"gdal-jpeg-{ycbcr}")
+
+
+def _check_segments(path: Path, label: str) -> None:
+    import tifffile
+
+    from refstore.scan.tiff import _codecs
+
     blob = path.read_bytes()
     with tifffile.TiffFile(path) as tif:
         page = tif.pages[0]
