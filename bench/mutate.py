@@ -242,7 +242,7 @@ def table(name: str, group: Group, *, show_survivors: bool) -> list[str]:
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
         lines.append(_row(mod, c))
-        survivors += [f"  {s:<9} {k}" for k, s in statuses.items() if s not in _DETECTED and k not in eq]
+        survivors += [f"  {s:<9} {k}" for k, s in statuses.items() if s in ("survived", "no tests") and k not in eq]
     if rows:
         lines.append(_row(f"[{name}]", total))
     else:

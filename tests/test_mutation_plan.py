@@ -511,3 +511,14 @@ def test_canonical_location_and_apply_remap(tmp_path: Path, monkeypatch: pytest.
     clash = [RemapRule("/d", "/x"), RemapRule("/e", "file:///x")]
     with pytest.raises(BadInputError, match=r"^remap rules map both /d/a\.nc and /e/a\.nc to /x/a\.nc$"):
         apply_remap(pa.array(["/d/a.nc", "/e/a.nc"]), clash)
+
+
+def test_remap_keeps_percent_signs_between_literal_locations() -> None:
+    import pyarrow as pa
+
+    from refstore.plan.remap import apply_remap
+
+    assert remap_one("/data/a%20b.nc", [RemapRule("/data", "/mnt")]) == "/mnt/a%20b.nc"
+    assert remap_one("/data/a%20b.nc", [RemapRule("/data", "s3://b")]) == "s3://b/a%20b.nc"
+    empty = apply_remap(pa.array([], pa.string()), [RemapRule("/data", "/mnt")])
+    assert len(empty) == 0 and empty.type == pa.dictionary(pa.int32(), pa.string())
