@@ -102,3 +102,27 @@ def test_every_netcdf3_reference_is_netcdf4_pythons_region(tmp_path: Path, fmt: 
                 assert len(mine) == len(nc.dimensions["rec"]) and m.chunks[0] == 1, name
             else:
                 assert len(mine) == 1 and m.chunks == var.shape, name
+
+
+def test_hdf5_filter_table_against_h5py(tmp_path: Path) -> None:
+    """Codec configs carry what h5py reports of each filter (deflate level, shuffle element
+    size); a filter without a decoder is named by HDF5's own filter name."""
+    import h5py
+
+    from refstore.scan._hdf5_codecs import filters_to_codecs
+
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("g", data=np.arange(40, dtype="<i8"), chunks=(8,), compression="gzip", compression_opts=4,
+                         shuffle=True, fletcher32=True)  # fmt: skip
+        f.create_dataset("so", data=np.arange(100, dtype="<i4").reshape(10, 10), chunks=(5, 5), scaleoffset=0)
+    with h5py.File(path) as f:
+        g = f["g"]
+        codecs, reason = filters_to_codecs(g.id.get_create_plist(), g.dtype)
+        assert reason is None
+        assert codecs == ({"id": "shuffle", "elementsize": g.dtype.itemsize},
+                          {"id": "zlib", "level": g.compression_opts}, {"id": "fletcher32"})  # fmt: skip
+        plist = f["so"].id.get_create_plist()
+        name = plist.get_filter(0)[3].decode()
+        assert filters_to_codecs(plist, f["so"].dtype) == (
+            (), f"HDF5 filter {name} (id {h5py.h5z.FILTER_SCALEOFFSET}) has no decoder (numcodecs/imagecodecs)")
