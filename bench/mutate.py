@@ -207,13 +207,17 @@ def diffs(name: str, group: Group) -> dict[str, str]:
     return out
 
 
+def _bare(line: str) -> str:
+    return _STRICT.sub("", line).replace(" ", "").replace(",)", ")")
+
+
 def equivalent(diff: str) -> bool:
     """A mutant that only drops or weakens ``strict=True`` of a ``zip`` over sequences of equal
     length by construction (a guard, not behaviour): equivalent, counted apart."""
     minus = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     plus = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     return bool(minus) and len(minus) == len(plus) and all(
-        "zip(" in a and _STRICT.sub("", a).replace(" ", "") == _STRICT.sub("", b).replace(" ", "")
+        "zip(" in a and _bare(a) == _bare(b)
         for a, b in zip(minus, plus, strict=True)
     )
 

@@ -522,3 +522,25 @@ def test_remap_keeps_percent_signs_between_literal_locations() -> None:
     assert remap_one("/data/a%20b.nc", [RemapRule("/data", "s3://b")]) == "s3://b/a%20b.nc"
     empty = apply_remap(pa.array([], pa.string()), [RemapRule("/data", "/mnt")])
     assert len(empty) == 0 and empty.type == pa.dictionary(pa.int32(), pa.string())
+
+
+def test_era_layout_details() -> None:
+    """The axis of recorded eras (even without holes), a first era from index 1, and hole
+    positions only where a selected index falls."""
+    from refstore.plan.select import Selection
+
+    meta = ArrayMeta("x", ("y", "time"), (3, 8), (3, 2), "<f4", None,
+                     eras=({"axis": 1, "start": 0, "stop": 4, "chunks": [3, 2]},
+                           {"axis": 1, "start": 4, "stop": 8, "chunks": [3, 4]}))  # fmt: skip
+    layout = EraLayout.of(meta)
+    assert layout is not None and layout.axis == 1 and layout.bounds == ((0, 4), (4, 8))
+    late = EraLayout(axis=0, extent=5, bounds=((1, 5),), chunks=((2,),), holes=((3, 4),))
+    parts = late.parts(Selection((0,), (5,), (1,), ()))
+    assert [(p.era, p.out, p.local.start, p.local.stop) for p in parts] == [
+        (None, slice(0, 1), (0,), (1,)), (0, slice(1, 5), (0,), (4,))]  # fmt: skip
+    assert late.hole_positions(Selection((0,), (5,), (1,), ())) == (slice(0, 1), slice(3, 4))
+    assert late.hole_positions(Selection((4,), (5,), (1,), ())) == ()
+    assert late.hole_positions(Selection((1,), (5,), (2,), ())) == (slice(1, 2),)  # indices 1, 3: 3 is a hole
+    from refstore.plan.select import needed_chunks
+
+    assert [a.tolist() for a in needed_chunks(select((slice(0, 10, 4),), (10,)), (2,))] == [[0, 2, 4]]
