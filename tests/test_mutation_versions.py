@@ -161,3 +161,23 @@ def test_gc_and_compact_report_what_lance_did(tmp_path: Path, new_collection) ->
     now = int(lance.dataset(c.uri).version)
     assert r["version"] == now and r["versions_added"] == now - after[-1] >= 1
     assert r["fragments_removed"] >= r["fragments_added"] >= 0
+
+
+def test_compact_materialises_deletions(tmp_path: Path, new_collection) -> None:
+    """A reprocessed day replaces rows (deletion files in Lance's fragments); compact leaves no
+    fragment with deletions."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for i in range(6):
+        write_day(folder / f"d{i:02d}.nc", date(2024, 1, 1 + i))
+    col = new_collection()
+    refstore.scan(col, [str(folder)], concat_dim="time")
+    write_day(folder / "d05.nc", date(2024, 1, 6), seed=9)
+    refstore.scan(col, [str(folder)])
+    c = refstore.Collection.open(col)
+    frags = lance.dataset(c.uri).get_fragments()
+    deleted = [f.metadata.deletion_file.num_deleted_rows / f.metadata.physical_rows
+               for f in frags if f.metadata.deletion_file is not None]  # fmt: skip
+    assert deleted and 0 < min(deleted) < 1
+    compact(c)
+    assert all(f.metadata.deletion_file is None for f in lance.dataset(c.uri).get_fragments())
