@@ -129,12 +129,14 @@ def _toml_list(items: list[str]) -> str:
     return json.dumps(items)
 
 
-def prepare(name: str, group: Group) -> Path:
-    """The group's work folder: a copy of ``refstore/`` and ``tests/`` and a pyproject.toml
-    with the group's ``[tool.mutmut]`` table."""
+def prepare(name: str, group: Group, *, source: bool = True) -> Path:
+    """The group's work folder: a copy of ``refstore/`` (unless ``source`` is False: the last
+    run's, so verdicts stay comparable) and ``tests/``, and a pyproject.toml with the group's
+    ``[tool.mutmut]`` table."""
     work = OUT / name
     work.mkdir(parents=True, exist_ok=True)
-    _sync_tree(REPO / "refstore", work / "refstore")
+    if source or not (work / "refstore").is_dir():
+        _sync_tree(REPO / "refstore", work / "refstore")
     _sync_tree(REPO / "tests", work / "tests")
     base = (REPO / "pyproject.toml").read_text()
     if "mutmut" in tomllib.loads(base).get("tool", {}):
@@ -274,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once")
     ap.add_argument("--report", action="store_true", help="print the last run's table; run nothing")
     ap.add_argument("--show-survivors", action="store_true", help="list every mutant not killed")
+    ap.add_argument("--keep-source", action="store_true",
+                    help="test the source copied by the last run (only the tests are refreshed)")
     ap.add_argument("--retest-survivors", action="store_true",
                     help="run again only the mutants that survived (or had no test) last time, e.g. after new tests")
     args = ap.parse_args(argv)
@@ -289,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                 again = [k for st in results(name, GROUPS[name]).values() for k, v in st.items() if v not in _DETECTED]
                 if not again:
                     continue
-            work = prepare(name, GROUPS[name])
+            work = prepare(name, GROUPS[name], source=not args.keep_source)
             print(f"== {name}: mutmut in {work.relative_to(REPO)}", flush=True)
             failed |= run(work, args.max_children, again) != 0
     print()

@@ -20,7 +20,6 @@ from refstore.errors import UnexpressibleError
 from refstore.scan import ArrayMeta
 from refstore.scan.hdf5 import HDF5Scanner
 from refstore.zarr_meta import (
-    attr_value,
     plain_value,
     register_codecs,
     v2_array,
@@ -276,9 +275,11 @@ def test_text_and_other_attributes() -> None:
     assert encode_attr(np.array([1, "x"], dtype=object)) is None
     assert encode_attr(np.zeros(2, [("a", "<i4")])) is None
     assert encode_attr(np.datetime64("2024-01-01")) is None
-    one = lambda v: attr_value(encode_attr(v))  # type: ignore[arg-type]
+    def one(v: Any) -> Any:  # a length-1 numeric attribute is a scalar, as netCDF4-python reads it
+        return v2_attrs(_meta(attrs={"a": encode_attr(v)}))["a"]  # type: ignore[dict-item]
+
     assert one(np.array([2.5], "<f4")) == 2.5 and type(one(np.array([2], "<i2"))) is int
-    assert one(np.array([1, 2], "<i2")) == [1, 2] and one(np.array([b"C"], "S1")) == "C"
+    assert one(np.array([1, 2], "<i2")) == [1, 2]
     assert v2_attrs(_meta(attrs={"scale_factor": encode_attr(np.array([0.5], "<f4")),  # type: ignore[dict-item]
                                  "_FillValue": encode_attr(np.float32(1))}))["scale_factor"] == 0.5  # type: ignore[dict-item]
 
