@@ -316,3 +316,26 @@ def test_group_metadata_and_plain_attributes_read_back_in_zarr(tmp_path: Path) -
     group = zarr.open_group(str(tmp_path / "g"), mode="r")
     assert dict(group.attrs) == {"title": "t", "n": 2}
     assert plain_attr({"type": "<f4", "value": 0.5}) == 0.5
+
+
+@pytest.mark.parametrize(("dtype", "fill"), [(">i4", -7), ("u1", 9), (">f8", np.nan), ("bool", True), ("<c8", None)])
+def test_decoded_array_metadata_reads_in_zarr(tmp_path: Path, dtype: str, fill: Any) -> None:
+    """The zarr store's metadata for decoded chunks: zarr-python reads little-endian C-order
+    chunk bytes through it as the values, and an absent chunk as the array's fill value."""
+    import zarr
+
+    from refstore._values import encode_fill
+
+    dt = np.dtype(dtype)
+    meta = _meta(dtype=dtype, shape=(5, 3), chunks=(2, 3), fill_value=None if fill is None else encode_fill(fill, dt))
+    doc = v3_decoded_array(meta, dt, (2, 3))
+    values = _values(dt, (5, 3))
+    little = dt.newbyteorder("<") if dt.itemsize > 1 else dt
+    chunks = {f"c/{k}/0": np.ascontiguousarray(values[2 * k : 2 * k + 2]).astype(little).tobytes() for k in (0, 2)}
+    chunks["c/2/0"] = np.concatenate([values[4:], np.zeros((1, 3), dt)]).astype(little).tobytes()  # edge: full size
+    _write_store(tmp_path, "d", {"zarr.json": doc}, chunks)
+    got = zarr.open_array(str(tmp_path / "d"), mode="r", zarr_format=3)[...]
+    want = values.copy()
+    want[2:4] = decode_fill(meta.fill_value, dt)
+    assert got.dtype.newbyteorder("=") == dt.newbyteorder("=") and got.shape == (5, 3)
+    assert np.array_equal(got, want, equal_nan=dt.kind in "fc")
