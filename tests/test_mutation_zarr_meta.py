@@ -185,7 +185,7 @@ def test_v3_codec_chain_for_tiff_predictors_and_byte_order() -> None:
 @pytest.mark.parametrize(
     ("dtype", "value"),
     [("<f4", -9999.0), ("<f8", np.nan), (">f4", np.inf), ("<i2", -99), ("<u1", 255), ("bool", True),
-     ("<i8", -(2**62) - 1)],
+     ("<i8", -(2**62) - 1), ("|S2", b"ab")],
 )  # fmt: skip
 def test_fillvalue_attribute_is_xarrays_encoding(dtype: str, value: Any) -> None:
     from xarray.backends.zarr import FillValueCoder
@@ -205,6 +205,10 @@ def test_fillvalue_attribute_is_xarrays_encoding(dtype: str, value: Any) -> None
 
 def _zarr_json(v: Any) -> Any:
     """zarr v2's JSON spelling of a fill value (numbers, NaN/Infinity as strings, bools)."""
+    if isinstance(v, bytes):
+        import base64
+
+        return base64.b64encode(v).decode("ascii")
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if isinstance(v, np.integer):
@@ -268,6 +272,7 @@ def test_text_and_other_attributes() -> None:
     raw = b"\xff\x00"
     assert decode_attr(encode_attr(raw)) == raw  # type: ignore[arg-type]
     assert plain_value(raw) == "/wA="
+    assert plain_value(np.array(2.5, "<f4")) == 2.5 and plain_value(np.array([[1], [2]], "<i2")) == [[1], [2]]
     strings = np.array([b"a", b"bc"], dtype="S2")
     enc = encode_attr(strings)
     assert enc == {"type": "str", "value": ["a", "bc"], "shape": [2]}
