@@ -116,7 +116,19 @@ def test_hdf5_filter_table_against_h5py(tmp_path: Path) -> None:
         f.create_dataset("g", data=np.arange(40, dtype="<i8"), chunks=(8,), compression="gzip", compression_opts=4,
                          shuffle=True, fletcher32=True)  # fmt: skip
         f.create_dataset("so", data=np.arange(100, dtype="<i4").reshape(10, 10), chunks=(5, 5), scaleoffset=0)
+        zstd: dict[str, object] = {}
+        try:
+            import hdf5plugin
+
+            zstd = dict(hdf5plugin.Zstd(clevel=7))
+            f.create_dataset("z", data=np.arange(40, dtype="<i2"), chunks=(8,), **zstd)  # type: ignore[arg-type]
+        except ImportError:
+            pass
     with h5py.File(path) as f:
+        if zstd:
+            plist = f["z"].id.get_create_plist()
+            assert filters_to_codecs(plist, f["z"].dtype) == (
+                ({"id": "zstd", "level": zstd["compression_opts"][0]},), None)  # type: ignore[index]
         g = f["g"]
         codecs, reason = filters_to_codecs(g.id.get_create_plist(), g.dtype)
         assert reason is None
