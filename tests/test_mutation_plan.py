@@ -544,3 +544,32 @@ def test_era_layout_details() -> None:
     from refstore.plan.select import needed_chunks
 
     assert [a.tolist() for a in needed_chunks(select((slice(0, 10, 4),), (10,)), (2,))] == [[0, 2, 4]]
+
+
+def test_plan_edge_cases_of_the_placement_loop() -> None:
+    t = lambda n: ArrayMeta("time", ("time",), (n,), (1,), "<f8", None)
+    flat = ArrayMeta("c", ("y",), (3,), (3,), "<f4", None)
+    # a source without the concat dim adds nothing; arrays after a taken-once one are placed
+    plan = make_plan([_slab(0, {"c": flat, "x": _meta(2)}), _slab(1, {"c": flat})], "time")
+    assert plan.arrays["x"].shape == (2, 3) and plan.arrays["c"].shape == (3,)
+    # an array absent from the last source: a trailing hole
+    plan = make_plan([_slab(0, {"time": t(2), "x": _meta(2)}), _slab(1, {"time": t(4)})], "time")
+    assert plan.arrays["x"].holes == ((2, 6),) and plan.arrays["x"].shape == (6, 3)
+    # an unsupported array is recorded as such, whatever the other sources hold; later arrays still checked
+    bad = ArrayMeta("x", ("z",), (5,), (5,), "<f4", None, status="unsupported", reason="filter 32017")
+    y = _meta(2, name="y")
+    plan = make_plan([_slab(0, {"x": bad, "y": y}), _slab(1, {"x": _meta(2), "y": y})], "time")
+    assert plan.arrays["x"] is bad and plan.arrays["y"].shape == (4, 3)
+    other = ArrayMeta("y", ("time", "z"), (2, 3), (2, 3), "<f4", None)
+    with pytest.raises(PlanError, match=r"^array 'y' has dimensions \['time', 'z'\] in s1\.nc but \['time', 'y'\]"):
+        make_plan([_slab(0, {"x": _meta(2), "y": _meta(2, name="y")}), _slab(1, {"x": bad, "y": other})], "time")
+
+
+def test_plan_messages_are_whole() -> None:
+    with pytest.raises(PlanError, match=r"^s1\.nc: has no coordinate variable 'time' while other sources do; "
+                                        r"cannot order it along the concat dimension$"):  # fmt: skip
+        make_plan([_slab(0, {"x": _meta(2)}), SourceSlab("s1.nc", 1, {"x": _meta(2)})], "time")
+    with pytest.raises(PlanError, match=r"^array 'x' is in both s0\.nc and s1\.nc; scan with --concat-dim DIM to "
+                                        r"combine sources into one array \(without it, each array must come from "
+                                        r"one source\)$"):  # fmt: skip
+        make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2)})], None)
