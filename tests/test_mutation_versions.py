@@ -146,18 +146,20 @@ def test_gc_and_compact_report_what_lance_did(tmp_path: Path, new_collection) ->
         write_day(folder / f"d{i}.nc", date(2024, 1, 1 + i))
         refstore.scan(col, [str(folder)], concat_dim="time")
     c = refstore.Collection.open(col)
-    with pytest.raises(refstore.BadInputError, match="--keep-last must be at least 1"):
+    with pytest.raises(refstore.BadInputError, match=r"^--keep-last must be at least 1$"):
         gc(c, keep_last=0)
     ds = lance.dataset(c.uri) if hasattr(c, "uri") else None
     before = sorted(int(v["version"]) for v in ds.versions()) if ds is not None else []
     tagged = before[1]
     create_tag(c, "keep", as_of=tagged)
-    r = gc(c, keep_last=1)
+    r = gc(c)  # keep_last defaults to 1: the newest version and the tagged one stay
+    assert r["versions_kept"] == [tagged, before[-1]]
     after = sorted(int(v["version"]) for v in lance.dataset(c.uri).versions())
     assert r["versions_kept"] == after and tagged in after and before[-1] in after
     assert r["versions_removed"] == sorted(set(before) - set(after)) and r["versions_removed"]
     assert r["bytes_removed"] > 0
     r = compact(c)
+    assert set(r) == {"version", "versions_added", "fragments_removed", "fragments_added", "indices"}
     now = int(lance.dataset(c.uri).version)
     assert r["version"] == now and r["versions_added"] == now - after[-1] >= 1
     assert r["fragments_removed"] >= r["fragments_added"] >= 0
