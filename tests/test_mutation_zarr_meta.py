@@ -278,6 +278,9 @@ def test_text_and_other_attributes() -> None:
     assert enc == {"type": "str", "value": ["a", "bc"], "shape": [2]}
     assert encode_attr(np.array("x", dtype=object)) == {"type": "str", "value": "x", "shape": []}
     assert encode_attr(np.array([1, "x"], dtype=object)) is None
+    assert encode_attr(np.array([b"\xff", b"a"], "S1")) == {"type": "str", "value": ["\ufffd", "a"], "shape": [2]}
+    empty = decode_attr(encode_attr(np.array([], "<i2")))  # type: ignore[arg-type]
+    assert empty.dtype == np.dtype("<i2") and empty.shape == (0,)
     assert encode_attr(np.zeros(2, [("a", "<i4")])) is None
     assert encode_attr(np.datetime64("2024-01-01")) is None
     def one(v: Any) -> Any:  # a length-1 numeric attribute is a scalar, as netCDF4-python reads it
