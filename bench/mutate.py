@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.report:
             again = None
             if args.retest_survivors:
-                again = [k for st in results(name, GROUPS[name]).values() for k, v in st.items() if v not in _DETECTED]
+                again = [k for st in results(name, GROUPS[name]).values() for k, v in st.items()
+                         if v in ("survived", "no tests")]
                 if not again:
                     continue
             work = prepare(name, GROUPS[name], source=not args.keep_source)
