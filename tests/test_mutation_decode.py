@@ -191,6 +191,7 @@ _TIFF_CASES: list[tuple[str, str, dict[str, Any], tuple[int, ...]]] = [
     ("tiles-jpeg", "u1", {"tile": (16, 16), "compression": "jpeg"}, (20, 35)),
     ("strips-jpeg-rgb", "u1", {"rowsperstrip": 8, "compression": "jpeg", "photometric": "rgb"}, (20, 17, 3)),
     ("strips-bilevel", "bool", {"rowsperstrip": 3}, (10, 13)),
+    ("strips-bilevel-wide", "bool", {"rowsperstrip": 4}, (10, 70)),  # 9 bytes a row
     ("tiles-bilevel", "bool", {"tile": (16, 16), "compression": "packbits"}, (20, 35)),
 ]  # fmt: skip
 
