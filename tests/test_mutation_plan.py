@@ -573,3 +573,10 @@ def test_plan_messages_are_whole() -> None:
                                         r"combine sources into one array \(without it, each array must come from "
                                         r"one source\)$"):  # fmt: skip
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2)})], None)
+
+
+def test_plan_three_eras_end_where_the_next_begins() -> None:
+    z1, z2 = ({"id": "zlib", "level": 1},), ({"id": "zlib", "level": 2},)
+    slabs = [_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(4, codecs=z1)}), _slab(2, {"x": _meta(2, codecs=z2)})]
+    x = make_plan(slabs, "time").arrays["x"]
+    assert [(e["start"], e["stop"]) for e in x.eras] == [(0, 2), (2, 6), (6, 8)]
