@@ -52,6 +52,7 @@ GROUPS: dict[str, Group] = {
         tests=(
             "tests/test_plan_properties.py",
             "tests/test_plan_eras.py",
+            "tests/test_plan_region.py",
             "tests/test_mutation_plan.py",
             "tests/test_encoding_eras.py",
         ),  # pure tests only: test_series_holes.py costs 10 s a mutant, test_emit_remap/test_hold 400 s
@@ -164,9 +165,8 @@ def prepare(name: str, group: Group, *, source: bool = True) -> Path:
 
 
 def run(work: Path, max_children: int, mutants: list[str] | None = None) -> int:
-    env = dict(os.environ)
-    shared = REPO.parent / "shared" / "data"
-    env.setdefault("REFSTORE_SHARED_DATA", str(shared))  # the copy's tests/ sits elsewhere
+    # no ../shared/data: a mutant costs seconds, and the generated cases cover every codec and rule
+    env = dict(os.environ, REFSTORE_SHARED_DATA="/nonexistent")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
            "run", "--max-children", str(max_children), *(mutants or [])]  # fmt: skip
