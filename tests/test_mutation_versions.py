@@ -5,7 +5,7 @@ mutation run (``./dev mutate versions``); fast (small series, no CLI subprocess)
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 import h5py
@@ -152,7 +152,8 @@ def test_gc_and_compact_report_what_lance_did(tmp_path: Path, new_collection) ->
     before = sorted(int(v["version"]) for v in ds.versions()) if ds is not None else []
     tagged = before[1]
     create_tag(c, "keep", as_of=tagged)
-    r = gc(c)  # keep_last defaults to 1: the newest version and the tagged one stay
+    assert gc(c)["versions_removed"] == []  # all younger than the default grace period
+    r = gc(c, grace=timedelta(0))  # keep_last defaults to 1: the newest version and the tagged one stay
     assert r["versions_kept"] == [tagged, before[-1]]
     after = sorted(int(v["version"]) for v in lance.dataset(c.uri).versions())
     assert r["versions_kept"] == after and tagged in after and before[-1] in after
