@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,12 +20,13 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_attr, decode_fill
-from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSourceWarning, UnsupportedArrayError
+from ..errors import BadInputError, SourceReadError, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.eras import EraLayout
 from ..plan.select import Selection, chunk_slices, needed_chunks, select
 from .decode import make_decoder
-from .fetch import Fetcher, source_change
+from .fetch import Fetcher
+from .fresh import SourceCheck, check_policy
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -35,23 +35,21 @@ if TYPE_CHECKING:
 __all__ = ["Array", "ReadOptions"]
 
 
-STALE_POLICIES = ("error", "warn", "ignore")
-
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     """``max_gap``: bytes allowed between two ranges merged into one read (0: only adjacent).
     ``max_bytes``: largest merged read, in bytes (a single larger chunk is still read whole).
     ``on_stale``: what to do when a source changed since it was scanned: ``error`` (raise
-    StaleSourceError), ``warn`` (StaleSourceWarning, then read), ``ignore``."""
+    StaleSourceError), ``warn`` (StaleSourceWarning, then read), ``ignore`` (no check). Each read
+    checks every source it fetches from once (``read/fresh.py``)."""
 
     max_gap: int = DEFAULT_MAX_GAP
     max_bytes: int = DEFAULT_MAX_BYTES
     on_stale: str = "error"
 
     def __post_init__(self) -> None:
-        if self.on_stale not in STALE_POLICIES:
-            raise BadInputError(f"on_stale must be one of {', '.join(STALE_POLICIES)}, not {self.on_stale!r}")
+        check_policy(self.on_stale)
         if self.max_gap < 0 or self.max_bytes < 1:
             raise BadInputError("max_gap must be >= 0 and max_bytes >= 1")
 
@@ -157,10 +155,18 @@ class Array:
     def __getitem__(self, key: Any) -> np.ndarray[Any, Any]:
         return self.read(select(key, self.shape))
 
-    def read(self, sel: Selection) -> np.ndarray[Any, Any]:
+    def source_check(self) -> SourceCheck:
+        """A fresh check of this version's sources under this reader's policy: one operation's worth."""
+        return SourceCheck(self._snap.source_identity(), self._fetcher, checksums=self._snap.source_checksums(),
+                           on_stale=self.options.on_stale)  # fmt: skip
+
+    def read(self, sel: Selection, *, check: SourceCheck | None = None) -> np.ndarray[Any, Any]:
+        """The selection's raw values. Every source fetched from is checked once for this read
+        (``check``: the caller's check for a larger operation, e.g. one zarr batch)."""
         if self.meta.status != "ok":
             raise UnsupportedArrayError(f"array {self.name!r} cannot be read: {self.meta.reason}")
-        out = self._read_eras(sel) if self.meta.eras else self._read_one(sel)
+        check = check or self.source_check()
+        out = self._read_eras(sel, check) if self.meta.eras else self._read_one(sel, check)
         if sel.drop:
             out = out[tuple(0 if i in sel.drop else slice(None) for i in range(out.ndim))]
         return out
@@ -168,7 +174,7 @@ class Array:
     def _result_shape(self, sel: Selection) -> tuple[int, ...]:
         return tuple(max(0, -(-(b - a) // s)) for a, b, s in zip(sel.start, sel.stop, sel.step, strict=True))
 
-    def _read_one(self, sel: Selection) -> np.ndarray[Any, Any]:
+    def _read_one(self, sel: Selection, check: SourceCheck) -> np.ndarray[Any, Any]:
         """The selection (steps applied, no axis dropped) from chunks of one grid (one era)."""
         out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
         ranges = sel.chunk_ranges(self.chunks)
@@ -181,7 +187,7 @@ class Array:
                 keep &= np.isin(rows.column(GLOBAL_KEY_COLUMNS[i]).to_numpy(), need)
             rows = rows.filter(pa.array(keep))
         if rows.num_rows:
-            self._fill(out, rows, sel)
+            self._fill(out, rows, sel, check)
         return out
 
     @cached_property
@@ -194,7 +200,7 @@ class Array:
         e = self.meta.eras[era]
         return Array(self._snap, self.meta.era_meta(e), fetcher=self._fetcher, options=self.options, era=era)
 
-    def _read_eras(self, sel: Selection) -> np.ndarray[Any, Any]:
+    def _read_eras(self, sel: Selection, check: SourceCheck) -> np.ndarray[Any, Any]:
         """Across eras: each era reads its part on its own grid, with its own codecs; before the
         first era: fill."""
         out = np.full(self._result_shape(sel), self.fill_value, dtype=self.dtype)
@@ -204,7 +210,7 @@ class Array:
                 continue
             dst: list[slice] = [slice(None)] * self.ndim
             dst[self.layout.axis] = part.out
-            out[tuple(dst)] = self.era_array(part.era)._read_one(part.local)
+            out[tuple(dst)] = self.era_array(part.era)._read_one(part.local, check)
         return out
 
     def read_rows(self, era: int, rows: pa.Table, lo: list[int], hi: list[int]) -> np.ndarray[Any, Any]:
@@ -217,10 +223,10 @@ class Array:
         sel = Selection(tuple(lo), tuple(hi), (1,) * self.ndim, ())
         out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
         if rows.num_rows:
-            self._fill(out, rows, sel)
+            self._fill(out, rows, sel, self.source_check())
         return out
 
-    def _fill(self, out: np.ndarray[Any, Any], rows: pa.Table, sel: Selection) -> None:
+    def _fill(self, out: np.ndarray[Any, Any], rows: pa.Table, sel: Selection, check: SourceCheck) -> None:
         ndim = self.ndim
         n = rows.num_rows
         if ndim:
@@ -272,7 +278,7 @@ class Array:
         order = np.argsort(which, kind="stable")
         bounds = np.searchsorted(which[order], np.arange(len(names) + 1))
         for s_i, src in enumerate(names.tolist()):
-            self._check_fresh(src)
+            check(src)
             idx = order[bounds[s_i] : bounds[s_i + 1]]
             runs = coalesce(offsets[idx], lengths[idx], max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
             data = self._fetcher.get_ranges(src, runs.start.tolist(), runs.end.tolist())
@@ -286,19 +292,6 @@ class Array:
                     place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
 
             _run_parallel(decode_place, items)
-
-    def _check_fresh(self, location: str) -> None:
-        """One metadata request per source per read: refuse bytes of a source that changed."""
-        if self.options.on_stale == "ignore":
-            return
-        known = self._snap.source_identity().get(location)
-        why = source_change(self._fetcher, location, known, self._snap.source_checksums().get(location))
-        if why is None:
-            return
-        msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"
-        if self.options.on_stale == "error":
-            raise StaleSourceError(msg)
-        warnings.warn(msg, StaleSourceWarning, stacklevel=4)
 
     def _decode(
         self, decoder: Any, raw: Any, mask: int, row: int, rows: pa.Table, *, inline: bool = False

@@ -40,11 +40,12 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Sto
 from zarr.core.buffer import default_buffer_prototype
 
 from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
-from ..errors import BadInputError, SourceReadError, StaleSourceError, StaleSourceWarning
+from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
 from ..plan.select import Selection
 from .array import Array, ReadOptions
-from .fetch import Fetcher, source_change
+from .fetch import Fetcher
+from .fresh import SourceCheck
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
@@ -119,7 +120,6 @@ class _State:
         self.fetcher = Fetcher()
         self.lock = threading.Lock()
         self.refs: dict[str, _Refs] = {}
-        self.fresh: set[str] = set()
         masked = snap.ds.to_table(columns=["array"], filter="kind = 'chunk' AND filter_mask != 0")
         masked_names = set(masked.column("array").unique().to_pylist()) if masked.num_rows else set()
         self.plans: dict[str, _Plan] = {}
@@ -218,22 +218,11 @@ class _State:
             self.refs[name] = got
         return got
 
-    def check_fresh(self, location: str) -> None:
-        """One metadata request per source per store: refuse bytes of a source that changed."""
-        with self.lock:
-            if location in self.fresh or self.options.on_stale == "ignore":
-                return
-        known = self.snap.source_identity().get(location)
-        why = source_change(self.fetcher, location, known, self.snap.source_checksums().get(location))
-        if why is not None:
-            msg = f"{location}: changed since scan ({why}); rescan it, or read with on_stale='warn' or 'ignore'"
-            if self.options.on_stale == "error":
-                raise StaleSourceError(msg)
-            import warnings
-
-            warnings.warn(msg, StaleSourceWarning, stacklevel=2)
-        with self.lock:
-            self.fresh.add(location)
+    def source_check(self) -> SourceCheck:
+        """The freshness check of one batch: each source fetched from is checked once per batch,
+        never once per store (a store kept open refuses a source rewritten meanwhile)."""
+        return SourceCheck(self.snap.source_identity(), self.fetcher, checksums=self.snap.source_checksums(),
+                           on_stale=self.options.on_stale)  # fmt: skip
 
     # ------------------------------------------------------------------ keys
     def parse(self, key: str) -> tuple[str, tuple[int, ...]] | None:
@@ -270,8 +259,9 @@ class _State:
 
     # ------------------------------------------------------------------ reading
     def read(self, keys: Sequence[str]) -> list[Any]:
-        """Bytes (or None when absent) of each key, in order: one batch."""
+        """Bytes (or None when absent) of each key, in order: one batch, one freshness check."""
         out: list[Any] = [None] * len(keys)
+        check = self.source_check()
         by_array: dict[str, list[tuple[int, tuple[int, ...]]]] = {}
         for i, key in enumerate(keys):
             if key in self.meta:
@@ -286,7 +276,8 @@ class _State:
         for name, wanted in by_array.items():
             plan = self.plans[name]
             if plan.every_cell:
-                for (slot, _), data in zip(wanted, self._decoded_many(plan, [w[1] for w in wanted]), strict=True):
+                for (slot, _), data in zip(wanted, self._decoded_many(plan, [w[1] for w in wanted], check),
+                                      strict=True):  # fmt: skip
                     out[slot] = data
                 continue
             refs = self.array_refs(name)
@@ -300,7 +291,7 @@ class _State:
                 if p >= len(refs.flat) or refs.flat[p] != f:
                     continue  # absent chunk: zarr reads the fill value
                 if plan.decoded is not None:
-                    out[slot] = self._decoded(plan, tuple(int(i) for i in np.unravel_index(f, plan.grid)))
+                    out[slot] = self._decoded(plan, tuple(int(i) for i in np.unravel_index(f, plan.grid)), check)
                 elif refs.held[p]:
                     held_ids.append(int(refs.rowid[p]))
                     held_slots.append(slot)
@@ -315,10 +306,10 @@ class _State:
                     raise SourceReadError(f"{keys[slot]}: a held chunk has no bytes (collection damaged?)")
                 out[slot] = raw
         if fetch:
-            self._fetch(fetch, out)
+            self._fetch(fetch, out, check)
         return out
 
-    def _fetch(self, fetch: list[tuple[str, int, int, int]], out: list[Any]) -> None:
+    def _fetch(self, fetch: list[tuple[str, int, int, int]], out: list[Any], check: SourceCheck) -> None:
         """Group by source, merge adjacent ranges, one ranged read per run, slice back."""
         fetch.sort(key=lambda f: f[0])
         start = 0
@@ -329,7 +320,7 @@ class _State:
                 stop += 1
             group = fetch[start:stop]
             start = stop
-            self.check_fresh(src)
+            check(src)
             offsets = np.asarray([g[1] for g in group], np.int64)
             lengths = np.asarray([g[2] for g in group], np.int64)
             runs = coalesce(offsets, lengths, max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
@@ -338,19 +329,19 @@ class _State:
                 lo = off - int(runs.start[r])
                 out[slot] = data[r][lo : lo + n]
 
-    def _decoded_many(self, plan: _Plan, indices: list[tuple[int, ...]]) -> list[bytes]:
+    def _decoded_many(self, plan: _Plan, indices: list[tuple[int, ...]], check: SourceCheck) -> list[bytes]:
         """Chunks of a plan decoded on every cell: the box holding them all read and decoded
         once (one table query, not one per chunk) when it is at most twice their size."""
         if len(indices) < 2:
-            return [self._decoded(plan, i) for i in indices]
+            return [self._decoded(plan, i, check) for i in indices]
         idx = np.asarray(indices, np.int64)
         lo_k, hi_k = idx.min(axis=0), idx.max(axis=0) + 1
         if int(np.prod(hi_k - lo_k)) > 2 * len(indices):
-            return [self._decoded(plan, i) for i in indices]
+            return [self._decoded(plan, i, check) for i in indices]
         c = np.asarray(plan.chunks, np.int64)
         lo = lo_k * c
         hi = np.minimum(hi_k * c, np.asarray(plan.meta.shape, np.int64))
-        box = self._decode_box(plan, lo.tolist(), hi.tolist())
+        box = self._decode_box(plan, lo.tolist(), hi.tolist(), check)
         out = []
         for index in indices:
             a = np.asarray(index, np.int64) * c - lo
@@ -358,20 +349,20 @@ class _State:
             out.append(self._full_chunk(plan, box[tuple(map(slice, a.tolist(), b.tolist()))]))
         return out
 
-    def _decode_box(self, plan: _Plan, lo: list[int], hi: list[int]) -> np.ndarray[Any, Any]:
+    def _decode_box(self, plan: _Plan, lo: list[int], hi: list[int], check: SourceCheck) -> np.ndarray[Any, Any]:
         arr = Array(self.snap, plan.meta, fetcher=self.fetcher, options=self.options)
         box = Selection(tuple(lo), tuple(hi), (1,) * len(lo), ())
         if plan.unpack:
             from .xarray_backend import decode_eras
 
-            return decode_eras(arr, box, plan.dtype, _UNPACK)
-        return arr.read(box)
+            return decode_eras(arr, box, plan.dtype, _UNPACK)  # checks per era read
+        return arr.read(box, check=check)
 
-    def _decoded(self, plan: _Plan, index: tuple[int, ...]) -> bytes:
+    def _decoded(self, plan: _Plan, index: tuple[int, ...], check: SourceCheck) -> bytes:
         """One zarr chunk decoded by refstore's reader, full chunk shape (fill past the end)."""
         lo = [i * c for i, c in zip(index, plan.chunks, strict=True)]
         hi = [min(a + c, s) for a, c, s in zip(lo, plan.chunks, plan.meta.shape, strict=True)]
-        return self._full_chunk(plan, self._decode_box(plan, lo, hi))
+        return self._full_chunk(plan, self._decode_box(plan, lo, hi, check))
 
     def _full_chunk(self, plan: _Plan, part: np.ndarray[Any, Any]) -> bytes:
         """A decoded chunk's bytes at the full chunk shape (padded past the array's end)."""

@@ -269,7 +269,7 @@ def hold(
     Every source is checked unchanged since its scan and every range for its length first; any
     failure commits nothing."""
     from ..read.fetch import Fetcher as _Fetcher
-    from ..read.fetch import source_change
+    from ..read.fresh import SourceCheck
 
     f = fetcher or _Fetcher()
 
@@ -279,17 +279,14 @@ def hold(
         t = t.filter(pa.array(~inline))  # inline chunks are already in the row
         if t.num_rows == 0:
             return HoldReport(version=snap.version, chunks=0, bytes=0)
-        identity = snap.source_identity()
+        check = SourceCheck(snap.source_identity(), f, checksums=snap.source_checksums(), action="hold")
         data: list[bytes | None] = [None] * t.num_rows
         sources = t.column("source").to_numpy(zero_copy_only=False)
         offsets = t.column("offset").to_numpy()
         lengths = t.column("length").to_numpy()
         done = 0
         for src in np.unique(sources).tolist():
-            known = identity.get(src)
-            why = source_change(f, src, known, snap.source_checksums().get(src))
-            if why is not None:
-                raise SourceReadError(f"{src}: changed since scan ({why}); rescan it before holding (nothing was held)")
+            check(src)
             idx = np.flatnonzero(sources == src)
             runs = coalesce(offsets[idx], lengths[idx])
             got = f.get_ranges(src, runs.start.tolist(), runs.end.tolist())
