@@ -9,7 +9,7 @@ from rich.table import Table
 
 import refstore
 
-from .app import AsOfOpt, JsonOpt, _collection, _dump, _progress, app, out
+from .app import AsOfOpt, JsonOpt, OnStaleOpt, _collection, _dump, _progress, app, out
 
 __all__ = ["remap_app"]
 
@@ -38,16 +38,20 @@ def emit(
     skip_unexpressible: Annotated[
         bool, typer.Option("--skip-unexpressible", help="Leave out arrays the form cannot express (listed).")
     ] = False,
+    on_stale: OnStaleOpt = "error",
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a published form of one version; the same REF and options give byte-identical output."""
+    """Write a published form of one version; the same REF and options give byte-identical output.
+
+    Held chunks go into the form as bytes (the VRT cannot carry them); every source the form
+    points at must still be the file the version recorded, else the emit is refused (--on-stale)."""
     from refstore.emit import emit as _emit
 
     col = refstore.Collection.open(_collection())
     with _progress() as p:
         task = p.add_task(f"emitting {fmt}", total=None)
         rep = _emit(
-            col, fmt, dest, as_of=as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible,
+            col, fmt, dest, as_of=as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible, on_stale=on_stale,
             progress=lambda d, t: p.update(task, completed=d, total=t),
         )  # fmt: skip
     if as_json:

@@ -59,6 +59,7 @@ def emit(
     as_of: int | str | None = None,
     remap: bool = True,
     skip_unexpressible: bool = False,
+    on_stale: str = "error",
     progress: Callable[[int, int], None] | None = None,
 ) -> EmitReport:
     """Write the form ``fmt`` of the collection at ``as_of`` (latest when None) to ``out``.
@@ -67,11 +68,16 @@ def emit(
     scanned). An array the form cannot express is refused (``UnexpressibleError`` naming it),
     or left out and listed in the report with ``skip_unexpressible``. The same version and
     options give byte-identical output.
+
+    Held chunks are carried as bytes where the form can (``EmitSource.refs``); every source the
+    form still points at is checked to be the file the version recorded (size, mtime or etag):
+    ``on_stale="error"`` refuses with ``StaleSourceError`` naming it and nothing written,
+    ``"warn"`` warns (``StaleSourceWarning``) and writes, ``"ignore"`` does not check.
     """
     form = _form(fmt)
     snap = col.snapshot(as_of)
     tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
-    src = EmitSource(snap, tag=tag, remap=remap)
+    src = EmitSource(snap, tag=tag, remap=remap, on_stale=on_stale)
     from ._common import check_out
 
     check_out(src, fmt, out)  # before any work: what is at OUT may be replaced, and is no input

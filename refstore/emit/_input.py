@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._keys import GLOBAL_KEY_COLUMNS
+from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_fill, encode_attr
 from ..errors import SourceReadError
 from ..plan.remap import RemapRule, apply_remap, remap_one
@@ -24,6 +24,8 @@ from ..schema import Kind
 from ..table.collection import sql_str
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
@@ -78,10 +80,14 @@ class EmitSource:
     outside reproducibility (creating or deleting a tag changes it), so a form that must be
     byte-identical per version and options never writes it (Icechunk uses it for its own tags).
     ``rules``: the version's remap rules (empty with ``remap=False``), applied to every location
-    handed out here.
+    handed out here. ``on_stale``: what to do when a source the form points at is no longer the
+    file the version recorded (``read/fresh.py``; checked by :meth:`refs` and
+    :meth:`check_sources`, once per source per emit).
     """
 
-    def __init__(self, snap: Snapshot, *, tag: str | None = None, remap: bool = True) -> None:
+    def __init__(self, snap: Snapshot, *, tag: str | None = None, remap: bool = True, on_stale: str = "error") -> None:
+        from ..read.fetch import Fetcher
+        from ..read.fresh import SourceCheck
         from ..table.remap import remap_rules
 
         self.snapshot = snap
@@ -89,6 +95,8 @@ class EmitSource:
         self.tag = tag
         self.rules: list[RemapRule] = remap_rules(snap) if remap else []
         self._sources: pa.Table | None = None
+        self._held: dict[str, tuple[int, int]] | None = None
+        self._check = SourceCheck(snap.source_identity(), Fetcher().head, on_stale=on_stale, action="emit")
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -142,13 +150,23 @@ class EmitSource:
         return self._sources
 
     # ------------------------------------------------------------------ references
+    def check_sources(self, locations: Iterable[str], *, note: str = "") -> None:
+        """Check that each source (scanned location) is still the file the version recorded,
+        under the emit's ``on_stale`` policy (once per source per emit): a form must read what
+        its version reads. ``note`` goes into the message."""
+        self._check.all(sorted(set(locations)), note=note)
+
     def refs(self, name: str, *, era: int | None = None, rows: tuple[int, int] | None = None) -> pa.Table:
         """Chunk rows of one array in the view (``rows``: only those with ``lo <= g0 < hi``),
         sorted by global key (C order):
         ``g0..g{ndim-1}`` (int64), ``path`` (published location, dictionary-encoded; inline
         rows keep their source), ``offset`` (-1 for inline rows), ``length``, ``inline``
         (bytes, ``b""`` unless inline), ``filter_mask``, ``held_at`` (-1 = not held) and
-        ``_rowid`` (for ``held_bytes``)."""
+        ``_rowid``.
+
+        Held chunks come as inline rows (``offset`` -1, their held bytes in ``inline``, decoded
+        like fetched bytes): a form carries what its version reads, whatever the source holds
+        now. The sources of the remaining references are checked (:meth:`check_sources`)."""
         meta = self.snapshot.array(name)
         ndim = len(meta.shape)
         t = self.snapshot.chunk_rows(
@@ -168,9 +186,25 @@ class EmitSource:
             "held_at": t.column("held_at"),
             "_rowid": t.column("_rowid"),
         })  # fmt: skip
+        referenced = pc.and_(pc.greater_equal(t.column("offset"), 0), pc.less(t.column("held_at"), 0))
+        self.check_sources(pc.unique(t.column("source").filter(referenced)).to_pylist())
         if ndim and out.num_rows:
             out = out.take(pc.sort_indices(out, [(GLOBAL_KEY_COLUMNS[i], "ascending") for i in range(ndim)]))
-        return out
+        return self._held_inline(out, name)
+
+    def _held_inline(self, refs: pa.Table, name: str) -> pa.Table:
+        """``refs`` with every held row made an inline row of its held bytes."""
+        held = pc.greater_equal(refs.column("held_at"), 0).combine_chunks()
+        if not pc.any(held).as_py():
+            return refs
+        values = pa.array(self.held_bytes(refs, array=name), pa.large_binary())
+        at = np.flatnonzero(held.to_numpy(zero_copy_only=False))
+        idx = np.full(refs.num_rows, -1, np.int64)
+        idx[at] = np.arange(len(at), dtype=np.int64)
+        inline = pc.if_else(held, pc.take(values, pa.array(idx, mask=idx < 0)), refs.column("inline"))
+        offset = pc.if_else(held, pa.scalar(NO_OFFSET, pa.int64()), refs.column("offset"))
+        refs = refs.set_column(refs.schema.get_field_index("inline"), "inline", inline)
+        return refs.set_column(refs.schema.get_field_index("offset"), "offset", offset)
 
     def flat_index(self, meta: ArrayMeta, refs: pa.Table) -> np.ndarray[Any, Any]:
         """C-order flat chunk index of each row of ``refs`` (int64)."""
@@ -195,6 +229,16 @@ class EmitSource:
                 raise SourceReadError(f"array {array!r}: a held chunk has no bytes (collection damaged?)")
             out.append(bytes(raw))
         return out
+
+    def held(self) -> dict[str, tuple[int, int]]:
+        """Arrays with held chunks in the view: name -> (chunks, bytes); one query per emit."""
+        if self._held is None:
+            t = self.snapshot.rows(Kind.CHUNK, ["array", "length"], "held_at >= 0 AND g0 >= -1")
+            g = t.group_by("array").aggregate([("length", "count"), ("length", "sum")]) if t.num_rows else None
+            self._held = {} if g is None else {
+                a: (int(n), int(b)) for a, n, b in zip(*(g.column(c).to_pylist() for c in (
+                    "array", "length_count", "length_sum")), strict=True)}  # fmt: skip
+        return self._held
 
     def masked_chunks(self, name: str) -> int:
         """Chunks whose HDF5 filter mask skips a filter (zarr-shaped forms cannot express them)."""

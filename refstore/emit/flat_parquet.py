@@ -3,7 +3,8 @@
 One row per chunk reference, sorted by ``(array_name, era, dim_0, dim_1, ...)``:
 ``array_name`` (string), ``era`` (int32), ``dim_0..dim_{n-1}`` (int64 chunk keys on the era's grid; null past
 the array's rank), ``path`` (published URL; null for inline chunks), ``offset`` (int64; null
-for inline), ``size`` (int64 bytes), ``inline`` (binary; null unless inline) and
+for inline), ``size`` (int64 bytes), ``inline`` (binary: the chunk's stored bytes, decoded like
+fetched ones; null unless inline; held chunks are written here with their held bytes) and
 ``filter_mask`` (int32; bit i set = codec i of the pipeline was skipped for this chunk).
 Row groups of ``ROW_GROUP_ROWS`` rows with min/max statistics, so a filter on the array and
 chunk key reads one row group (pyarrow, DuckDB).

@@ -186,8 +186,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     coords = (np.stack([t.column(GLOBAL_KEY_COLUMNS[i]).to_numpy() for i in range(ndim)], axis=1)
               if ndim else np.zeros((n, 0), np.int64)).astype(np.int64)  # fmt: skip
     offset = t.column("offset").to_numpy()
-    held = pc.greater_equal(t.column("held_at"), 0).to_numpy(zero_copy_only=False)
-    native = held | (offset < 0)
+    native = offset < 0  # inline chunks, held ones included (EmitSource.refs gives them as inline rows)
     path = t.column("path").combine_chunks() if n else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if not pa.types.is_dictionary(path.type):
         path = pc.dictionary_encode(path)
@@ -200,11 +199,7 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     if np.any(loc[~native] < 0):
         raise StorageError(f"array {meta.name!r}: a chunk's source is missing from the version's sources")
     rows: dict[int, bytes] = {}
-    held_rows = np.nonzero(held)[0]
-    if len(held_rows):
-        for r, b in zip(held_rows.tolist(), src.held_bytes(t, array=meta.name), strict=True):
-            rows[r] = b
-    inline_rows = np.nonzero(native & ~held)[0]
+    inline_rows = np.nonzero(native)[0]
     if len(inline_rows):
         inl = t.column("inline").take(pa.array(inline_rows)).to_pylist()
         rows.update(zip(inline_rows.tolist(), inl, strict=True))

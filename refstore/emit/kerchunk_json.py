@@ -9,7 +9,10 @@ then the metadata keys, sorted, so the file is byte-identical for one version an
 
 Chunk entries are built column-wise with ``pyarrow.compute`` string kernels and written from the
 Arrow buffer: no Python object per chunk (inline chunks, which are few, are base64-encoded one
-by one). Held bytes are a cache: the references point at the (remapped) sources. Open with
+by one). Held chunks are written inline too (``"base64:..."`` of the held bytes), so the form
+reads what its version reads; at most :data:`MAX_HELD_BYTES` of them per array (the whole file
+is loaded by its readers), beyond which the array is refused (``UnexpressibleError``: the
+Parquet, Icechunk and SQLite forms carry any amount). Open with
 ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (format 2), or xarray
 ``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``. fsspec imports
 jinja2 whenever a file has templates.
@@ -32,6 +35,7 @@ from .._values import decode_attr, decode_fill
 from ..errors import UnexpressibleError
 from ..plan.remap import to_url
 from ..schema import Kind
+from ..table.collection import sql_str
 from ..zarr_meta import attr_value, attr_values, v2_array, v2_attrs
 from ._common import atomic_output, check_zarr
 
@@ -43,9 +47,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_FILL_BYTES",
+    "MAX_HELD_BYTES",
     "FillPlan",
     "absent_chunks",
     "check",
+    "check_v2",
     "consolidated",
     "encoded_fill_chunk",
     "fill_plan",
@@ -59,10 +65,28 @@ __all__ = [
 ]
 
 
-def check(src: EmitSource, meta: ArrayMeta) -> None:
+MAX_HELD_BYTES = 64 * 2**20
+"""At most this many bytes of held chunks written inline (base64) per array in kerchunk JSON."""
+
+
+def check_v2(src: EmitSource, meta: ArrayMeta) -> None:
+    """What both kerchunk forms refuse: the zarr v2 model (``check_zarr``) and fill values
+    (:func:`fill_plan`)."""
     check_zarr(src, meta, zarr_format=2)
-    n_refs = src.snapshot.count(Kind.CHUNK, f"array = '{meta.name.replace(chr(39), chr(39) * 2)}'")
+    n_refs = src.snapshot.count(Kind.CHUNK, f"array = {sql_str(meta.name)}")
     fill_plan(meta, math.prod(src.grid(meta)), n_refs)
+
+
+def check(src: EmitSource, meta: ArrayMeta) -> None:
+    """:func:`check_v2`, and held chunks over :data:`MAX_HELD_BYTES` (inline in the JSON)."""
+    check_v2(src, meta)
+    chunks, size = src.held().get(meta.name, (0, 0))
+    if size > MAX_HELD_BYTES:
+        raise UnexpressibleError(
+            f"array {meta.name!r}: its {chunks} held chunks take {size} bytes, over the {MAX_HELD_BYTES} "
+            "kerchunk JSON writes inline per array; kerchunk-parquet, icechunk, parquet and sqlite carry them "
+            "(or release them)"
+        )
 
 
 _STR = pa.large_string()

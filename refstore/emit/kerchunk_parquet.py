@@ -14,7 +14,8 @@ Built columnar: the rows of an array are scattered into the padded grid with num
 ``pyarrow.compute.take`` (work per distinct URL, never per chunk), and written with pinned
 Parquet options (zstd, statistics only for the integer columns, format 2.6, data pages v1, one
 row group per file), so the bytes depend only on the version, the options and the pyarrow
-release. Held bytes are a cache: the references point at the (remapped) sources.
+release. Held chunks are written as ``raw`` (their held bytes), so the form reads what its
+version reads.
 
 Open with ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (v2), or
 xarray ``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``. fsspec
@@ -38,8 +39,7 @@ import pyarrow.parquet as pq
 from ..errors import BadInputError
 from ..plan.remap import to_url
 from ._common import atomic_output, is_kerchunk_parquet
-from .kerchunk_json import check as check_v2
-from .kerchunk_json import consolidated, fill_plan, string_dictionary, v2_metadata
+from .kerchunk_json import check_v2, consolidated, fill_plan, string_dictionary, v2_metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable

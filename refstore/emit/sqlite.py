@@ -16,7 +16,8 @@ GDAL/OGR over SQLite) expect it.
   ``chunk_table``.
 - one chunk table per array, ``chunks_<array>(source_id, dim_0.., present, "offset" BIGINT,
   size BIGINT, info, data BLOB)``, primary key ``(dim_0..)``; absent chunks have no row; inline
-  chunks have ``offset`` NULL and their bytes in ``data``.
+  chunks (held chunks too, with their held bytes) have ``offset`` NULL and their bytes in
+  ``data``.
 - one view per array, ``refs_<array>``: ``dim_0.., present, path, "offset", size, info,
   data`` (path NULL for inline chunks).
 

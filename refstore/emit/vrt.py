@@ -452,6 +452,16 @@ def _dimensions(arrays: list[ArrayMeta]) -> dict[str, dict[str, int]]:
     return out
 
 
+def _held_note(src: EmitSource, name: str) -> str:
+    """What to say of an array with held chunks when its source changed: the VRT cannot carry them."""
+    if name not in src.held():
+        return ""
+    return (
+        f"array {name!r} has held chunks, which a VRT cannot carry (GDAL reads the source files; "
+        "the kerchunk, icechunk, parquet and sqlite forms carry them)"
+    )
+
+
 def _group_path(path: str) -> str:
     return "/" + path if path else "/"
 
@@ -517,6 +527,7 @@ def write(
         if _synthesised(src, meta.name, rows):
             _inline(src, meta, el)
         else:
+            src.check_sources((r["location"] for r in rows), note=_held_note(src, meta.name))
             n_sources += _sources(src, meta, rows, el)
         for k, enc in sorted(meta.attrs.items()):
             _attribute(el, k, enc)

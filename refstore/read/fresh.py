@@ -81,8 +81,9 @@ class SourceCheck:
         self._action = action
         self._done: set[str] = set()
 
-    def __call__(self, location: str) -> None:
-        """Check ``location`` (once per object): raise, warn or pass by the policy."""
+    def __call__(self, location: str, *, note: str = "") -> None:
+        """Check ``location`` (once per object): raise, warn or pass by the policy; ``note`` is
+        said before the advice."""
         if self.on_stale == "ignore" or location in self._done:
             return
         known = self._recorded.get(location)
@@ -98,12 +99,12 @@ class SourceCheck:
         self._done.add(location)
         if why is None:
             return
-        msg = f"{location}: changed since scan ({why}); {_ADVICE[self._action]}"
+        msg = f"{location}: changed since scan ({why}); {note + '; ' if note else ''}{_ADVICE[self._action]}"
         if self.on_stale == "error":
             raise StaleSourceError(msg)
         warnings.warn(msg, StaleSourceWarning, stacklevel=3)
 
-    def all(self, locations: Iterable[str]) -> None:
+    def all(self, locations: Iterable[str], *, note: str = "") -> None:
         """Check each of ``locations`` in order (the first stale one raises under ``error``)."""
         for loc in locations:
-            self(loc)
+            self(loc, note=note)
