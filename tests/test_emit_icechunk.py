@@ -166,14 +166,18 @@ def test_remapped_sources_get_their_own_container_and_no_checksum(tmp_path: Path
     add_rule(refstore.Collection.open(col), str(data) + "/", str(copy) + "/")
     shutil.move(str(data), str(tmp_path / "moved-away"))
     out = str(tmp_path / "repo.icechunk")
-    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    # the scanned files are gone: refstore cannot check them (it never saw the copies' identity)
+    with pytest.raises(refstore.StaleSourceError, match="source not found"):
+        emit(refstore.Collection.open(col), "icechunk", out)
+    with pytest.warns(refstore.StaleSourceWarning, match="source not found"):
+        rep = emit(refstore.Collection.open(col), "icechunk", out, on_stale="warn")
     assert rep.extra["containers"] == [f"file://{copy}/"]
     cfg = ic.Repository.fetch_config(ic.local_filesystem_storage(out))
     assert sorted(cfg.virtual_chunk_containers) == [f"file://{copy}/"]
     got = open_form(out, None)
     expected = np.concatenate([h5py.File(p)["sst"][()] for p in sorted(copy.glob("*.nc"))])
     assert_same(got["sst"][...], expected, "sst from the mirror")
-    again = emit(refstore.Collection.open(col), "icechunk", out)  # references without checksums are kept too
+    again = emit(refstore.Collection.open(col), "icechunk", out, on_stale="ignore")  # no checksums: kept too
     assert not again.extra["committed"] and again.extra["written"] == 0
     # credentials are never persisted: without authorization the read fails
     with warnings.catch_warnings():
@@ -497,23 +501,23 @@ def test_held_chunk_without_bytes_is_refused(tmp_path: Path, new_collection: Any
     never an empty native chunk; nothing is written."""
     import pyarrow as pa
 
-    from refstore.emit._input import EmitSource
+    from refstore.table.collection import Snapshot
 
     col, _ = _series(tmp_path, new_collection, days=1)
     out = str(tmp_path / "repo.icechunk")
     emit(refstore.Collection.open(col), "icechunk", out)
     before_files = _files(out)
-    real = EmitSource.refs
+    real = Snapshot.chunk_rows
 
-    def damaged(self: EmitSource, name: str, **kw: Any) -> pa.Table:
-        t = real(self, name, **kw)
-        if name != "sst":
+    def damaged(self: Snapshot, name: str, *args: Any, **kw: Any) -> pa.Table:
+        t = real(self, name, *args, **kw)
+        if name != "sst" or "held_at" not in t.column_names:
             return t
         held = np.full(t.num_rows, -1, np.int32)
         held[0] = self.version  # marked held, but no bytes were ever stored
         return t.set_column(t.column_names.index("held_at"), "held_at", pa.array(held))
 
-    monkeypatch.setattr(EmitSource, "refs", damaged)
+    monkeypatch.setattr(Snapshot, "chunk_rows", damaged)
     with pytest.raises(refstore.SourceReadError, match="array 'sst': a held chunk has no bytes"):
         emit(refstore.Collection.open(col), "icechunk", out)
     assert _files(out) == before_files

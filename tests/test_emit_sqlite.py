@@ -121,8 +121,8 @@ def test_emitting_twice_gives_identical_bytes(tmp_path: Path) -> None:
     col, _src = _small(tmp_path)
     a, b = str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite")
     emit(col, "sqlite", a)
-    os.utime(_src)  # nothing time-based of the emit itself may reach the file
-    emit(col, "sqlite", b)
+    os.utime(_src)  # nothing time-based of the emit itself may reach the file (the source's mtime:
+    emit(col, "sqlite", b, on_stale="ignore")  # the file records the scan's; a changed source is refused else)
     assert Path(a).read_bytes() == Path(b).read_bytes()
 
 
@@ -158,7 +158,9 @@ def test_as_of_an_older_tag_emits_that_version(tmp_path: Path) -> None:
     os.utime(src, ns=(0, os.stat(src).st_mtime_ns + 10**9))
     refstore.scan(col.uri, [str(src)])
     old, new = str(tmp_path / "old.sqlite"), str(tmp_path / "new.sqlite")
-    assert emit(col, "sqlite", old, as_of="v1").refs < emit(col, "sqlite", new).refs
+    with pytest.raises(refstore.StaleSourceError, match="changed since scan"):  # v1 recorded the file before
+        emit(col, "sqlite", old, as_of="v1")
+    assert emit(col, "sqlite", old, as_of="v1", on_stale="ignore").refs < emit(col, "sqlite", new).refs
     assert _q(old, "SELECT value FROM meta WHERE key IN ('refstore_version', 'tag') ORDER BY key") == [
         (str(col.snapshot("v1").version),), ("v1",)]  # fmt: skip
     assert _q(new, "SELECT value FROM meta WHERE key = 'tag'") == [("",)]
