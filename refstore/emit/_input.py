@@ -197,7 +197,7 @@ class EmitSource:
         held = pc.greater_equal(refs.column("held_at"), 0).combine_chunks()
         if not pc.any(held).as_py():
             return refs
-        values = pa.array(self.held_bytes(refs, array=name), pa.large_binary())
+        values = pa.array(self._held_bytes(refs, array=name), pa.large_binary())
         at = np.flatnonzero(held.to_numpy(zero_copy_only=False))
         idx = np.full(refs.num_rows, -1, np.int64)
         idx[at] = np.arange(len(at), dtype=np.int64)
@@ -215,7 +215,7 @@ class EmitSource:
         flat: np.ndarray[Any, Any] = np.ravel_multi_index(keys, self.grid(meta)).astype(np.int64)
         return flat
 
-    def held_bytes(self, refs: pa.Table, *, array: str = "") -> list[bytes]:
+    def _held_bytes(self, refs: pa.Table, *, array: str = "") -> list[bytes]:
         """The held bytes of the rows of ``refs`` (of ``array``) with ``held_at >= 0``, in row
         order; a held row without bytes raises ``SourceReadError`` (never an empty chunk)."""
         mask = pc.greater_equal(refs.column("held_at"), 0)
@@ -230,7 +230,7 @@ class EmitSource:
             out.append(bytes(raw))
         return out
 
-    def held(self) -> dict[str, tuple[int, int]]:
+    def held_counts(self) -> dict[str, tuple[int, int]]:
         """Arrays with held chunks in the view: name -> (chunks, bytes); one query per emit."""
         if self._held is None:
             t = self.snapshot.rows(Kind.CHUNK, ["array", "length"], "held_at >= 0 AND g0 >= -1")

@@ -80,7 +80,7 @@ def check_v2(src: EmitSource, meta: ArrayMeta) -> None:
 def check(src: EmitSource, meta: ArrayMeta) -> None:
     """:func:`check_v2`, and held chunks over :data:`MAX_HELD_BYTES` (inline in the JSON)."""
     check_v2(src, meta)
-    chunks, size = src.held().get(meta.name, (0, 0))
+    chunks, size = src.held_counts().get(meta.name, (0, 0))
     if size > MAX_HELD_BYTES:
         raise UnexpressibleError(
             f"array {meta.name!r}: its {chunks} held chunks take {size} bytes, over the {MAX_HELD_BYTES} "

@@ -454,7 +454,7 @@ def _dimensions(arrays: list[ArrayMeta]) -> dict[str, dict[str, int]]:
 
 def _held_note(src: EmitSource, name: str) -> str:
     """What to say of an array with held chunks when its source changed: the VRT cannot carry them."""
-    if name not in src.held():
+    if name not in src.held_counts():
         return ""
     return (
         f"array {name!r} has held chunks, which a VRT cannot carry (GDAL reads the source files; "
