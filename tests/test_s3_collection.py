@@ -80,6 +80,12 @@ def test_collection_on_s3_end_to_end(s3: S3, series, tmp_path: Path) -> None:
     r = run("-C", col, "read", "err", "--window", "1", "--out", str(tmp_path / "err.npy"))
     assert r.returncode == 2 and "changed since scan (etag" in r.stderr, r.stderr
     outputs.append(r.stderr)
+    # and so does an emit of a version that points at it (nothing written)
+    after = tmp_path / "after.json"
+    r = run("-C", col, "emit", "kerchunk-json", str(after), "--as-of", "first")
+    assert r.returncode == 2 and f"{s3.url('data/' + files[1].name)}: changed since scan (etag" in r.stderr, r.stderr
+    assert not after.exists()
+    outputs.append(r.stderr)
 
     # gc on S3: old versions and their files go (manifests first), the tagged one still reads
     before = len(s3.keys("collections/oisst/data/"))
