@@ -114,7 +114,8 @@ class EmitSource:
         self.rules: list[RemapRule] = remap_rules(snap) if remap else []
         self._sources: pa.Table | None = None
         self._held: dict[str, tuple[int, int]] | None = None
-        self._check = SourceCheck(snap.source_identity(), Fetcher().head, on_stale=on_stale, action="emit")
+        self._check = SourceCheck(snap.source_identity(), Fetcher(), checksums=snap.source_checksums(),
+                                  on_stale=on_stale, action="emit")  # fmt: skip
 
     # ------------------------------------------------------------------ metadata
     @property

@@ -1,10 +1,12 @@
 """The one freshness check: is a source still the file its version recorded?
 
 Every path that fetches source bytes (the direct reader, the zarr store, the xarray backend
-through the direct reader, ``hold``, ``verify``) or publishes references to them (``emit``)
-asks a :class:`SourceCheck`. A source row records size, mtime (ns) and etag at scan time; the
-check makes one metadata request (``os.stat`` locally, ``HEAD`` on object stores) and compares
-with :func:`change_since_scan`. The policy is one of :data:`STALE_POLICIES`: ``error`` raises
+through the direct reader, ``hold``, ``verify``'s reads) or publishes references to them
+(``emit``) asks a :class:`SourceCheck`; ``scan`` and ``verify`` sort sources with the same
+comparison (``fetch.change_since_scan``). A source row records size, mtime (ns) and etag at
+scan time; the check makes one metadata request (``os.stat`` locally, ``HEAD`` on object
+stores) and compares with ``fetch.source_change`` (and the content digest when ``scan
+--checksum`` recorded one). The policy is one of :data:`STALE_POLICIES`: ``error`` raises
 ``StaleSourceError`` naming the source, ``warn`` issues a ``StaleSourceWarning`` and goes on,
 ``ignore`` makes no request at all.
 
@@ -21,14 +23,14 @@ import warnings
 from typing import TYPE_CHECKING, Final
 
 from ..errors import BadInputError, SourceMissingError, StaleSourceError, StaleSourceWarning
-from .fetch import change_since_scan, source_change
+from .fetch import source_change
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from .fetch import Fetcher
 
-__all__ = ["STALE_POLICIES", "SourceCheck", "change_since_scan", "check_policy"]
+__all__ = ["STALE_POLICIES", "SourceCheck", "check_policy"]
 
 STALE_POLICIES: Final = ("error", "warn", "ignore")
 
@@ -58,9 +60,10 @@ class SourceCheck:
     ``recorded``: location -> :data:`Recorded` of the version (``Snapshot.source_identity``);
     locations it does not know are not checked. ``fetcher``: its ``head`` is the metadata
     request; ``checksums``: content digests recorded by ``scan --checksum`` (``source_change``
-    then also compares the file's digest). ``action``: ``read``, ``hold`` or ``emit``, for the advice that ends the
-    message; for ``emit`` a source that is gone counts as changed (the form would point at
-    nothing), elsewhere it raises ``SourceReadError`` as the fetch would. ``hold`` only takes
+    then also compares the file's digest). ``action``: ``read``, ``hold`` or ``emit``, for the
+    advice that ends the message; for ``emit`` a source that is gone counts as changed (the form would point at
+    nothing), elsewhere it raises ``SourceMissingError`` as the fetch would; other metadata
+    errors (permissions, network) always raise. ``hold`` only takes
     ``error``: held bytes must be the bytes the version's references describe."""
 
     def __init__(
