@@ -413,6 +413,8 @@ def _coordinate_range(
         obj = f.get(dim)
         if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
             return None, None, None
+        if h5py.h5ds.is_scale(obj.id) and _is_dimension_only(obj):
+            return None, None, None  # a netCDF dimension without a coordinate variable: no values
         values = (float(obj[0]), float(obj[-1]))
         if scanned is None:
             units = obj.attrs.get("units")
