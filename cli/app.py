@@ -211,6 +211,8 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
               f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
     if rep.get("concat_dim"):
         out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
+    for a in rep["set_aside"]:
+        out.print(f"set aside {a['source']} (for {a['for']})")
     t = Table("array", "dims", "shape", "chunks", "dtype", "fill", "codecs", "status")
     for name, a in rep["arrays"].items():
         t.add_row(
