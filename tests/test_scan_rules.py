@@ -341,6 +341,11 @@ def test_prune_under_an_s3_prefix(s3: S3, series, new_collection) -> None:
     rep = refstore.scan(col, [s3.url("oisst/v2")], workers=1, prune=True)
     assert rep.removed == (urls[0],) and rep.committed
     assert_series_is(col, files[1:])
+    # an object named directly
+    obstore.delete(s3.store(), "oisst/v2/" + files[2].name)  # type: ignore[arg-type]
+    rep = refstore.scan(col, [urls[2]], workers=1, prune=True)
+    assert rep.removed == (urls[2],) and rep.committed
+    assert_series_is(col, files[1:2])
 
 
 # --------------------------------------------------------------------------- the pure rule, by properties

@@ -2,7 +2,7 @@
 
 Only sources under the paths being scanned count: under a folder given (local files that no
 longer exist), under an object-store prefix given (objects its listing no longer holds), or a
-recorded file named directly that no longer exists. A folder or prefix that is gone as a whole,
+recorded file or object named directly that no longer exists. A folder or prefix that is gone as a whole,
 or holds no source files at all, is refused by the listing before this is asked (an unmounted
 disk must never read as "every file was deleted").
 """
@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import _objstore
+from ..errors import SourceReadError
 from ._sources import SOURCE_EXTENSIONS, normalize_location
 
 if TYPE_CHECKING:
@@ -21,12 +22,24 @@ if TYPE_CHECKING:
 __all__ = ["gone_named", "gone_under"]
 
 
+def _exists(location: str) -> bool:
+    """Whether the source is still there (``os.path.lexists``, or one HEAD request: only "not
+    found" counts as gone, any other failure as there)."""
+    if not _objstore.is_remote(location):
+        return os.path.lexists(location)
+    try:
+        _objstore.head(location)
+    except SourceReadError as e:
+        return not str(e).endswith(": source not found")
+    return True
+
+
 def gone_named(inputs: Iterable[str], known: Collection[str]) -> list[str]:
-    """Local files named directly among ``inputs`` that are recorded (``known``) but no longer exist."""
+    """Files or objects named directly among ``inputs`` that are recorded (``known``) but no longer exist."""
     out: list[str] = []
     for item in inputs:
         loc = normalize_location(item)
-        if not _objstore.is_remote(loc) and loc in known and not os.path.lexists(loc) and loc not in out:
+        if loc in known and loc not in out and _prefix(item) is None and not _exists(loc):
             out.append(loc)
     return out
 
@@ -51,6 +64,6 @@ def gone_under(inputs: Iterable[str], found: Collection[str], known: Iterable[st
     for loc in known:
         if loc in found or not any(loc.startswith(p) for p in prefixes):
             continue
-        if _objstore.is_remote(loc) or not os.path.lexists(loc):
+        if _objstore.is_remote(loc) or not _exists(loc):
             out.add(loc)
     return sorted(out)
