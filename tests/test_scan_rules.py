@@ -380,3 +380,21 @@ def test_order_sources_places_disjoint_ranges_and_sets_aside_only_true_duplicate
         assert span[a][1] < span[b][0]  # strictly ordered, disjoint
     for a in got.set_aside:
         assert a.kept in placed and span[a.location] == span[a.kept] and a.rule in rules
+
+
+def test_prefer_rules_parse_or_are_refused(tmp_path: Path, series) -> None:
+    from refstore.plan.series_order import PreferRule, parse_prefer
+
+    assert parse_prefer(["newest", "!*_preliminary*", "*.nc"]) == (
+        PreferRule(newest=True), PreferRule(pattern="*_preliminary*", negate=True), PreferRule(pattern="*.nc"),
+    )  # fmt: skip
+    assert parse_prefer(["none"]) == ()
+    assert PreferRule(pattern="*/final/*.nc").keep([SourceSlab("/a/final/x.nc", 0, {}), SourceSlab("/a/x.nc", 1, {})]) \
+        == [SourceSlab("/a/final/x.nc", 0, {})]  # fmt: skip
+    files = series(1)
+    col = str(tmp_path / "col")
+    assert run("-C", col, "init").returncode == 0
+    for bad in (["--prefer", "!"], ["--prefer", "none", "--prefer", "newest"]):
+        r = run("-C", col, "scan", str(files[0].parent), "--concat-dim", "time", *bad)
+        _one_line_exit_2(r, "--prefer")
+    assert [e["operation"] for e in _log(col)] == ["init"]
