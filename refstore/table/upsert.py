@@ -397,9 +397,12 @@ def _attempt(
     state = _load(snap)
     scanned = len(results)
     results, counts = _still_changed(state, results, counts)
-    if scanned and not results and not _needs_rekeying(snap):  # a concurrent scan recorded them first
+    pending = bool(set(prune) & state.sources.keys()) or (
+        settings.get("prefer") is not None and list(settings["prefer"]) != snap.config().get("prefer", [])
+    )  # sources to remove or new --prefer rules: a version even when no file is new
+    if scanned and not results and not pending and not _needs_rekeying(snap):  # a concurrent scan recorded them
         return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
-                          failed=tuple(counts["failed"]))  # fmt: skip
+                          failed=tuple(counts["failed"]), missing=tuple(counts.get("missing", ())))  # fmt: skip
     if state.sources and concat_dim is not None and concat_dim != state.concat_dim:
         was = f"--concat-dim {state.concat_dim}" if state.concat_dim else "no --concat-dim"
         raise PlanError(f"{col.uri}: collection was built with {was}; cannot scan with --concat-dim {concat_dim}")
