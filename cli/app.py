@@ -106,6 +106,21 @@ def scan(
         str | None,
         typer.Option("--time-from-name", help="Date TIFF sources by file name, e.g. 'D%Y%m%d' (with --concat-dim)."),
     ] = None,
+    prefer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prefer",
+            metavar="RULE",
+            help="Which of several files with the same coordinate along --concat-dim is placed (the others are set "
+            "aside): 'newest' (latest mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
+            "it ('!*_preliminary*'); repeat to try rules in order; 'none' clears them. Recorded: rescans apply it "
+            "again. Without a rule such files are refused.",
+        ),
+    ] = None,
+    prune: Annotated[
+        bool,
+        typer.Option("--prune", help="Also remove recorded sources under the scanned paths that no longer exist."),
+    ] = False,
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
     ] = None,
@@ -151,8 +166,8 @@ def scan(
             p.update(task, completed=done, total=total)
 
         report = refstore.scan(
-            uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers, strict=strict,
-            progress=tick, client=client, timeout=timeout or None, checksum=checksum,
+            uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+            workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None, checksum=checksum,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())
@@ -168,6 +183,19 @@ def scan(
             err.print(f"[red]failed[/red] {escape(f['source'])}: {escape(f['reason'])}", soft_wrap=True)
         for u in j["unsupported"]:
             err.print(f"[yellow]unsupported[/yellow] {u['source']} {u['array']}: {u['reason']}", soft_wrap=True)
+        for a in j["set_aside"]:
+            out.print(f"set aside {a['source']} for {a['for']} (--prefer {a['rule']})", soft_wrap=True)
+        for gone in j["removed"]:
+            out.print(f"removed {gone} (no longer exists)", soft_wrap=True)
+        if j["missing"]:
+            n = len(j["missing"])
+            err.print(f"[yellow]missing[/yellow] {n} recorded source{'s' * (n != 1)} under the scanned paths "
+                      f"no longer exist{'s' * (n == 1)} (first: {j['missing'][0]}); scan with --prune to remove "
+                      f"{'them' if n != 1 else 'it'}", soft_wrap=True)  # fmt: skip
+        if j["ordered_by"] == "given":
+            err.print(f"[yellow]note[/yellow] no source has a coordinate variable '{j['concat_dim']}': "
+                      "sources are placed in the order given (files of a folder by name, new sources after "
+                      "recorded ones)", soft_wrap=True)  # fmt: skip
 
 
 @app.command()
@@ -183,6 +211,8 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
               f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
     if rep.get("concat_dim"):
         out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
+    for a in rep["set_aside"]:
+        out.print(f"set aside {a['source']} (for {a['for']})")
     t = Table("array", "dims", "shape", "chunks", "dtype", "fill", "codecs", "status")
     for name, a in rep["arrays"].items():
         t.add_row(

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 from . import _objstore
 from ._checksum import current_checksum
 from .errors import ScanError
+from .plan.series_order import parse_prefer
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher, change_since_scan
 from .scan import AutoScanner, ScanResult, SourceInfo, scan_many
+from .scan._gone import gone_named, gone_under
 from .scan._parallel import DEFAULT_TIMEOUT, cool_down, warm_up
-from .scan._sources import find_sources, source_info
+from .scan._sources import find_sources, normalize_location, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
     from .table.collection import Collection, Snapshot
@@ -80,6 +82,8 @@ def scan(
     *,
     concat_dim: str | None = None,
     time_from_name: str | None = None,
+    prefer: Sequence[str] | None = None,
+    prune: bool = False,
     workers: int | None = None,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -97,6 +101,13 @@ def scan(
     ``workers``: scanning processes; None picks one per core for 64 files or more.
     ``time_from_name``: strptime-style pattern (``D%Y%m%d``) dating TIFF sources by file name
     when they are concatenated along a new time axis; kept for later rescans.
+    ``prefer``: rules choosing which of several sources with the same coordinate along the
+    concat dimension is placed (the others are set aside), tried in order: ``"newest"`` (latest
+    mtime), a file-name glob (``"*_final.nc"``) or its negation (``"!*_preliminary*"``);
+    ``["none"]`` clears them. Without rules such duplicates are refused. Kept for later rescans
+    (None keeps the recorded rules).
+    ``prune``: remove, in the same version, recorded sources under the scanned folders/prefixes
+    (or named directly) that no longer exist; without it they are kept and reported as missing.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
     ``strict``, in which case nothing is committed.
     ``client``: a ``dask.distributed.Client``: the sources are scanned on its cluster, workers
@@ -112,9 +123,9 @@ def scan(
     if timeout and client is None:
         warm_up(1)  # its interpreter starts while this one opens the collection and lists sources
     try:
-        return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, workers=workers,
-                     strict=strict, progress=progress, storage_options=storage_options, client=client,
-                     timeout=timeout, checksum=checksum)  # fmt: skip
+        return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+                     workers=workers, strict=strict, progress=progress, storage_options=storage_options,
+                     client=client, timeout=timeout, checksum=checksum)  # fmt: skip
     finally:
         cool_down()
 
@@ -125,6 +136,8 @@ def _scan(
     *,
     concat_dim: str | None,
     time_from_name: str | None,
+    prefer: Sequence[str] | None,
+    prune: bool,
     workers: int | None,
     strict: bool,
     progress: Callable[[int, int], None] | None,
@@ -138,9 +151,13 @@ def _scan(
 
     col = Collection.open(uri, storage_options=storage_options)
     failed: list[tuple[str, str]] = []
-    found = find_sources(sources, failed=failed)
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
+    rules = None if prefer is None else [str(r) for r in parse_prefer(list(prefer))]
+    named = gone_named(sources, known) if prune else []
+    rest = [x for x in sources if normalize_location(x) not in named]
+    found = find_sources(rest, failed=failed) if rest else []
+    gone = sorted({*named, *gone_under(rest, {loc for loc, _ in found}, known)})
     dim = concat_dim if concat_dim is not None else snap.concat_dim
     pattern = time_from_name if time_from_name is not None else snap.config().get("time_from_name")
     if pattern is not None:
@@ -173,13 +190,14 @@ def _scan(
             progress(done, total)
 
     scanner = AutoScanner(concat_dim=dim, time_pattern=pattern, checksum=use_checksum)
-    settings = {"time_from_name": pattern, "checksum": use_checksum or None}
+    settings: dict[str, Any] = {"time_from_name": pattern, "checksum": use_checksum or None, "prefer": rules}
     if client is not None:
         from .table.distributed import scan_on_dask
 
         return scan_on_dask(
             col, to_scan, client=client, scanner=scanner, concat_dim=concat_dim, unchanged=unchanged,
             failed=failed, strict=strict, settings=settings, known=frozenset(known), progress=tick,
+            prune=gone if prune else (), missing=() if prune else gone,
         )  # fmt: skip
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
@@ -193,7 +211,10 @@ def _scan(
         loc, reason = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
-    return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings)
+    return commit_scan(
+        col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings,
+        prune=gone if prune else (), missing=() if prune else gone,
+    )  # fmt: skip
 
 
 def _changed(loc: str, old: dict[str, Any], info: SourceInfo, use_checksum: bool) -> bool:

@@ -77,4 +77,6 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
         "refs": snap.count(Kind.CHUNK),
         "held": {"chunks": sum(h["chunks"] for h in held.values()), "bytes": sum(h["bytes"] for h in held.values())},
         "unsupported": [{"array": n, "reason": a["reason"]} for n, a in arrays.items() if a["status"] != "ok"],
+        # recorded sources not placed: another with the same coordinate was preferred (--prefer)
+        "set_aside": [{"source": s, "for": k} for s, k in sorted(snap.config().get("set_aside", {}).items())],
     }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -223,10 +224,17 @@ def build_cases(root: Path) -> list[Case]:
 
     seaflux = sorted((SHARED_DATA / "gh-noaa-cdr-seaflux-series").glob("*.tif")) if SHARED_DATA.is_dir() else []
     if seaflux:
+        # the names date the 3-hourly steps by day only (the same time four times: refused), so the
+        # copies carry the hour of their step (-0- is 00Z, -1- 03Z...) in their names
+        steps = gen / "seaflux"
+        steps.mkdir()
+        for i, p in enumerate(seaflux[:4]):
+            shutil.copyfile(p, steps / f"seaflux_sst_20210831{3 * i:02d}.tif")
         uri = str(root / "c-seaflux-series")
-        _scan(uri, [str(p) for p in seaflux[:4]], concat_dim="time", time_from_name="D%Y%m%d")
-        dates = [datetime.strptime(re.search(r"D(\d{8})", p.name).group(1), "%Y%m%d") for p in seaflux[:4]]  # type: ignore[union-attr]
-        cases.append(Case("seaflux-series", uri, tiff_series=tuple(os.path.abspath(p) for p in seaflux[:4]),
+        _scan(uri, [str(steps)], concat_dim="time", time_from_name="sst_%Y%m%d%H")
+        copies = sorted(steps.glob("*.tif"))
+        dates = [datetime.strptime(re.search(r"_(\d{10})\.tif$", p.name).group(1), "%Y%m%d%H") for p in copies]  # type: ignore[union-attr]
+        cases.append(Case("seaflux-series", uri, tiff_series=tuple(os.path.abspath(p) for p in copies),
                           times=tuple(_oracle.unix_seconds(d) for d in dates)))  # fmt: skip
     return cases
 

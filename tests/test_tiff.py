@@ -82,7 +82,15 @@ def test_cog_series_along_time(tmp_path: Path, new_collection) -> None:
     if not series:
         pytest.skip("../shared/data is not present")
     col = new_collection()
-    rep = refstore.scan(col, [str(p) for p in series], concat_dim="time", time_from_name="D%Y%m%d")
+    # the names date these 3-hourly steps by day only: eight files at the same time are refused
+    with pytest.raises(refstore.PlanError, match="same 'time' coordinate") as e:
+        refstore.scan(col, [str(p) for p in series], concat_dim="time", time_from_name="D%Y%m%d")
+    assert series[0].name in str(e.value) and series[1].name in str(e.value)
+    steps = tmp_path / "steps"  # copies whose names carry the hour of their step (-0- is 00Z, -1- 03Z...)
+    steps.mkdir()
+    for i, p in enumerate(series):
+        shutil.copyfile(p, steps / f"seaflux_sst_20210831{3 * i:02d}.tif")
+    rep = refstore.scan(col, [str(steps)], concat_dim="time", time_from_name="sst_%Y%m%d%H")
     assert rep.new == 8 and rep.failed == ()
     ds = refstore.open(col)
     img = ds["image"]
@@ -90,8 +98,8 @@ def test_cog_series_along_time(tmp_path: Path, new_collection) -> None:
     expected = np.stack([tifffile.imread(p) for p in series])
     assert_same(img[:, 100:600, 700:1300], expected[:, 100:600, 700:1300], "image")
     assert_same(ds["overview_2"][...], tiff_series_read([str(p) for p in series], [], "overview_2"), "overview_2")
-    when = unix_seconds(datetime(2021, 8, 31))  # the date in every name
-    assert_same(ds["time"][...], np.full(8, when, "<i8"), "time")
+    when = [unix_seconds(datetime(2021, 8, 31, 3 * i)) for i in range(8)]  # each step's hour, from the names
+    assert_same(ds["time"][...], np.array(when, "<i8"), "time")
     assert refstore.verify(ds.snapshot, sample=40).mismatched == 0
 
 

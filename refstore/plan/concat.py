@@ -1,7 +1,8 @@
 """The concatenation plan: where each source's slab sits in each global array. Pure.
 
 Sources are ordered by their coordinate along the concat dimension (or kept in the order given
-when none has one) and placed end to end. A placement must fall on chunk boundaries of every
+when none has one; duplicates set aside by ``--prefer`` rules: ``series_order.py``) and placed end
+to end. A placement must fall on chunk boundaries of every
 array along that dimension, or the plan is refused: a wrong store is never written.
 """
 
@@ -11,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PlanError
+from .series_order import PreferRule, SetAside, order_sources
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..scan._types import ArrayMeta
 
-__all__ = ["Plan", "SourceSlab", "make_plan"]
+__all__ = ["Plan", "PreferRule", "SetAside", "SourceSlab", "make_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,10 @@ class SourceSlab:
     arrays: Mapping[str, ArrayMeta]
     sort_value: float | None = None
     sort_units: str | None = None
+    sort_last: float | None = None
+    """Last coordinate value along the concat dim (same units as ``sort_value``); None: unknown."""
+    mtime_ns: int = -1
+    """Modification time (ns since the epoch, -1 unknown): what ``--prefer newest`` compares."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,30 +52,10 @@ class Plan:
     view: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     """``view[(location, array)] = (era, offset)``: the era the slab belongs to and its offset
     from the era's start, in elements: the global key is ``k + offset // chunk`` on the era's grid."""
-
-
-def _ordered(sources: Sequence[SourceSlab], concat_dim: str | None) -> list[SourceSlab]:
-    by_given = sorted(sources, key=lambda s: s.order)
-    if concat_dim is None:
-        return by_given
-    with_coord = [s for s in by_given if s.sort_value is not None]
-    if not with_coord:
-        return by_given
-    if len(with_coord) != len(by_given):
-        lacking = next(s for s in by_given if s.sort_value is None)
-        raise PlanError(
-            f"{lacking.location}: has no coordinate variable '{concat_dim}' while other sources do; "
-            "cannot order it along the concat dimension"
-        )
-    units = {s.sort_units for s in with_coord}
-    if len(units) > 1:
-        a = with_coord[0]
-        b = next(s for s in with_coord if s.sort_units != a.sort_units)
-        raise PlanError(
-            f"{b.location}: coordinate '{concat_dim}' has units {b.sort_units!r}, but {a.location} has "
-            f"{a.sort_units!r}; they cannot be ordered together"
-        )
-    return sorted(with_coord, key=lambda s: (s.sort_value, s.order))
+    set_aside: tuple[SetAside, ...] = ()
+    """Sources not placed because another with the same coordinate was preferred."""
+    ordered_by: str | None = None
+    """``"coordinate"``, ``"given"`` (no source has a coordinate along the concat dim) or None."""
 
 
 def _dim_extent(src: SourceSlab, dim: str) -> int | None:
@@ -88,10 +74,30 @@ def _dim_extent(src: SourceSlab, dim: str) -> int | None:
     return extent
 
 
-def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None) -> Plan:
-    """Place every source's arrays in the global arrays, or raise PlanError naming the source."""
-    ordered = _ordered(sources, concat_dim)
-    plan = Plan(concat_dim=concat_dim, order=tuple(s.location for s in ordered))
+def _check_dim(sources: Sequence[SourceSlab], concat_dim: str) -> None:
+    """The concat dimension must be a dimension of some array in some source."""
+    if not sources or any(concat_dim in m.dims for s in sources for m in s.arrays.values()):
+        return
+    dims = sorted({d for s in sources for m in s.arrays.values() for d in m.dims})
+    s0 = min(sources, key=lambda s: s.order)
+    more = f" or the {len(sources) - 1} other sources" if len(sources) > 1 else ""
+    raise PlanError(
+        f"--concat-dim {concat_dim}: no array in {s0.location}{more} has a dimension '{concat_dim}' "
+        f"(dimensions there: {', '.join(dims) or 'none'})"
+    )
+
+
+def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: Sequence[PreferRule] = ()) -> Plan:
+    """Place every source's arrays in the global arrays, or raise PlanError naming the source.
+    ``prefer``: rules choosing among sources with the same coordinate (``series_order``)."""
+    if concat_dim is not None:
+        _check_dim(sources, concat_dim)
+    ordering = order_sources(sources, concat_dim, prefer=prefer)
+    ordered = list(ordering.sources)
+    plan = Plan(
+        concat_dim=concat_dim, order=tuple(s.location for s in ordered), set_aside=ordering.set_aside,
+        ordered_by=ordering.by,
+    )  # fmt: skip
 
     starts: dict[str, int] = {}
     total = 0

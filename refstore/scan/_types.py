@@ -167,6 +167,8 @@ class ScanResult:
     chunks: pa.Table
     sort_value: float | None = None
     sort_units: str | None = None
+    sort_last: float | None = None
+    """The last coordinate value along the concat dimension (same units as ``sort_value``)."""
     groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     format: str | None = None
     """The source's format: ``hdf5``, ``netcdf3``, ``tiff`` or ``grib`` (``scan.auto.sniff``'s names)."""

@@ -469,6 +469,7 @@ class GribScanner:
             arrays=tuple(metas),
             chunks=_chunk_table(parts),
             sort_value=min(sort) if sort else None,
+            sort_last=max(sort) if sort else None,
             sort_units=units if sort else None,
             groups={"": {k: enc for k, v in glob.items() if (enc := encode_attr(v)) is not None}},
             format="grib",

@@ -102,15 +102,16 @@ class HDF5Scanner:
             if chunks is not None and len(chunks.keys):
                 parts.append(chunks)
 
-        sort_value, sort_units = (None, None)
+        sort_value, sort_last, sort_units = (None, None, None)
         if self.concat_dim is not None:
-            sort_value, sort_units = _first_coordinate(f, self.concat_dim, coordinate)
+            sort_value, sort_last, sort_units = _coordinate_range(f, self.concat_dim, coordinate)
         table = _chunk_table(parts)
         return ScanResult(
             source=info,
             arrays=tuple(metas),
             chunks=table,
             sort_value=sort_value,
+            sort_last=sort_last,
             sort_units=sort_units,
             groups=groups,
             format="hdf5",
@@ -387,29 +388,34 @@ def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta,
     return meta, _Chunks(meta.name, keys, offsets, np.full(n, row_bytes, np.int64))
 
 
-def _first_coordinate(
+def _coordinate_range(
     f: Any, dim: str, scanned: tuple[ArrayMeta, _Chunks | None] | None = None
-) -> tuple[float | None, str | None]:
-    """First value of the root coordinate variable ``dim`` (CF times as Unix seconds). Uses the
-    scanned metadata and inline bytes when there are some, so nothing is read twice."""
+) -> tuple[float | None, float | None, str | None]:
+    """First and last values of the root coordinate variable ``dim`` (CF times as Unix seconds)
+    and their units. Uses the scanned metadata and inline bytes when there are some, so nothing
+    is read twice."""
     import h5py
 
-    value: float | None = None
+    values: tuple[float, float] | None = None
     units: Any = None
     calendar: Any = "standard"
     if scanned is not None:
         meta, chunks = scanned
         if meta.ndim != 1 or meta.shape[0] == 0 or np.dtype(meta.dtype).kind not in "iuf":
-            return None, None
+            return None, None, None
         units = meta.attrs.get("units", {}).get("value")
         calendar = meta.attrs.get("calendar", {}).get("value", "standard")
-        if chunks is not None and chunks.inline is not None:
-            value = float(np.frombuffer(chunks.inline[0], dtype=meta.dtype, count=1)[0])
-    if value is None:
+        n = meta.shape[0]
+        if chunks is not None and chunks.inline is not None and len(chunks.inline[0]) >= n * meta.np_dtype.itemsize:
+            inline = np.frombuffer(chunks.inline[0], dtype=meta.dtype, count=n)
+            values = (float(inline[0]), float(inline[-1]))
+    if values is None:
         obj = f.get(dim)
         if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
-            return None, None
-        value = float(obj[0])
+            return None, None, None
+        if h5py.h5ds.is_scale(obj.id) and _is_dimension_only(obj):
+            return None, None, None  # a netCDF dimension without a coordinate variable: no values
+        values = (float(obj[0]), float(obj[-1]))
         if scanned is None:
             units = obj.attrs.get("units")
             calendar = obj.attrs.get("calendar", "standard")
@@ -417,9 +423,10 @@ def _first_coordinate(
         units = units.decode("utf-8", "replace")
     if isinstance(calendar, bytes):
         calendar = calendar.decode("utf-8", "replace")
+    first, last = values
     if isinstance(units, str):
-        seconds = cf_seconds(value, units, str(calendar))
-        if seconds is not None:
-            return seconds, "seconds since 1970-01-01"
-        return value, units
-    return value, None
+        s0, s1 = cf_seconds(first, units, str(calendar)), cf_seconds(last, units, str(calendar))
+        if s0 is not None and s1 is not None:
+            return s0, s1, "seconds since 1970-01-01"
+        return first, last, units
+    return first, last, None

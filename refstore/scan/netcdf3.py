@@ -228,7 +228,7 @@ class NetCDF3Scanner:
         try:
             fh.seek(0)
             hdr = read_header(fh, info.size)
-            sort_value, sort_units = self._first_coordinate(fh, hdr)
+            sort_value, sort_last, sort_units = self._coordinate_range(fh, hdr)
         except (ValueError, struct.error) as e:
             raise ScanError(location, f"not a readable netCDF3 file: {e}") from None
         except OSError as e:
@@ -287,31 +287,39 @@ class NetCDF3Scanner:
             arrays=tuple(metas),
             chunks=_table(names, keys, offsets, lengths),
             sort_value=sort_value,
+            sort_last=sort_last,
             sort_units=sort_units,
             groups={"": _typed_attrs(hdr.attrs)},
             format="netcdf3",
         )
 
-    def _first_coordinate(self, fh: BinaryIO, hdr: Nc3Header) -> tuple[float | None, str | None]:
+    def _coordinate_range(self, fh: BinaryIO, hdr: Nc3Header) -> tuple[float | None, float | None, str | None]:
+        """First and last values of the coordinate variable ``concat_dim`` (CF times as Unix
+        seconds) and their units."""
         if self.concat_dim is None:
-            return None, None
+            return None, None, None
         v = next((x for x in hdr.variables if x.name == self.concat_dim and len(x.shape) == 1), None)
         if v is None or not v.shape[0] or v.nc_type == 2:
-            return None, None
+            return None, None, None
         dt = np.dtype(NC3_TYPES[v.nc_type][0])
-        fh.seek(v.begin)
-        raw = fh.read(dt.itemsize)
-        if len(raw) != dt.itemsize:
-            return None, None
-        value = float(np.frombuffer(raw, dt)[0])
+        step = hdr.recsize if v.is_record else dt.itemsize
+        found: list[float] = []
+        for at in (v.begin, v.begin + (v.shape[0] - 1) * step):
+            fh.seek(at)
+            raw = fh.read(dt.itemsize)
+            if len(raw) != dt.itemsize:
+                return None, None, None
+            found.append(float(np.frombuffer(raw, dt)[0]))
+        first, last = found
         units = v.attrs.get("units")
         if isinstance(units, str):
             cal = v.attrs.get("calendar", "standard")
-            seconds = cf_seconds(value, units, cal if isinstance(cal, str) else "standard")
-            if seconds is not None:
-                return seconds, "seconds since 1970-01-01"
-            return value, units
-        return value, None
+            cal = cal if isinstance(cal, str) else "standard"
+            s0, s1 = cf_seconds(first, units, cal), cf_seconds(last, units, cal)
+            if s0 is not None and s1 is not None:
+                return s0, s1, "seconds since 1970-01-01"
+            return first, last, units
+        return first, last, None
 
 
 def _table(

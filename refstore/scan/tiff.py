@@ -326,6 +326,7 @@ class TiffScanner:
             arrays=tuple(metas),
             chunks=_chunk_table(parts),
             sort_value=sort_value,
+            sort_last=sort_value,
             sort_units="seconds since 1970-01-01" if lead else None,
             groups={"": {}},
             format="tiff",

@@ -144,13 +144,17 @@ def scan_on_dask(
     known: frozenset[str],
     batch: int | None = None,
     progress: Callable[[int], None] | None = None,
+    prune: Sequence[str] = (),
+    missing: Sequence[str] = (),
 ) -> ScanReport:
     """Scan ``locations`` on the cluster of ``client`` and commit once (see the module doc).
-    ``known``: sources the latest version already records (their rows are upserted)."""
+    ``known``: sources the latest version already records (their rows are upserted);
+    ``prune``/``missing``: as for ``commit_scan``."""
     from distributed import as_completed
 
     if not locations:
-        return commit_scan(col, [], concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings)
+        return commit_scan(col, [], concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings,
+                           prune=prune, missing=missing)  # fmt: skip
     n_workers = max(1, len(client.scheduler_info().get("workers", {})) or 1)
     if batch is None:
         batch = max(1, min(256, len(locations) // (n_workers * 4) or 1))
@@ -198,7 +202,7 @@ def scan_on_dask(
         chunks = _DaskChunks(client, col, batches)
         try:
             return commit_scan(col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed,
-                               settings=settings, prewritten=chunks)  # fmt: skip
+                               settings=settings, prewritten=chunks, prune=prune, missing=missing)  # fmt: skip
         except SourcesNoLongerNew:
             # a concurrent writer recorded some of these sources: everything goes through the upsert
             try:
@@ -208,7 +212,7 @@ def scan_on_dask(
             news = {r.source.location: r for rs in full for r in rs}
             merged = [news.get(r.source.location, r) for r in results]
             return commit_scan(col, merged, concat_dim=concat_dim, unchanged=unchanged, failed=failed,
-                               settings=settings)  # fmt: skip
+                               settings=settings, prune=prune, missing=missing)  # fmt: skip
     except _WorkerFailed as e:
         raise StorageError(f"{col.uri}: a Dask worker failed {e}; nothing committed") from None
     finally:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from ..errors import PlanError
 from ..plan.concat import Plan, SourceSlab, make_plan
 from ..plan.eras import EraLayout
+from ..plan.series_order import parse_prefer
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
     DEST_COLUMNS,
@@ -78,6 +79,15 @@ class ScanReport:
     updated: int = 0
     deleted: int = 0
     unsupported: tuple[tuple[str, str, str], ...] = field(default=())
+    removed: tuple[str, ...] = ()
+    """Sources no longer found under the scanned paths, removed with ``prune``."""
+    missing: tuple[str, ...] = ()
+    """Sources no longer found under the scanned paths, kept (scan with ``prune`` to remove them)."""
+    set_aside: tuple[tuple[str, str, str], ...] = ()
+    """(source, source placed instead, deciding ``--prefer`` rule) newly set aside by this scan."""
+    ordered_by: str | None = None
+    """``"coordinate"``, ``"given"`` (no source has a coordinate along the concat dim) or None."""
+    concat_dim: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +102,11 @@ class ScanReport:
             "refs": {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted},
             "failed": [{"source": s, "reason": r} for s, r in self.failed],
             "unsupported": [{"source": s, "array": a, "reason": r} for s, a, r in self.unsupported],
+            "removed": list(self.removed),
+            "missing": list(self.missing),
+            "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in self.set_aside],
+            "ordered_by": self.ordered_by,
+            "concat_dim": self.concat_dim,
         }
 
 
@@ -215,8 +230,11 @@ def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array], held: dict[str, Any] |
 
 def _source_meta(order: int, r: ScanResult) -> str:
     """A source row's ``meta``: its place in the series, group attributes and, from scans since
-    the VRT stopped opening sources at emit, its ``format`` and ``layout`` (``ScanResult``)."""
+    the VRT stopped opening sources at emit, its ``format`` and ``layout`` (``ScanResult``);
+    since duplicates are refused, ``sort_last`` (the last coordinate value)."""
     meta: dict[str, Any] = {"order": order, "sort_units": r.sort_units, "groups": r.groups}
+    if r.sort_last is not None:
+        meta["sort_last"] = r.sort_last
     if r.format is not None:
         meta["format"] = r.format
     if r.layout:
@@ -247,6 +265,7 @@ def _load(snap: Snapshot) -> _State:
             "sort_value": None if sv is None or math.isnan(sv) else sv,
             "order": meta.get("order", 0),
             "sort_units": meta.get("sort_units"),
+            "sort_last": meta.get("sort_last"),
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
     arrays = snap.arrays()
@@ -372,14 +391,18 @@ def _attempt(
     counts: dict[str, Any],
     settings: dict[str, Any],
     prewritten: PrewrittenChunks | None = None,
+    prune: Sequence[str] = (),
 ) -> ScanReport:
     snap = col.snapshot()
     state = _load(snap)
     scanned = len(results)
     results, counts = _still_changed(state, results, counts)
-    if scanned and not results and not _needs_rekeying(snap):  # a concurrent scan recorded them first
+    pending = bool(set(prune) & state.sources.keys()) or (
+        settings.get("prefer") is not None and list(settings["prefer"]) != snap.config().get("prefer", [])
+    )  # sources to remove or new --prefer rules: a version even when no file is new
+    if scanned and not results and not pending and not _needs_rekeying(snap):  # a concurrent scan recorded them
         return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
-                          failed=tuple(counts["failed"]))  # fmt: skip
+                          failed=tuple(counts["failed"]), missing=tuple(counts.get("missing", ())))  # fmt: skip
     if state.sources and concat_dim is not None and concat_dim != state.concat_dim:
         was = f"--concat-dim {state.concat_dim}" if state.concat_dim else "no --concat-dim"
         raise PlanError(f"{col.uri}: collection was built with {was}; cannot scan with --concat-dim {concat_dim}")
@@ -387,6 +410,9 @@ def _attempt(
 
     by_loc = {r.source.location: r for r in results}
     changed = [loc for loc in by_loc if loc in state.sources]
+    removed = sorted(loc for loc in set(prune) if loc in state.sources and loc not in by_loc)
+    prefer = settings.get("prefer")
+    rules = parse_prefer(prefer if prefer is not None else snap.config().get("prefer", []))
     next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
 
     by_source: dict[str, dict[str, ArrayMeta]] = {}
@@ -394,16 +420,18 @@ def _attempt(
         by_source.setdefault(src, {})[a] = m
     slabs: list[SourceSlab] = []
     for loc, s in state.sources.items():
-        if loc in by_loc:
+        if loc in by_loc or loc in removed:
             continue
         arrays = by_source.get(loc, {})
-        slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"]))
+        slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"], s["sort_last"],
+                                int(s["mtime_ns"])))  # fmt: skip
     orders: dict[str, int] = {}
     for i, r in enumerate(results):
         loc = r.source.location
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
-        slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units))
-    plan = make_plan(slabs, dim)
+        slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units,
+                                r.sort_last, r.source.mtime_ns))  # fmt: skip
+    plan = make_plan(slabs, dim, prefer=rules)
     extra_fragments: list[Any] = []
     extra_rows = 0
     if prewritten is not None:
@@ -418,7 +446,7 @@ def _attempt(
     new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.view, metas))]
     moved: list[tuple[str, str]] = []
     for (loc, name), (m, old_view) in state.vars.items():
-        if loc in by_loc or m.status != "ok":
+        if loc in by_loc or loc in removed or m.status != "ok":
             continue
         if plan.view.get((loc, name)) != old_view:
             moved.append((loc, name))
@@ -436,7 +464,7 @@ def _attempt(
         new_chunks.append(_chunk_rows(old, _global_keys(old, plan.view, moved_metas), held=_held_of(snap, old)))
 
     # what the chunk rows were before, for the report
-    touched = sorted({*changed, *(loc for loc, _ in moved)})
+    touched = sorted({*changed, *removed, *(loc for loc, _ in moved)})
     old_chunk = (
         snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(s) for s in touched) + ")")
         if touched
@@ -446,7 +474,7 @@ def _attempt(
     if moved:  # of a moved source only its moved arrays count; changed sources count whole
         pair = pc.binary_join_element_wise(old_chunk.column("source"), old_chunk.column("array"), "\x00")
         keep = pc.or_(
-            pc.is_in(old_chunk.column("source"), pa.array(changed, pa.string())),
+            pc.is_in(old_chunk.column("source"), pa.array([*changed, *removed], pa.string())),
             pc.is_in(pair, pa.array([f"{loc}\x00{name}" for loc, name in moved], pa.string())),
         )
         old_chunk = old_chunk.filter(keep)
@@ -465,7 +493,13 @@ def _attempt(
         sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
         meta=[_source_meta(orders[r.source.location], r) for r in results],
     )
-    head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim})
+    was_aside: dict[str, str] = snap.config().get("set_aside", {})
+    set_aside = {a.location: a for a in plan.set_aside}
+    newly_aside = tuple(
+        (a.location, a.kept, a.rule) for loc, a in sorted(set_aside.items()) if was_aside.get(loc) != a.kept
+    )
+    head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
+                           "set_aside": {loc: a.kept for loc, a in sorted(set_aside.items())}})  # fmt: skip
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
 
     unsupported = tuple(
@@ -480,13 +514,18 @@ def _attempt(
         },
         "refs": {"inserted": ins, "updated": upd, "deleted": dele},
         "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
+        "removed": removed,
+        "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in newly_aside],
+        "prefer": [str(r) for r in rules],
+        "ordered_by": plan.ordered_by,
     }
     # The rows this commit replaces: the collection row, every var and array row, the source and
     # chunk rows of changed sources and the chunk rows of moved arrays. All of them are in
     # ``upsert`` (rewritten) unless they must disappear; everything else is untouched.
     scope = ["kind IN ('collection', 'var', 'array')"]
-    if changed:
-        scope.append("(kind IN ('chunk', 'source') AND source IN (" + ", ".join(sql_str(s) for s in changed) + "))")
+    if changed or removed:
+        gone = ", ".join(sql_str(s) for s in [*changed, *removed])
+        scope.append(f"(kind IN ('chunk', 'source') AND source IN ({gone}))")
     by_moved: dict[str, list[str]] = {}
     for loc, name in moved:
         by_moved.setdefault(loc, []).append(name)
@@ -500,6 +539,8 @@ def _attempt(
         f"scan: {record['sources']['new']} new, {record['sources']['changed']} changed, "
         f"{record['sources']['unchanged']} unchanged, {record['sources']['failed']} failed sources; "
         f"refs +{ins} ~{upd} -{dele}"
+        + "".join(f"; removed {loc} (gone)" for loc in removed)
+        + "".join(f"; set aside {s} for {k} (--prefer {r})" for s, k, r in newly_aside)
     )
     return ScanReport(
         version=commit(col, txn, "scan", message, record, parent=snap),
@@ -512,6 +553,11 @@ def _attempt(
         updated=upd,
         deleted=dele,
         unsupported=unsupported,
+        removed=tuple(removed),
+        missing=tuple(counts.get("missing", ())),
+        set_aside=newly_aside,
+        ordered_by=plan.ordered_by,
+        concat_dim=dim,
     )
 
 
@@ -541,16 +587,24 @@ def commit_scan(
     failed: Sequence[tuple[str, str]],
     settings: dict[str, Any] | None = None,
     prewritten: PrewrittenChunks | None = None,
+    prune: Sequence[str] = (),
+    missing: Sequence[str] = (),
 ) -> ScanReport:
     """Commit scanned sources as one new version (none if nothing changed). ``settings`` are
-    collection settings to keep (e.g. ``time_from_name``). ``prewritten``: the chunk rows of
-    some new sources come as fragments (their ``results`` carry no chunk rows); raises
-    ``SourcesNoLongerNew`` if a concurrent writer recorded one of them first."""
-    counts = {"unchanged": unchanged, "failed": list(failed)}
-    if not results and not _needs_rekeying(col.snapshot()):
-        snap = col.snapshot()
+    collection settings to keep (e.g. ``time_from_name``, ``prefer``: the ``--prefer`` rules as
+    given, None to keep the recorded ones). ``prewritten``: the chunk rows of some new sources
+    come as fragments (their ``results`` carry no chunk rows); raises ``SourcesNoLongerNew`` if
+    a concurrent writer recorded one of them first. ``prune``: sources to remove (gone from
+    the scanned paths) in the same version; ``missing``: gone sources kept, for the report."""
+    counts = {"unchanged": unchanged, "failed": list(failed), "missing": list(missing)}
+    settings = settings or {}
+    snap0 = col.snapshot()
+    new_rules = settings.get("prefer") is not None and list(settings["prefer"]) != snap0.config().get("prefer", [])
+    if not results and not prune and not new_rules and not _needs_rekeying(snap0):
+        snap = snap0
         if snap.count(Kind.SOURCE) and concat_dim is not None and concat_dim != snap.concat_dim:
             raise PlanError(f"{col.uri}: collection was built with --concat-dim {snap.concat_dim}; cannot scan "
                             f"with --concat-dim {concat_dim}")  # fmt: skip
-        return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed))
-    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings or {}, prewritten))
+        return ScanReport(version=snap.version, committed=False, unchanged=unchanged, failed=tuple(failed),
+                          missing=tuple(missing))  # fmt: skip
+    return retry_on_conflict(col, lambda: _attempt(col, results, concat_dim, counts, settings, prewritten, prune))
