@@ -261,7 +261,8 @@ def test_without_eccodes_one_clear_line(tmp_path: Path, new_collection, monkeypa
     col = new_collection()
     refstore.scan(col, [str(path)])
     monkeypatch.setitem(sys.modules, "eccodes", None)  # as if the package were not installed
-    report = refstore.scan(new_collection("c2"), [str(path)])
+    # in this process (no worker): the missing package is simulated here only
+    report = refstore.scan(new_collection("c2"), [str(path)], timeout=None)
     assert "install the 'eccodes' package" in report.failed[0][1]
     from refstore.errors import RefstoreError
 
