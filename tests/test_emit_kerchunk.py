@@ -200,7 +200,8 @@ def test_json_document_follows_the_reference_spec(emit_cases: list[Any], tmp_pat
     out = tmp_path / "edge.json"
     emit(refstore.Collection.open(case.uri), "kerchunk-json", str(out), skip_unexpressible=True)
     doc = json.loads(out.read_text())
-    assert doc["version"] == 1 and set(doc) == {"version", "templates", "refs"}
+    assert doc["version"] == 1 and set(doc) == {"version", "generator", "templates", "refs"}
+    assert doc["generator"] == "refstore"  # the mark that lets a later emit replace this file (and no other)
     assert list(doc["templates"].values()) == ["file://" + case.source]
     (tpl,) = doc["templates"]
     refs = doc["refs"]

@@ -111,9 +111,36 @@ def test_file_and_folder_never_replace_each_other(col: tuple[str, Path], tmp_pat
         with pytest.raises(BadInputError, match="is a folder"):
             emit(c, fmt, str(empty))
     assert f.read_text() == "precious" and list(empty.iterdir()) == []
-    # a regular file is replaced by a file form
-    emit(c, "kerchunk-json", str(f))
-    assert f.read_text().startswith("{")
+
+
+FILE_FORMS = ("kerchunk-json", "parquet", "sqlite", "vrt")
+
+
+def test_a_file_refstore_did_not_write_is_never_overwritten(col: tuple[str, Path], tmp_path: Path) -> None:
+    """Issue 13.4: `emit parquet notes.txt` and `emit vrt copy.nc` overwrote a user's file."""
+    uri, src = col
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    copy = tmp_path / "copy.tif"
+    copy.write_bytes(src.read_bytes())
+    other = tmp_path / "other.json"  # another tool's kerchunk JSON: not refstore's to replace
+    other.write_text('{"version":1,"refs":{".zgroup":"{\\"zarr_format\\":2}"}}')
+    for fmt in FILE_FORMS:
+        _refused(uri, fmt, notes, "refstore did not write", cli=fmt in ("parquet", "vrt"))
+        _refused(uri, fmt, copy, "refstore did not write")
+    _refused(uri, "kerchunk-json", other, "refstore did not write", cli=True)
+    c = refstore.Collection.open(uri)
+    outs = {fmt: tmp_path / f"out-{fmt}" for fmt in FILE_FORMS}
+    for fmt, out in outs.items():
+        emit(c, fmt, str(out))
+    for fmt, out in outs.items():
+        first = out.read_bytes()
+        r = run("-C", uri, "emit", fmt, str(out))  # a previous output of the same form is replaced
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == first
+        for other_fmt in FILE_FORMS:  # ...but not by another form
+            if other_fmt != fmt:
+                _refused(uri, other_fmt, out, "refstore did not write")
 
 
 def test_only_regular_files_are_replaced(col: tuple[str, Path], tmp_path: Path) -> None:

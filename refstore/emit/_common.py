@@ -3,7 +3,12 @@
 OUT is written beside itself and renamed over the old OUT only on success. What may be
 replaced (``check_out`` before any work, ``atomic_output`` again at the swap):
 
-- nothing, an empty folder (folder forms), or a regular file (file forms);
+- nothing, an empty folder (folder forms);
+- a regular file only when it is a previous output of refstore, recognised by its mark
+  (``FILE_FORMS``): kerchunk JSON opens with ``{"version":1,"generator":"refstore"``, a VRT
+  holds the comment ``<!--generator: refstore-->``, flat Parquet has the key-value metadata key
+  ``refstore``, SQLite has ``generator = refstore`` in its ``meta`` table. A user's file of the
+  same name (``notes.txt``, a netCDF file, another tool's kerchunk JSON) is never overwritten;
 - a non-empty folder only when it is a previous output of the same form, recognised by its
   content (``FOLDER_FORMS``): a kerchunk-parquet folder holds a ``.zmetadata`` JSON object with
   ``record_size`` and ``metadata`` and no files but ``refs.<k>.parq``; an Icechunk repository
@@ -39,9 +44,76 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["FOLDER_FORMS", "atomic_output", "check_out", "check_zarr", "is_icechunk_repo", "is_kerchunk_parquet"]
+__all__ = [
+    "FILE_FORMS",
+    "FOLDER_FORMS",
+    "JSON_MARK",
+    "VRT_MARK",
+    "atomic_output",
+    "check_out",
+    "check_zarr",
+    "is_icechunk_repo",
+    "is_kerchunk_parquet",
+]
 
 _REFS_FILE = re.compile(r"^refs\.\d+\.parq$")
+
+JSON_MARK = '{"version":1,"generator":"refstore"'
+"""How a kerchunk JSON refstore wrote begins (fsspec and kerchunk ignore the extra key)."""
+VRT_MARK = "generator: refstore"
+"""The text of the XML comment a VRT refstore wrote holds."""
+_HEAD = 4096
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_HEAD)
+    except OSError:
+        return b""
+
+
+def is_kerchunk_json(path: str) -> bool:
+    """A kerchunk JSON refstore wrote: it begins with ``JSON_MARK``."""
+    return _head(path).startswith(JSON_MARK.encode("ascii"))
+
+
+def is_vrt(path: str) -> bool:
+    """A VRT refstore wrote: a ``VRTDataset`` whose first lines hold the ``VRT_MARK`` comment."""
+    head = _head(path)
+    return head.lstrip().startswith(b"<VRTDataset") and f"<!--{VRT_MARK}-->".encode("ascii") in head
+
+
+def is_flat_parquet(path: str) -> bool:
+    """A flat Parquet file refstore wrote: key-value metadata ``refstore`` in its footer."""
+    import pyarrow.parquet as pq
+
+    if _head(path)[:4] != b"PAR1":
+        return False
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return False
+    return b"refstore" in meta
+
+
+def is_sqlite(path: str) -> bool:
+    """An SQLite file refstore wrote: ``generator = refstore`` in its ``meta`` table."""
+    import sqlite3
+
+    if not _head(path).startswith(b"SQLite format 3\x00"):
+        return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'generator'").fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
+    return row is not None and row[0] == "refstore"
 
 
 def is_kerchunk_parquet(path: str) -> bool:
@@ -83,8 +155,21 @@ FOLDER_FORMS: dict[str, tuple[str, Callable[[str], bool]]] = {
 """Forms whose OUT is a folder -> (what a previous output is called, how to recognise it)."""
 
 
+FILE_FORMS: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "kerchunk-json": ("a kerchunk JSON refstore wrote", is_kerchunk_json),
+    "parquet": ("a flat Parquet file refstore wrote", is_flat_parquet),
+    "sqlite": ("an SQLite file refstore wrote", is_sqlite),
+    "vrt": ("a VRT refstore wrote", is_vrt),
+}
+"""Forms whose OUT is a file -> (what a previous output is called, how to recognise it)."""
+
+
 def _any_folder_form(path: str) -> bool:
     return any(recognise(path) for _, recognise in FOLDER_FORMS.values())
+
+
+def _any_file_form(path: str) -> bool:
+    return any(recognise(path) for _, recognise in FILE_FORMS.values())
 
 
 def _refuse_existing(
@@ -116,6 +201,10 @@ def _refuse_existing(
         raise BadInputError(f"{out}: is not a regular file (a FIFO, socket or device); give another name")
     if directory:
         raise BadInputError(f"{out}: is a file; {what} writes a folder here, give a folder name")
+    called, recognise = previous or ("a previous refstore output", _any_file_form)
+    if not recognise(out):
+        raise BadInputError(f"{out}: is a file refstore did not write (not {called}); it is never "
+                            "overwritten: give a new name, or remove it first")  # fmt: skip
 
 
 def _local(location: str) -> str | None:
@@ -153,7 +242,7 @@ def check_out(src: EmitSource, fmt: str, out: str) -> None:
                         raise BadInputError(f"{target}: is the source {loc} of version {src.version}; "
                                             f"write the {fmt} elsewhere")  # fmt: skip
     directory = fmt in FOLDER_FORMS
-    _refuse_existing(target, directory=directory, previous=FOLDER_FORMS.get(fmt), what=fmt)
+    _refuse_existing(target, directory=directory, previous=FOLDER_FORMS.get(fmt) or FILE_FORMS.get(fmt), what=fmt)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """kerchunk JSON: the fsspec reference spec, version 1, with zarr v2 metadata.
 
-``{"version": 1, "templates": {"u0": URL, ...}, "refs": {".zgroup": ..., "sst/.zarray": ...,
+``{"version": 1, "generator": "refstore", "templates": {"u0": URL, ...}, "refs": {".zgroup": ..., "sst/.zarray": ...,
 "sst/0.0.0": ["{{u0}}", offset, length], "lat/0": "base64:..."}}``. One template per distinct
 published URL (in URL order), metadata values as JSON strings (plus ``.zmetadata``, zarr v2
 consolidated metadata, so zarr and xarray open it without listing), inline chunks base64,
@@ -37,7 +37,7 @@ from ..plan.remap import to_url
 from ..schema import Kind
 from ..table.collection import sql_str
 from ..zarr_meta import attr_value, attr_values, v2_array, v2_attrs
-from ._common import atomic_output, check_zarr
+from ._common import JSON_MARK, atomic_output, check_zarr
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -307,7 +307,7 @@ def write(
     templates = {v: k for k, v in urls.items()}
     n_refs: dict[str, int] = {}
     with atomic_output(out) as tmp, open(tmp, "wb") as f:
-        head = f'{{"version":1,"templates":{_dumps(templates)},"refs":{{'
+        head = f'{JSON_MARK},"templates":{_dumps(templates)},"refs":{{'
         f.write(head.encode("ascii"))
         for i, meta in enumerate(arrays):  # chunk entries, each followed by a comma
             t = src.refs(meta.name)

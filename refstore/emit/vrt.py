@@ -44,7 +44,7 @@ from .._keys import DEST_COLUMNS, NOT_PLACED
 from .._values import decode_attr
 from ..errors import BadInputError, UnexpressibleError
 from ..scan._types import ArrayMeta
-from ._common import atomic_output
+from ._common import VRT_MARK, atomic_output
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -477,6 +477,7 @@ def write(
         parts = p.split("/") if p else []
         paths.update("/".join(parts[: i + 1]) for i in range(len(parts)))
     root = ET.Element("VRTDataset")
+    root.append(ET.Comment(VRT_MARK))  # marks a VRT refstore may replace
     groups: dict[str, ET.Element] = {}
     # a group's children in GDAL's order: dimensions, attributes, arrays, then groups
     for g in sorted(paths, key=lambda p: (p.count("/") if p else -1, p)):
