@@ -132,7 +132,7 @@ def _slab(i: int, arrays: dict[str, ArrayMeta], value: float | None = None, unit
 
 def test_plan_orders_by_coordinate_then_given_order_and_places_end_to_end() -> None:
     extents = [4, 2, 6, 2]
-    values = [3.0, 1.0, 1.0, 0.0]  # ties keep the given order
+    values = [3.0, 1.0, 2.0, 0.0]  # distinct: two sources at one coordinate are refused (test_scan_rules)
     slabs = [_slab(i, {"x": _meta(n)}, v) for i, (n, v) in enumerate(zip(extents, values, strict=True))]
     plan = make_plan(list(reversed(slabs)), "time")
     order = sorted(range(4), key=lambda i: (values[i], i))
@@ -167,7 +167,7 @@ def test_plan_refusals_name_the_array_and_both_sources() -> None:
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2)})], None)
     flat = lambda dt: ArrayMeta("c", ("y",), (3,), (3,), dt, None)
     with pytest.raises(PlanError, match=r"array 'c' is taken once .* differs between s0\.nc .* and s1\.nc"):
-        make_plan([_slab(0, {"c": flat("<f4")}), _slab(1, {"c": flat("<f8")})], "time")
+        make_plan([_slab(0, {"c": flat("<f4"), "x": _meta(2)}), _slab(1, {"c": flat("<f8"), "x": _meta(2)})], "time")
     other_dims = ArrayMeta("x", ("time", "z"), (2, 3), (2, 3), "<f4", None)
     with pytest.raises(PlanError, match=r"array 'x' has dimensions \['time', 'z'\] in s1\.nc"):
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": other_dims})], "time")
