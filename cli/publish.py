@@ -110,7 +110,9 @@ def remap_remove(
 
 @app.command("catalog")
 def catalog_cmd(
-    dest: Annotated[str, typer.Argument(metavar="OUT", help="The STAC Collection JSON file to write (replaced atomically).")],
+    dest: Annotated[
+        str, typer.Argument(metavar="OUT", help="The STAC Collection JSON file to write (replaced atomically).")
+    ],
     as_of: AsOfOpt = None,
     asset: Annotated[
         list[str] | None,
@@ -132,5 +134,6 @@ def catalog_cmd(
         _dump(rep.to_json())
         return
     w, s, e, n = rep.bbox
+    when = f"{rep.interval[0] or '..'}/{rep.interval[1] or '..'}"
     out.print(f"wrote STAC collection {rep.out} (version {rep.version}): bbox {w:g},{s:g},{e:g},{n:g}, "
-              f"time {rep.interval[0] or '..'}/{rep.interval[1] or '..'}, assets {', '.join(rep.assets) or 'none'}")  # fmt: skip
+              f"time {when}, assets {', '.join(rep.assets) or 'none'}")  # fmt: skip

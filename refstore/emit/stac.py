@@ -260,10 +260,10 @@ def _dimensions(c: _Coords) -> dict[str, dict[str, Any]]:
         for d, n in zip(m.dims, m.shape, strict=True):
             sizes.setdefault(d, n)
     affine: dict[str, tuple[ArrayMeta, str]] = {}
-    for meta in c.transformed():
-        iy, ix = _yx(meta) or (0, 0)
-        affine.setdefault(meta.dims[iy], (meta, "y"))
-        affine.setdefault(meta.dims[ix], (meta, "x"))
+    for tm in c.transformed():
+        iy, ix = _yx(tm) or (0, 0)
+        affine.setdefault(tm.dims[iy], (tm, "y"))
+        affine.setdefault(tm.dims[ix], (tm, "x"))
     out: dict[str, dict[str, Any]] = {}
     for d in sorted(sizes):
         meta = c.arrays.get(d)
@@ -355,8 +355,13 @@ def _sources_asset(src: EmitSource) -> dict[str, Any] | None:
     pub = [p for p in src.sources().column("published").to_pylist() if p]
     if not pub:
         return None
-    prefix = os.path.commonprefix(pub)
-    prefix = prefix[: prefix.rfind("/") + 1]
+    parts = [p.split("/")[:-1] for p in pub]  # folders, compared whole
+    common: list[str] = []
+    for names in zip(*parts, strict=False):
+        if len(set(names)) != 1:
+            break
+        common.append(names[0])
+    prefix = "/".join(common) + "/" if common else ""
     if prefix in ("", "/", "file:///") or prefix.endswith("://"):
         return None
     exts = {os.path.splitext(p)[1].lower() for p in pub}
@@ -406,9 +411,7 @@ def build(src: EmitSource, assets: dict[str, str]) -> tuple[dict[str, Any], Cata
         id=ident,
         description=str(desc),
         title=None if title is None else str(title),
-        extent=pystac.Extent(
-            pystac.SpatialExtent([list(bbox)]), pystac.TemporalExtent([[when(start), when(end)]])
-        ),
+        extent=pystac.Extent(pystac.SpatialExtent([list(bbox)]), pystac.TemporalExtent([[when(start), when(end)]])),
         license="other",
     )
     dims = _dimensions(c)
