@@ -284,3 +284,65 @@ def test_no_coordinates_for_an_extent_is_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "no coordinates for a spatial extent" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "c.json").exists()
+
+
+def test_vrt_asset_reads_through_gdal(oisst: tuple[str, list[Path], Path], tmp_path: Path) -> None:
+    """The VRT asset (no xarray keys: GDAL reads it) translated by GDAL equals the netCDF files."""
+    import shutil
+
+    if shutil.which("gdalmdimtranslate") is None:
+        pytest.skip("gdal-bin is not installed")
+    uri, files, _ = oisst
+    vrt = tmp_path / "oisst.vrt"
+    emit(refstore.Collection.open(uri), "vrt", str(vrt), as_of="release-1")
+    d = _catalog(uri, tmp_path / "c.json", "--as-of", "release-1", f"--asset=vrt={vrt}")
+    asset = d["assets"]["vrt"]
+    assert (asset["type"], asset["roles"], asset["href"]) == ("application/xml", ["data", "virtual"], str(vrt))
+    assert "xarray:open_kwargs" not in asset
+    from tests.readers.vrt import translate
+
+    nc = tmp_path / "out.nc"
+    translate(asset["href"], str(nc))  # the whole dataset: GDAL 3.6's -array on a VRT of files hangs
+    got = xr.open_dataset(nc, engine="netcdf4", mask_and_scale=False)
+    parts = [xr.open_dataset(p, engine="netcdf4", mask_and_scale=False) for p in files]
+    want = xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="override", join="exact")
+    for name in ("sst", "anom", "err"):
+        assert got[name].dtype == want[name].dtype.newbyteorder("="), name
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
+def test_antimeridian_and_projected_grids(tmp_path: Path) -> None:
+    """Longitudes across the antimeridian give W > E; a projected GeoTIFF CRS is refused (no pyproj)."""
+    import h5py
+
+    src = tmp_path / "pacific.nc"
+    lon = np.array([170.0, 175.0, 180.0, 185.0, 190.0], "f4")
+    with h5py.File(src, "w") as f:
+        for name, vals, units in (("lat", np.array([-5.0, 5.0], "f4"), "degrees_north"), ("lon", lon, "degrees_east")):
+            ds = f.create_dataset(name, data=vals)
+            ds.attrs["units"] = units
+            ds.make_scale(name)
+        v = f.create_dataset("v", data=np.zeros((2, 5), "f4"))
+        v.dims[0].attach_scale(f["lat"])
+        v.dims[1].attach_scale(f["lon"])
+    uri = str(tmp_path / "pacific")
+    refstore.init(uri)
+    refstore.scan(uri, [str(src)])
+    d = _catalog(uri, tmp_path / "p.json")
+    assert d["extent"]["spatial"]["bbox"] == [[170.0, -5.0, -170.0, 5.0]]
+    assert d["extent"]["temporal"]["interval"] == [[None, None]]
+    _validate(tmp_path / "p.json")
+
+    import tifffile
+
+    from refstore.fixtures.tiff import geotags
+
+    tif = tmp_path / "merc" / "m.tif"
+    tif.parent.mkdir()
+    tifffile.imwrite(tif, np.zeros((64, 64), "u1"), extratags=geotags(epsg=3857), metadata=None)
+    col = str(tmp_path / "merc-col")
+    refstore.init(col)
+    refstore.scan(col, [str(tif)])
+    r = run("-C", col, "catalog", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "EPSG:3857" in r.stderr and "pyproj" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
