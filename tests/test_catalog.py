@@ -333,6 +333,20 @@ def test_antimeridian_and_projected_grids(tmp_path: Path) -> None:
     assert d["extent"]["temporal"]["interval"] == [[None, None]]
     _validate(tmp_path / "p.json")
 
+    curv = tmp_path / "curvilinear.h5"  # 2-D lat/lon (auxiliary coordinates) on y/x dimensions
+    with h5py.File(curv, "w") as f:
+        lat2, lon2 = np.meshgrid(np.array([10.0, 11.0, 12.5], "f4"), np.array([-3.0, -1.0], "f4"), indexing="ij")
+        for name, vals, units in (("nav_lat", lat2, "degrees_north"), ("nav_lon", lon2, "degrees_east")):
+            f.create_dataset(name, data=vals).attrs["units"] = units
+        f.create_dataset("t2m", data=np.zeros((3, 2), "f4"))
+    uri = str(tmp_path / "curv")
+    refstore.init(uri)
+    refstore.scan(uri, [str(curv)])
+    d = _catalog(uri, tmp_path / "curv.json")
+    with h5py.File(curv) as f:
+        la, lo = f["nav_lat"][...], f["nav_lon"][...]
+    assert d["extent"]["spatial"]["bbox"] == [[float(lo.min()), float(la.min()), float(lo.max()), float(la.max())]]
+
     import tifffile
 
     from refstore.fixtures.tiff import geotags

@@ -4,8 +4,9 @@
 writes one STAC 1.1 Collection (collection-level assets, as catalogs of Zarr, kerchunk and
 Icechunk datacubes do) built with pystac (the optional extra ``catalog``):
 
-- ``extent``: the WGS84 bounding box from CF latitude/longitude coordinates (their min and
-  max, longitudes folded to -180..180; a grid across the antimeridian gets W > E) or from a
+- ``extent``: the WGS84 bounding box from CF latitude/longitude coordinates (dimension
+  coordinates, else auxiliary ones such as 2-D curvilinear grids; their min and max,
+  longitudes folded to -180..180; a grid across the antimeridian gets W > E) or from a
   GeoTIFF transform (the raster's edges; EPSG:4326 only: pyproj is not a dependency, so a
   projected CRS is refused); the temporal interval from a CF time coordinate (cftime), open
   (``null``) when the version has none.
@@ -148,6 +149,13 @@ class _Coords:
         dims = {d for m in self.arrays.values() for d in m.dims}
         return [n for n, m in self.arrays.items() if len(m.shape) == 1 and n in dims and _coord_kind(m) == kind]
 
+    def geographic(self, kind: str) -> list[str]:
+        """``lat``/``lon`` arrays for the bbox: the dimension coordinates, else any array of that
+        kind (auxiliary coordinates: station positions, 2-D curvilinear grids), sorted by name."""
+        return self.of_kind(kind) or [
+            n for n, m in self.arrays.items() if m.shape and np.dtype(m.dtype).kind in "iuf" and _coord_kind(m) == kind
+        ]
+
     def transformed(self) -> list[ArrayMeta]:
         """Arrays with a GeoTIFF transform and ``y*``/``x*`` dimensions, sorted by name."""
         return [m for m in self.arrays.values() if _attr(m, "transform") is not None and _yx(m) is not None]
@@ -193,7 +201,7 @@ def _lon_span(values: np.ndarray[Any, Any]) -> tuple[float, float]:
 
 
 def _bbox(c: _Coords) -> tuple[float, float, float, float]:
-    lats, lons = c.of_kind("lat"), c.of_kind("lon")
+    lats, lons = c.geographic("lat"), c.geographic("lon")
     if lats and lons:
         lat = np.concatenate([c.values(n) for n in lats])
         lon = np.concatenate([c.values(n) for n in lons])
