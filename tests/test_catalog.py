@@ -271,6 +271,26 @@ def test_the_offline_validator_rejects_a_broken_collection(oisst: tuple[str, lis
             _schema_check({k: v for k, v in d.items() if k != key})
 
 
+def test_replaces_only_a_catalog_it_wrote(oisst: tuple[str, list[Path], Path], tmp_path: Path) -> None:
+    uri = oisst[0]
+    out = tmp_path / "c.json"
+    out.write_text('{"type": "Collection", "id": "mine"}')  # someone else's STAC file
+    r = run("-C", uri, "catalog", str(out))
+    assert r.returncode == 2 and "never overwritten" in r.stderr, r.stderr
+    assert out.read_text() == '{"type": "Collection", "id": "mine"}'
+    out.unlink()
+    _catalog(uri, out)
+    _catalog(uri, out, "--asset", "vrt=https://example.org/oisst.vrt")  # its own output: replaced
+    kj = tmp_path / "refs.json"
+    emit(refstore.Collection.open(uri), "kerchunk-json", str(kj))
+    r = run("-C", uri, "catalog", str(kj))  # a form's output is not a catalog
+    assert r.returncode == 2 and "never overwritten" in r.stderr, r.stderr
+    from refstore.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="never overwritten"):
+        emit(refstore.Collection.open(uri), "kerchunk-json", str(out))  # nor the reverse
+
+
 def test_no_coordinates_for_an_extent_is_exit_2(tmp_path: Path) -> None:
     import h5py
 

@@ -454,7 +454,7 @@ def catalog(
 
     ``assets``: form name -> URL where that form of this version is published (unknown forms
     are bad input). The same version and assets give byte-identical output."""
-    from ._common import atomic_output, check_out
+    from ._common import atomic_output, check_out, is_stac_catalog
 
     for form in assets or {}:
         if form not in ASSETS:
@@ -466,9 +466,9 @@ def catalog(
     snap = col.snapshot(as_of)
     tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
     src = EmitSource(snap, tag=tag, remap=remap)
-    check_out(src, "STAC catalog", out)
+    check_out(src, "catalog", out)  # replaces only a catalog refstore wrote (``FILE_FORMS``)
     d, rep = build(src, dict(assets or {}))
     text = json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    with atomic_output(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
+    with atomic_output(out, previous=is_stac_catalog) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     return CatalogReport(os.path.abspath(out), rep.version, rep.tag, rep.bbox, rep.interval, rep.assets)
