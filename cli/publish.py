@@ -1,4 +1,4 @@
-"""Publishing commands: ``emit`` and ``remap add|list|remove`` (registered on the main app)."""
+"""Publishing commands: ``emit``, ``catalog`` and ``remap add|list|remove`` (registered on the main app)."""
 
 from __future__ import annotations
 
@@ -106,3 +106,34 @@ def remap_remove(
         _dump({"version": v})
     else:
         out.print(f"remap rule removed (version {v})")
+
+
+@app.command("catalog")
+def catalog_cmd(
+    dest: Annotated[
+        str, typer.Argument(metavar="OUT", help="The STAC Collection JSON file to write (replaced atomically).")
+    ],
+    as_of: AsOfOpt = None,
+    asset: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--asset",
+            metavar="FORM=URL",
+            help="Where a published form of this version is (repeatable), e.g. kerchunk-json=https://host/oisst.json.",
+        ),
+    ] = None,
+    no_remap: Annotated[bool, typer.Option("--no-remap", help="Keep source locations as scanned.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a STAC Collection for one version: extents, datacube dimensions/variables, one asset per form."""
+    from refstore.emit.stac import catalog, parse_assets
+
+    assets = parse_assets(asset or [])
+    rep = catalog(refstore.Collection.open(_collection()), dest, as_of=as_of, assets=assets, remap=not no_remap)
+    if as_json:
+        _dump(rep.to_json())
+        return
+    w, s, e, n = rep.bbox
+    when = f"{rep.interval[0] or '..'}/{rep.interval[1] or '..'}"
+    out.print(f"wrote STAC collection {rep.out} (version {rep.version}): bbox {w:g},{s:g},{e:g},{n:g}, "
+              f"time {when}, assets {', '.join(rep.assets) or 'none'}")  # fmt: skip

@@ -7,7 +7,8 @@ replaced (``check_out`` before any work, ``atomic_output`` again at the swap):
 - a regular file only when it is a previous output of refstore, recognised by its mark
   (``FILE_FORMS``): kerchunk JSON opens with ``{"version":1,"generator":"refstore"``, a VRT
   holds the comment ``<!--generator: refstore-->``, flat Parquet has the key-value metadata key
-  ``refstore``, SQLite has ``generator = refstore`` in its ``meta`` table. A user's file of the
+  ``refstore``, SQLite has ``generator = refstore`` in its ``meta`` table, a STAC catalog is
+  a JSON ``Collection`` with ``refstore:version``. A user's file of the
   same name (``notes.txt``, a netCDF file, another tool's kerchunk JSON) is never overwritten;
 - a non-empty folder only when it is a previous output of the same form, recognised by its
   content (``FOLDER_FORMS``): a kerchunk-parquet folder holds a ``.zmetadata`` JSON object with
@@ -82,6 +83,19 @@ def is_vrt(path: str) -> bool:
     """A VRT refstore wrote: a ``VRTDataset`` whose first lines hold the ``VRT_MARK`` comment."""
     head = _head(path)
     return head.lstrip().startswith(b"<VRTDataset") and f"<!--{VRT_MARK}-->".encode("ascii") in head
+
+
+def is_stac_catalog(path: str) -> bool:
+    """A STAC Collection ``refstore catalog`` wrote: a JSON object (at most 64 MiB) of type
+    ``Collection`` with the key ``refstore:version``."""
+    try:
+        if os.path.getsize(path) > 64 << 20 or not _head(path).lstrip().startswith(b"{"):
+            return False
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("type") == "Collection" and "refstore:version" in doc
 
 
 def is_flat_parquet(path: str) -> bool:
@@ -160,6 +174,7 @@ FILE_FORMS: dict[str, tuple[str, Callable[[str], bool]]] = {
     "parquet": ("a flat Parquet file refstore wrote", is_flat_parquet),
     "sqlite": ("an SQLite file refstore wrote", is_sqlite),
     "vrt": ("a VRT refstore wrote", is_vrt),
+    "catalog": ("a STAC catalog refstore wrote", is_stac_catalog),
 }
 """Forms whose OUT is a file -> (what a previous output is called, how to recognise it)."""
 

@@ -1,0 +1,474 @@
+"""A STAC Collection for one collection version: extents, datacube, version, one asset per form.
+
+``catalog(col, "oisst.stac.json", as_of="release-2026-10", assets={"kerchunk-json": URL})``
+writes one STAC 1.1 Collection (collection-level assets, as catalogs of Zarr, kerchunk and
+Icechunk datacubes do) built with pystac (the optional extra ``catalog``):
+
+- ``extent``: the WGS84 bounding box from CF latitude/longitude coordinates (dimension
+  coordinates, else auxiliary ones such as 2-D curvilinear grids; their min and max,
+  longitudes folded to -180..180; a grid across the antimeridian gets W > E) or from a
+  GeoTIFF transform (the raster's edges; EPSG:4326 only: pyproj is not a dependency, so a
+  projected CRS is refused); the temporal interval from a CF time coordinate (cftime), open
+  (``null``) when the version has none.
+- the datacube extension: ``cube:dimensions`` (spatial with axis and extent, temporal with ISO
+  extent, other dimensions with their coordinate's extent and unit) and ``cube:variables``
+  (dimensions, ``unit``, stored ``data_type``, ``nodata``, description).
+- the version extension: ``version`` is the tag the caller named, else the version number;
+  ``refstore:version`` / ``refstore:tag`` spell both.
+- one asset per ``FORM=URL`` given (the URL where that form of this version is published), with
+  its media type, roles and, for the zarr-shaped forms, the xarray-assets fields readers use
+  (see ``ASSETS``); kerchunk's ``remote_protocol`` comes from the remapped source locations.
+  An asset ``sources`` points at the sources' common published prefix, when they have one.
+
+Everything comes from one Lance version (``EmitSource``) and the JSON is written with sorted
+keys: the same REF and assets give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import BadInputError
+from ..table.hold import _attr, _coord_kind, _unpacked
+from . import FORMATS
+from ._input import EmitSource
+
+if TYPE_CHECKING:
+    from ..scan._types import ArrayMeta
+    from ..table.collection import Collection
+
+__all__ = ["ASSETS", "CatalogReport", "catalog", "parse_assets"]
+
+STAC_VERSION = "1.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class AssetKind:
+    """How a published form is described as a STAC asset."""
+
+    media_type: str
+    roles: tuple[str, ...]
+    title: str
+    open_kwargs: dict[str, Any] | None = None
+    """``xarray:open_kwargs`` (None: not an xarray asset)."""
+
+
+ASSETS: dict[str, AssetKind] = {
+    "kerchunk-json": AssetKind(
+        "application/json", ("data", "references"), "kerchunk references (JSON)",
+        {"engine": "zarr", "consolidated": True, "zarr_format": 2},
+    ),
+    "kerchunk-parquet": AssetKind(
+        "application/vnd.apache.parquet", ("data", "references"), "kerchunk references (Parquet)",
+        {"engine": "zarr", "consolidated": True, "zarr_format": 2},
+    ),
+    "icechunk": AssetKind(
+        "application/vnd.zarr+icechunk", ("data", "references", "virtual"), "Icechunk repository (virtual)",
+        {"engine": "zarr", "consolidated": False, "zarr_format": 3},
+    ),
+    "parquet": AssetKind("application/vnd.apache.parquet", ("references", "index"), "chunk references (Parquet)"),
+    "sqlite": AssetKind("application/vnd.sqlite3", ("references", "index"), "chunk references (mdim-refs SQLite)"),
+    "vrt": AssetKind("application/xml", ("data", "virtual"), "GDAL multidimensional VRT"),
+}  # fmt: skip
+"""Form name -> asset description. Every emit form has one."""
+
+_SOURCE_TYPES = {
+    ".nc": "application/netcdf", ".nc4": "application/netcdf", ".cdf": "application/netcdf",
+    ".h5": "application/x-hdf5", ".hdf5": "application/x-hdf5", ".he5": "application/x-hdf5",
+    ".hdf": "application/x-hdf", ".tif": "image/tiff; application=geotiff", ".tiff": "image/tiff; application=geotiff",
+    ".grib": "application/wmo-GRIB2", ".grib2": "application/wmo-GRIB2", ".grb2": "application/wmo-GRIB2",
+    ".grib1": "application/wmo-GRIB1", ".grb1": "application/wmo-GRIB1", ".grb": "application/wmo-GRIB",
+}  # fmt: skip
+
+_DATA_TYPES = {"i1": "int8", "i2": "int16", "i4": "int32", "i8": "int64", "u1": "uint8", "u2": "uint16",
+               "u4": "uint32", "u8": "uint64", "f2": "float16", "f4": "float32", "f8": "float64",
+               "c8": "cfloat32", "c16": "cfloat64"}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogReport:
+    out: str
+    version: int
+    tag: str | None
+    bbox: tuple[float, float, float, float]
+    interval: tuple[str | None, str | None]
+    assets: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"out": self.out, "version": self.version, "tag": self.tag, "bbox": list(self.bbox),
+                "interval": list(self.interval), "assets": list(self.assets)}  # fmt: skip
+
+
+def parse_assets(specs: list[str]) -> dict[str, str]:
+    """``FORM=URL`` items -> {form: url}; unknown forms, empty URLs and repeats are bad input."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        form, sep, url = spec.partition("=")
+        if not sep or not url.strip():
+            raise BadInputError(f"--asset {spec!r}: give FORM=URL, e.g. kerchunk-json=https://host/oisst.json")
+        if form not in FORMATS:
+            raise BadInputError(f"--asset {spec!r}: unknown form {form!r} (one of: {', '.join(FORMATS)})")
+        if form in out:
+            raise BadInputError(f"--asset {spec!r}: {form} given twice")
+        out[form] = url.strip()
+    return out
+
+
+# --------------------------------------------------------------------------- coordinates
+class _Coords:
+    """The version's coordinate arrays, read once through the table (as ``hold`` reads them)."""
+
+    def __init__(self, src: EmitSource) -> None:
+        self.src = src
+        self.arrays = {n: m for n, m in src.arrays().items() if m.status == "ok"}
+        self._cache: dict[str, np.ndarray[Any, Any]] = {}
+
+    def values(self, name: str) -> np.ndarray[Any, Any]:
+        """Real-unit values (CF scale_factor/add_offset applied; fill values dropped)."""
+        if name not in self._cache:
+            from ..read.array import Array
+
+            meta = self.arrays[name]
+            raw = np.asarray(Array(self.src.snapshot, meta)[...]).ravel()
+            fill = _attr(meta, "_FillValue")
+            if fill is not None and raw.dtype.kind in "iuf":
+                raw = raw[raw != np.asarray(fill, raw.dtype)]
+            v = _unpacked(meta, raw)
+            self._cache[name] = v[np.isfinite(v)]
+        return self._cache[name]
+
+    def of_kind(self, kind: str) -> list[str]:
+        """1-D coordinate arrays (named as a dimension of some array) of a kind, sorted by name."""
+        dims = {d for m in self.arrays.values() for d in m.dims}
+        return [n for n, m in self.arrays.items() if len(m.shape) == 1 and n in dims and _coord_kind(m) == kind]
+
+    def geographic(self, kind: str) -> list[str]:
+        """``lat``/``lon`` arrays for the bbox: the dimension coordinates, else any array of that
+        kind (auxiliary coordinates: station positions, 2-D curvilinear grids), sorted by name."""
+        return self.of_kind(kind) or [
+            n for n, m in self.arrays.items() if m.shape and np.dtype(m.dtype).kind in "iuf" and _coord_kind(m) == kind
+        ]
+
+    def transformed(self) -> list[ArrayMeta]:
+        """Arrays with a GeoTIFF transform and ``y*``/``x*`` dimensions, sorted by name."""
+        return [m for m in self.arrays.values() if _attr(m, "transform") is not None and _yx(m) is not None]
+
+
+def _yx(meta: ArrayMeta) -> tuple[int, int] | None:
+    ys = [i for i, d in enumerate(meta.dims) if d.startswith("y")]
+    xs = [i for i, d in enumerate(meta.dims) if d.startswith("x")]
+    return (ys[0], xs[0]) if ys and xs else None
+
+
+def _geographic(meta: ArrayMeta) -> bool:
+    crs = str(_attr(meta, "crs") or "")
+    if crs == "EPSG:4326":
+        return True
+    raise BadInputError(
+        f"array {meta.name!r}: CRS {crs or 'unknown'} is not EPSG:4326; without pyproj refstore cannot reproject "
+        "its transform to a WGS84 extent"
+    )
+
+
+def _affine(meta: ArrayMeta) -> tuple[float, float, float, float, int, int]:
+    """x0, dx, y0, dy, height, width of a north-up transform."""
+    x0, dx, rx, y0, ry, dy = (float(t) for t in _attr(meta, "transform"))
+    if rx != 0 or ry != 0:
+        raise BadInputError(f"array {meta.name!r}: a rotated or sheared raster grid has no extent here")
+    iy, ix = _yx(meta) or (0, 0)
+    return x0, dx, y0, dy, meta.shape[iy], meta.shape[ix]
+
+
+def _lon_span(values: np.ndarray[Any, Any]) -> tuple[float, float]:
+    """West and east of longitudes in degrees, folded to -180..180: across the largest gap between
+    neighbours (around the circle), so a grid across the antimeridian gives W > E."""
+    v = np.unique(np.mod(values + 180.0, 360.0) - 180.0)
+    if v.size == 1:
+        return float(v[0]), float(v[0])
+    gaps = np.diff(v)
+    wrap = v[0] + 360.0 - v[-1]
+    i = int(np.argmax(gaps))
+    if wrap >= gaps[i]:
+        return float(v[0]), float(v[-1])
+    return float(v[i + 1]), float(v[i])
+
+
+def _bbox(c: _Coords) -> tuple[float, float, float, float]:
+    lats, lons = c.geographic("lat"), c.geographic("lon")
+    if lats and lons:
+        lat = np.concatenate([c.values(n) for n in lats])
+        lon = np.concatenate([c.values(n) for n in lons])
+        if lat.size and lon.size:
+            w, e = _lon_span(lon)
+            return w, float(lat.min()), e, float(lat.max())
+    boxes = []
+    for meta in c.transformed():
+        _geographic(meta)
+        x0, dx, y0, dy, h, wd = _affine(meta)
+        xs, ys = sorted((x0, x0 + wd * dx)), sorted((y0, y0 + h * dy))
+        boxes.append((xs[0], ys[0], xs[1], ys[1]))
+    if boxes:
+        w, s, e, n = (min(b[0] for b in boxes), min(b[1] for b in boxes),
+                      max(b[2] for b in boxes), max(b[3] for b in boxes))  # fmt: skip
+        if e - w >= 360.0:
+            return -180.0, max(s, -90.0), 180.0, min(n, 90.0)
+        (w, _), (e, _) = _lon_span(np.array([w])), _lon_span(np.array([e]))
+        return w, max(s, -90.0), e, min(n, 90.0)
+    raise BadInputError(
+        f"version {c.src.version}: no coordinates for a spatial extent (CF latitude/longitude or a GeoTIFF "
+        "transform in EPSG:4326)"
+    )
+
+
+def _iso(meta: ArrayMeta, value: float) -> str:
+    """A CF time value as RFC 3339 UTC (``Z``) via cftime, in the coordinate's calendar."""
+    import cftime
+
+    units = str(_attr(meta, "units"))
+    cal = str(_attr(meta, "calendar") or "standard")
+    try:
+        d = cftime.num2date(value, units, calendar=cal, only_use_cftime_datetimes=True)
+        real = datetime(d.year, d.month, d.day, d.hour, d.minute, d.second, d.microsecond)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise BadInputError(f"array {meta.name!r}: time {value} in '{units}' ({cal}) is not a date: {e}") from None
+    return real.isoformat(timespec="seconds" if not real.microsecond else "microseconds") + "Z"
+
+
+def _time_extent(c: _Coords, name: str) -> tuple[str, str] | None:
+    v = c.values(name)
+    if not v.size:
+        return None
+    meta = c.arrays[name]
+    return _iso(meta, float(v.min())), _iso(meta, float(v.max()))
+
+
+def _interval(c: _Coords) -> tuple[str | None, str | None]:
+    spans = [s for s in (_time_extent(c, n) for n in c.of_kind("time")) if s is not None]
+    if not spans:
+        return None, None
+    return min(s[0] for s in spans), max(s[1] for s in spans)
+
+
+# --------------------------------------------------------------------------- datacube
+def _num(x: Any) -> float:
+    """A JSON float (no ``-0.0``)."""
+    return float(x) + 0.0
+
+
+def _dimensions(c: _Coords) -> dict[str, dict[str, Any]]:
+    sizes: dict[str, int] = {}
+    for m in c.arrays.values():
+        for d, n in zip(m.dims, m.shape, strict=True):
+            sizes.setdefault(d, n)
+    affine: dict[str, tuple[ArrayMeta, str]] = {}
+    for tm in c.transformed():
+        iy, ix = _yx(tm) or (0, 0)
+        affine.setdefault(tm.dims[iy], (tm, "y"))
+        affine.setdefault(tm.dims[ix], (tm, "x"))
+    out: dict[str, dict[str, Any]] = {}
+    for d in sorted(sizes):
+        meta = c.arrays.get(d)
+        if meta is not None and len(meta.shape) == 1 and np.dtype(meta.dtype).kind in "iuf":
+            kind = _coord_kind(meta)
+            v = c.values(d)
+            unit = _attr(meta, "units")
+            desc = _attr(meta, "long_name") or _attr(meta, "standard_name")
+            if kind == "time":
+                span = _time_extent(c, d)
+                dim: dict[str, Any] = {"type": "temporal", "extent": list(span) if span else [None, None]}
+            elif kind in ("lat", "lon", "x", "y"):
+                axis = "y" if kind in ("lat", "y") else "x"
+                dim = {"type": "spatial", "axis": axis,
+                       "extent": [_num(v.min()), _num(v.max())] if v.size else [None, None]}  # fmt: skip
+                if kind in ("lat", "lon"):
+                    dim["reference_system"] = 4326
+                if unit is not None:
+                    dim["unit"] = str(unit)
+            else:
+                vertical = str(_attr(meta, "axis") or "").upper() == "Z" or _attr(meta, "positive") is not None
+                dim = {"type": "spatial" if vertical else "other",
+                       "extent": [_num(v.min()), _num(v.max())] if v.size else [None, None]}  # fmt: skip
+                if vertical:
+                    dim["axis"] = "z"
+                if unit is not None:
+                    dim["unit"] = str(unit)
+            if desc is not None:
+                dim["description"] = str(desc)
+        elif d in affine:
+            am, axis = affine[d]
+            x0, dx, y0, dy, h, w = _affine(am)
+            a0, step, n = (x0, dx, w) if axis == "x" else (y0, dy, h)
+            centres = sorted((a0 + step / 2, a0 + step * (n - 0.5)))
+            crs = str(_attr(am, "crs") or "")
+            dim = {"type": "spatial", "axis": axis, "extent": [_num(centres[0]), _num(centres[1])],
+                   "step": _num(step)}  # fmt: skip
+            if crs.startswith("EPSG:") and crs[5:].isdigit():
+                dim["reference_system"] = int(crs[5:])
+        else:  # no coordinate: an index
+            dim = {"type": "other", "extent": [0, sizes[d] - 1], "step": 1, "description": "index"}
+        out[d] = dim
+    return out
+
+
+def _nodata(f: float, *, integer: bool) -> float | int | str:
+    """The datacube ``nodata`` value: a number, or ``"nan"``, ``"inf"``, ``"-inf"``."""
+    if math.isnan(f):
+        return "nan"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return int(f) if integer else f
+
+
+def _variables(c: _Coords, dims: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, meta in c.arrays.items():
+        if name in dims and len(meta.shape) == 1:
+            continue  # a dimension coordinate: described in cube:dimensions
+        dt = np.dtype(meta.dtype)
+        var: dict[str, Any] = {
+            "type": "data",
+            "dimensions": list(meta.dims),
+            "data_type": _DATA_TYPES.get(f"{dt.kind}{dt.itemsize}", "other"),
+        }
+        unit = _attr(meta, "units")
+        if unit is not None:
+            var["unit"] = str(unit)
+        desc = _attr(meta, "long_name") or _attr(meta, "standard_name")
+        if desc is not None:
+            var["description"] = str(desc)
+        nodata = _attr(meta, "_FillValue")
+        if nodata is None:
+            nodata = _attr(meta, "missing_value")
+        if nodata is not None and dt.kind in "iuf":
+            var["nodata"] = _nodata(float(np.asarray(nodata).ravel()[0]), integer=dt.kind in "iu")
+        out[name] = var
+    return out
+
+
+# --------------------------------------------------------------------------- assets
+def _remote_protocol(src: EmitSource) -> str | None:
+    """The fsspec protocol of the published source locations (one for all, else None)."""
+    protos = {p.split("://", 1)[0] if "://" in p else "file" for p in src.sources().column("published").to_pylist()}
+    return protos.pop() if len(protos) == 1 else None
+
+
+def _sources_asset(src: EmitSource) -> dict[str, Any] | None:
+    pub = [p for p in src.sources().column("published").to_pylist() if p]
+    if not pub:
+        return None
+    parts = [p.split("/")[:-1] for p in pub]  # folders, compared whole
+    common: list[str] = []
+    for names in zip(*parts, strict=False):
+        if len(set(names)) != 1:
+            break
+        common.append(names[0])
+    prefix = "/".join(common) + "/" if common else ""
+    if prefix in ("", "/", "file:///") or prefix.endswith("://"):
+        return None
+    exts = {os.path.splitext(p)[1].lower() for p in pub}
+    asset: dict[str, Any] = {"href": prefix, "roles": ["data", "source"], "title": f"{len(pub)} source files"}
+    kinds = {_SOURCE_TYPES.get(e) for e in exts}
+    if len(kinds) == 1 and None not in kinds:
+        asset["type"] = kinds.pop()
+    return asset
+
+
+def _asset(src: EmitSource, form: str, href: str) -> dict[str, Any]:
+    kind = ASSETS[form]
+    asset: dict[str, Any] = {"href": href, "type": kind.media_type, "roles": list(kind.roles), "title": kind.title}
+    if kind.open_kwargs is not None:
+        asset["xarray:open_kwargs"] = dict(kind.open_kwargs)
+    if form.startswith("kerchunk"):
+        proto = _remote_protocol(src)
+        if proto is not None:
+            asset["xarray:storage_options"] = {"remote_protocol": proto}
+    if form == "icechunk":
+        asset["version"] = f"refstore-v{src.version}"  # the Icechunk tag every emit of this version writes
+    return asset
+
+
+# --------------------------------------------------------------------------- the collection
+def build(src: EmitSource, assets: dict[str, str]) -> tuple[dict[str, Any], CatalogReport]:
+    """The STAC Collection of ``src`` as a JSON-ready dict, and the report."""
+    import pystac
+    from pystac.extensions.datacube import DatacubeExtension
+    from pystac.extensions.version import VersionExtension
+    from pystac.extensions.xarray_assets import XarrayAssetsExtension
+
+    c = _Coords(src)
+    if not c.arrays:
+        raise BadInputError(f"{src.uri}: nothing to catalog at version {src.version}")
+    bbox = _bbox(c)
+    start, end = _interval(c)
+    root = src.group_attrs().get("", {})
+    ident = os.path.basename(src.uri.rstrip("/")) or "refstore"
+    title = root.get("title", {}).get("value")
+    desc = root.get("summary", {}).get("value") or title or f"refstore collection {ident}"
+
+    def when(s: str | None) -> datetime | None:
+        return None if s is None else datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+    coll = pystac.Collection(
+        id=ident,
+        description=str(desc),
+        title=None if title is None else str(title),
+        extent=pystac.Extent(pystac.SpatialExtent([list(bbox)]), pystac.TemporalExtent([[when(start), when(end)]])),
+        license="other",
+    )
+    dims = _dimensions(c)
+    DatacubeExtension.add_to(coll)
+    coll.extra_fields["cube:dimensions"] = dims
+    coll.extra_fields["cube:variables"] = _variables(c, dims)
+    VersionExtension.ext(coll, add_if_missing=True).apply(version=src.tag or str(src.version))
+    coll.extra_fields["refstore:version"] = src.version
+    coll.extra_fields["refstore:tag"] = src.tag
+    source_asset = _sources_asset(src)
+    if source_asset is not None:
+        coll.add_asset("sources", pystac.Asset.from_dict(source_asset))
+    for form in sorted(assets):
+        coll.add_asset(form, pystac.Asset.from_dict(_asset(src, form, assets[form])))
+    if any(ASSETS[f].open_kwargs is not None for f in assets):
+        XarrayAssetsExtension.add_to(coll)
+    d = coll.to_dict(include_self_link=False, transform_hrefs=False)
+    d["stac_extensions"] = sorted(d["stac_extensions"])
+    rep = CatalogReport("", src.version, src.tag, bbox, (start, end), tuple(sorted(assets)))
+    return d, rep
+
+
+def catalog(
+    col: Collection,
+    out: str,
+    *,
+    as_of: int | str | None = None,
+    assets: dict[str, str] | None = None,
+    remap: bool = True,
+) -> CatalogReport:
+    """Write the STAC Collection of the collection at ``as_of`` (latest when None) to ``out``.
+
+    ``assets``: form name -> URL where that form of this version is published (unknown forms
+    are bad input). The same version and assets give byte-identical output."""
+    from ._common import atomic_output, check_out, is_stac_catalog
+
+    for form in assets or {}:
+        if form not in ASSETS:
+            raise BadInputError(f"unknown form {form!r} (one of: {', '.join(ASSETS)})")
+    try:
+        import pystac  # noqa: F401
+    except ImportError:
+        raise BadInputError("catalog needs pystac: pip install 'refstore[catalog]'") from None
+    snap = col.snapshot(as_of)
+    tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
+    src = EmitSource(snap, tag=tag, remap=remap)
+    check_out(src, "catalog", out)  # replaces only a catalog refstore wrote (``FILE_FORMS``)
+    d, rep = build(src, dict(assets or {}))
+    text = json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    with atomic_output(out, previous=is_stac_catalog) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    return CatalogReport(os.path.abspath(out), rep.version, rep.tag, rep.bbox, rep.interval, rep.assets)
