@@ -82,6 +82,27 @@ def test_a_source_that_hangs_or_crashes_its_worker_fails_alone(two_days: Path) -
     assert isinstance(crash, ScanError) and f"signal {int(signal.SIGSEGV)}" in crash.reason
 
 
+def test_a_source_given_to_a_worker_that_just_died_is_not_a_traceback(two_days: Path) -> None:
+    """Found by `./dev faults --fuzz 1000` (3 batches of 50 fuzzed HDF5 files lost): a worker
+    that crashed on one source was handed the next before its death was seen, and the send's
+    BrokenPipeError ended the whole scan with a traceback. Deterministic: the worker is dead
+    (killed and reaped) when the next source is given."""
+    from refstore.scan._parallel import _Pool, _supervised
+
+    good = sorted(str(p) for p in two_days.iterdir())
+    pool = _Pool(SleepyScanner(AutoScanner(concat_dim="time")), 1)
+    (w,) = pool.workers
+    w.process.kill()
+    w.process.wait()
+    pool.give(w, (0, good[0]))  # old code: BrokenPipeError
+    assert list(w.queue) == [(0, good[0])]
+    pool.close()
+    locs = [good[0], "crash:segv", "crash:segv", "crash:segv", good[1]]
+    got = dict(_supervised(SleepyScanner(AutoScanner(concat_dim="time")), locs, 1, 30, None))
+    assert isinstance(got[good[0]], ScanResult) and isinstance(got[good[1]], ScanResult)
+    assert isinstance(got["crash:segv"], ScanError)
+
+
 def test_a_slow_source_that_says_it_progresses_is_not_given_up(two_days: Path) -> None:
     loc = f"{SLOW_BUT_ALIVE}:{two_days / 'day1.nc'}"
     ((_, res),) = scan_many(SleepyScanner(AutoScanner(concat_dim="time")), [loc], workers=1, timeout=2)

@@ -143,7 +143,10 @@ class _Pool:
         if not w.queue and w.ready:
             w.started = time.monotonic()
         w.queue.append(item)
-        w.send.send(item[1])
+        # a worker that died since its last answer (a crash on the source it is on) cannot take
+        # it: the item stays queued, its EOF is seen next, and ``replace`` gives the queue on
+        with contextlib.suppress(OSError):
+            w.send.send(item[1])
 
     def replace(self, w: _Worker) -> list[tuple[int, str]]:
         """Kill ``w`` and start another in its place; returns the sources it had not begun."""
