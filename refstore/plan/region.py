@@ -96,17 +96,21 @@ def affine_ranges(
     r0, r1 = max(0, int(np.floor(rows[0]))), min(height, int(np.ceil(rows[1])))
     if r1 <= r0:
         return None
-    spans = (
-        [(w, e)] if not (geographic and w > e) else [(w, 180.0 if x0 < 0 else 360.0), (-180.0 if x0 < 0 else 0.0, e)]
-    )
+    if geographic and w > e:  # across the antimeridian: one interval on the circle, W to E + 360
+        e += 360.0
+    found: list[tuple[int, int]] = []
+    for shift in (0.0, -360.0, 360.0) if geographic else (0.0,):  # the grid's longitudes may be either convention
+        lo, hi = sorted(((w + shift - x0) / dx, (e + shift - x0) / dx))
+        c0, c1 = max(0, int(np.floor(lo))), min(width, int(np.ceil(hi)))
+        if c0 < c1:
+            found.append((c0, c1))
     cols: list[tuple[int, int]] = []
-    for a, b in spans:
-        for shift in (0.0, -360.0, 360.0) if geographic else (0.0,):
-            lo, hi = sorted(((a + shift - x0) / dx, (b + shift - x0) / dx))
-            c0, c1 = max(0, int(np.floor(lo))), min(width, int(np.ceil(hi)))
-            if c0 < c1 and (c0, c1) not in cols:
-                cols.append((c0, c1))
-    return ((r0, r1), sorted(cols)) if cols else None
+    for c0, c1 in sorted(found):  # each column once: overlapping ranges merged
+        if cols and c0 <= cols[-1][1]:
+            cols[-1] = (cols[-1][0], max(cols[-1][1], c1))
+        else:
+            cols.append((c0, c1))
+    return ((r0, r1), cols) if cols else None
 
 
 def date_to_cf(when: datetime, units: str, calendar: str = "standard") -> float:
