@@ -121,6 +121,16 @@ def scan(
         bool,
         typer.Option("--prune", help="Also remove recorded sources under the scanned paths that no longer exist."),
     ] = False,
+    mosaic: Annotated[
+        bool,
+        typer.Option(
+            "--mosaic",
+            help="Place GeoTIFF tiles on their common pixel grid by their transforms: one 'image' (and 'overview_N', "
+            "'mask' where every tile has them) over the whole grid, gaps read as nodata; with --concat-dim, a mosaic "
+            "per date. Overlapping tiles are refused unless --prefer chooses and the other lies inside the chosen "
+            "one. Recorded: rescans keep it.",
+        ),
+    ] = False,
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Worker processes (default: one per core for 64+ files).")
     ] = None,
@@ -167,7 +177,8 @@ def scan(
 
         report = refstore.scan(
             uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
-            workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None, checksum=checksum,
+            mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
+            checksum=checksum,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())
@@ -192,6 +203,14 @@ def scan(
             err.print(f"[yellow]missing[/yellow] {n} recorded source{'s' * (n != 1)} under the scanned paths "
                       f"no longer exist{'s' * (n == 1)} (first: {j['missing'][0]}); scan with --prune to remove "
                       f"{'them' if n != 1 else 'it'}", soft_wrap=True)  # fmt: skip
+        if j["mosaic"]:
+            m = j["mosaic"]
+            dates = f", {m['dates']} dates" if m["dates"] else ""
+            out.print(f"mosaic of {m['tiles']} tiles{dates}: image {' x '.join(map(str, m['shape']))} pixels "
+                      f"({m['crs'] or 'no CRS'}), {m['gap_pixels']} pixels in gaps", soft_wrap=True)  # fmt: skip
+            for d in m["dropped"]:
+                err.print(f"[yellow]note[/yellow] {d['array']} left out of the mosaic: {escape(d['reason'])}",
+                          soft_wrap=True)  # fmt: skip
         if j["ordered_by"] == "given":
             err.print(f"[yellow]note[/yellow] no source has a coordinate variable '{j['concat_dim']}': "
                       "sources are placed in the order given (files of a folder by name, new sources after "

@@ -84,6 +84,7 @@ def scan(
     time_from_name: str | None = None,
     prefer: Sequence[str] | None = None,
     prune: bool = False,
+    mosaic: bool = False,
     workers: int | None = None,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -106,6 +107,10 @@ def scan(
     mtime), a file-name glob (``"*_final.nc"``) or its negation (``"!*_preliminary*"``);
     ``["none"]`` clears them. Without rules such duplicates are refused. Kept for later rescans
     (None keeps the recorded rules).
+    ``mosaic``: place GeoTIFF tiles on their common pixel grid by their transforms (one
+    ``image``, ``overview_N``... over the whole grid; with ``concat_dim``, a mosaic per date
+    stacked along it); ``prefer`` rules then choose between overlapping tiles when one lies
+    inside the other. Kept for later rescans (``design/mosaic.md``).
     ``prune``: remove, in the same version, recorded sources under the scanned folders/prefixes
     (or named directly) that no longer exist; without it they are kept and reported as missing.
     Sources that cannot be scanned are reported and counted as failed; the rest commit, unless
@@ -124,7 +129,7 @@ def scan(
         warm_up(1)  # its interpreter starts while this one opens the collection and lists sources
     try:
         return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
-                     workers=workers, strict=strict, progress=progress, storage_options=storage_options,
+                     mosaic=mosaic, workers=workers, strict=strict, progress=progress, storage_options=storage_options,
                      client=client, timeout=timeout, checksum=checksum)  # fmt: skip
     finally:
         cool_down()
@@ -138,6 +143,7 @@ def _scan(
     time_from_name: str | None,
     prefer: Sequence[str] | None,
     prune: bool,
+    mosaic: bool,
     workers: int | None,
     strict: bool,
     progress: Callable[[int, int], None] | None,
@@ -190,7 +196,8 @@ def _scan(
             progress(done, total)
 
     scanner = AutoScanner(concat_dim=dim, time_pattern=pattern, checksum=use_checksum)
-    settings: dict[str, Any] = {"time_from_name": pattern, "checksum": use_checksum or None, "prefer": rules}
+    settings: dict[str, Any] = {"time_from_name": pattern, "checksum": use_checksum or None, "prefer": rules,
+                                "mosaic": True if mosaic else None}  # fmt: skip
     if client is not None:
         from .table.distributed import scan_on_dask
 

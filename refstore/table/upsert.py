@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from ..errors import PlanError
 from ..plan.concat import Plan, SourceSlab, make_plan
 from ..plan.eras import EraLayout
+from ..plan.mosaic import make_mosaic_plan
 from ..plan.series_order import parse_prefer
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
@@ -88,6 +89,9 @@ class ScanReport:
     ordered_by: str | None = None
     """``"coordinate"``, ``"given"`` (no source has a coordinate along the concat dim) or None."""
     concat_dim: str | None = None
+    mosaic: dict[str, Any] | None = None
+    """With ``--mosaic``: the mosaic's tiles, shape, transform, CRS, dates, gap pixels and the
+    levels left out (``MosaicPlan.summary``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +111,7 @@ class ScanReport:
             "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in self.set_aside],
             "ordered_by": self.ordered_by,
             "concat_dim": self.concat_dim,
+            "mosaic": self.mosaic,
         }
 
 
@@ -407,6 +412,10 @@ def _attempt(
         was = f"--concat-dim {state.concat_dim}" if state.concat_dim else "no --concat-dim"
         raise PlanError(f"{col.uri}: collection was built with {was}; cannot scan with --concat-dim {concat_dim}")
     dim = state.concat_dim if state.sources else concat_dim
+    was_mosaic = bool(snap.config().get("mosaic"))
+    if state.sources and settings.get("mosaic") and not was_mosaic:
+        raise PlanError(f"{col.uri}: collection was built without --mosaic; cannot scan with --mosaic")
+    mosaic = bool(settings.get("mosaic")) or was_mosaic
 
     by_loc = {r.source.location: r for r in results}
     changed = [loc for loc in by_loc if loc in state.sources]
@@ -431,7 +440,12 @@ def _attempt(
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
         slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units,
                                 r.sort_last, r.source.mtime_ns))  # fmt: skip
-    plan = make_plan(slabs, dim, prefer=rules)
+    mosaic_info: dict[str, Any] | None = None
+    if mosaic:
+        mp = make_mosaic_plan(slabs, dim, prefer=rules)
+        plan, mosaic_info = mp.plan, mp.summary()
+    else:
+        plan = make_plan(slabs, dim, prefer=rules)
     extra_fragments: list[Any] = []
     extra_rows = 0
     if prewritten is not None:
@@ -499,6 +513,7 @@ def _attempt(
         (a.location, a.kept, a.rule) for loc, a in sorted(set_aside.items()) if was_aside.get(loc) != a.kept
     )
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
+                           **({"mosaic": True} if mosaic else {}),
                            "set_aside": {loc: a.kept for loc, a in sorted(set_aside.items())}})  # fmt: skip
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
 
@@ -518,6 +533,7 @@ def _attempt(
         "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in newly_aside],
         "prefer": [str(r) for r in rules],
         "ordered_by": plan.ordered_by,
+        **({"mosaic": mosaic_info} if mosaic_info is not None else {}),
     }
     # The rows this commit replaces: the collection row, every var and array row, the source and
     # chunk rows of changed sources and the chunk rows of moved arrays. All of them are in
@@ -558,6 +574,7 @@ def _attempt(
         set_aside=newly_aside,
         ordered_by=plan.ordered_by,
         concat_dim=dim,
+        mosaic=mosaic_info,
     )
 
 
