@@ -99,6 +99,19 @@ def test_aligned_mosaic_reads_as_the_original_with_the_hole_as_nodata(cut, tmp_p
 
     v = verify(ds.snapshot)
     assert (v.checked, v.mismatched) == (33, 0)  # 5 x 7 blocks but the hole's 2
+    if shutil.which("gdalmdimtranslate") is not None:  # the VRT form: one Source per tile, read by GDAL
+        import netCDF4
+
+        from refstore.emit import emit
+
+        from .readers.vrt import translate
+
+        emit(refstore.Collection.open(col), "vrt", str(tmp_path / "m.vrt"))
+        translate(str(tmp_path / "m.vrt"), str(tmp_path / "m.nc"))
+        with netCDF4.Dataset(tmp_path / "m.nc") as nc:
+            var = nc["image"]
+            var.set_auto_maskandscale(False)
+            assert_same(np.asarray(var[...]), expected, "VRT through gdalmdimtranslate")
 
 
 def test_rescan_upserts_the_missing_tile_and_hold_bbox_goes_through_the_mosaic_transform(
