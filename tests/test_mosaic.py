@@ -219,3 +219,28 @@ def test_mosaic_per_date_stacked_along_time(cut, tmp_path: Path, new_collection)
     assert_same(ds["image"][...], np.stack([_original(cut), day2]), "mosaic x time")
     assert ds["time"][...].tolist() == [1704067200, 1704153600]
     assert ds["image"].attrs["transform"].tolist() == _gdal_transform(cut["src"])
+
+
+def test_tiles_added_west_and_north_move_every_placement(cut, tmp_path: Path, new_collection) -> None:
+    folder = tmp_path / "grow"
+    folder.mkdir()
+    first = [p for p in cut["aligned"] if "r0" not in p.name and "c0" not in p.name]
+    for p in first:
+        shutil.copy2(p, folder / p.name)
+    col = new_collection()
+    refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    expected = tifffile.imread(cut["src"])
+    assert_same(refstore.open(col)["image"][...], expected[ALIGNED[0][1] :, ALIGNED[1][1] :], "south-east part")
+    for p in cut["aligned"]:
+        shutil.copy2(p, folder / p.name)
+    rep = refstore.scan(col, [str(folder)], timeout=None)
+    assert (rep.new, rep.unchanged) == (6, 6)
+    # the first tiles' blocks (rows 128..300, cols 64..400: 3 x 6) are re-keyed: the origin moved
+    assert (rep.updated, rep.inserted) == (3 * 6, 5 * 7 - 3 * 6)
+    img = refstore.open(col)["image"]
+    assert_same(img[...], expected, "whole raster")
+    assert img.attrs["transform"].tolist() == _gdal_transform(cut["src"])
+    other = new_collection("plain")
+    refstore.scan(other, [str(first[0])], timeout=None)
+    with pytest.raises(PlanError, match="built without --mosaic"):
+        refstore.scan(other, [str(first[1])], mosaic=True, timeout=None)
