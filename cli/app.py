@@ -111,8 +111,8 @@ def scan(
         typer.Option(
             "--prefer",
             metavar="RULE",
-            help="Which of several files with the same coordinate along --concat-dim is placed (the others are set "
-            "aside): 'newest' (latest mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
+            help="Which of several files with the same coordinate along --concat-dim (with --mosaic: of two "
+            "overlapping tiles, one inside the other) is placed (the others are set aside): 'newest' (latest mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
             "it ('!*_preliminary*'); repeat to try rules in order; 'none' clears them. Recorded: rescans apply it "
             "again. Without a rule such files are refused.",
         ),
@@ -230,6 +230,8 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
               f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
     if rep.get("concat_dim"):
         out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
+    if rep.get("mosaic"):
+        out.print("a mosaic of GeoTIFF tiles (scan --mosaic)")
     for a in rep["set_aside"]:
         out.print(f"set aside {a['source']} (for {a['for']})")
     t = Table("array", "dims", "shape", "chunks", "dtype", "fill", "codecs", "status")

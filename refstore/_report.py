@@ -72,6 +72,7 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
     return {
         "version": snap.version,
         "concat_dim": snap.concat_dim,
+        "mosaic": bool(snap.config().get("mosaic")),
         "arrays": arrays,
         "sources": snap.count(Kind.SOURCE),
         "refs": snap.count(Kind.CHUNK),

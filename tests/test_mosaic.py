@@ -244,3 +244,43 @@ def test_tiles_added_west_and_north_move_every_placement(cut, tmp_path: Path, ne
     refstore.scan(other, [str(first[0])], timeout=None)
     with pytest.raises(PlanError, match="built without --mosaic"):
         refstore.scan(other, [str(first[1])], mosaic=True, timeout=None)
+
+
+def test_overview_and_mask_levels_are_mosaicked_and_gaps_read_0_without_nodata(tmp_path: Path,
+                                                                               new_collection) -> None:  # fmt: skip
+    """Tiles written with tifffile (an overview and a GDAL mask each, no GDAL_NODATA): every level
+    over the whole grid; the oracle is the numpy raster the tiles were cut from."""
+    from refstore.fixtures.mosaic import projected_geotags
+
+    rng = np.random.default_rng(5)
+    truth = rng.integers(1, 60000, (128, 192)).astype("<u2")
+    mask = rng.random((128, 192)) > 0.2
+    folder = tmp_path / "ovm"
+    folder.mkdir()
+    for i in range(2):
+        for j in range(3):
+            if (i, j) == (1, 1):
+                continue  # the hole
+            box = (slice(64 * i, 64 * i + 64), slice(64 * j, 64 * j + 64))
+            tags = projected_geotags(300000.0 + 64 * j * 10, 5000000.0 - 64 * i * 10, 10.0, 32633)
+            with tifffile.TiffWriter(folder / f"t{i}{j}.tif") as w:
+                w.write(truth[box], tile=(32, 32), compression="zlib", predictor=2, extratags=tags, metadata=None)
+                w.write(truth[box][::2, ::2], tile=(32, 32), compression="zlib", predictor=2, subfiletype=1,
+                        metadata=None)  # fmt: skip
+                w.write(mask[box], tile=(32, 32), compression="zlib", subfiletype=4, metadata=None)
+    col = new_collection()
+    rep = refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    assert rep.mosaic is not None and rep.mosaic["dropped"] == []
+    ds = refstore.open(col)
+    assert sorted(ds.arrays) == ["image", "mask", "overview_1"]
+    hole = (slice(64, 128), slice(64, 128))
+    image = truth.copy()
+    image[hole] = 0
+    assert_same(ds["image"][...], image, "image")
+    over = truth[::2, ::2].copy()
+    over[32:64, 32:64] = 0
+    assert_same(ds["overview_1"][...], over, "overview_1")
+    assert ds["overview_1"].attrs["transform"].tolist() == [300000.0, 20.0, 0.0, 5000000.0, 0.0, -20.0]
+    m = mask.copy()
+    m[hole] = False
+    assert_same(ds["mask"][...], m, "mask")
