@@ -112,7 +112,8 @@ def scan(
             "--prefer",
             metavar="RULE",
             help="Which of several files with the same coordinate along --concat-dim (with --mosaic: of two "
-            "overlapping tiles, one inside the other) is placed (the others are set aside): 'newest' (latest mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
+            "overlapping tiles, one inside the other) is placed (the others are set aside): 'newest' (latest "
+            "mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
             "it ('!*_preliminary*'); repeat to try rules in order; 'none' clears them. Recorded: rescans apply it "
             "again. Without a rule such files are refused.",
         ),
