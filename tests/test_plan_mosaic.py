@@ -237,3 +237,46 @@ def test_mosaic_by_date_stacks_one_grid_and_judges_overlaps_within_a_date() -> N
     dup = [*tiles, _tile("c_d1.tif", 0, 16, 32, 32, order=3, date=d1)]
     with pytest.raises(PlanError, match=r"a_d1\.tif and c_d1\.tif overlap"):
         make_mosaic_plan(dup, "time")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    cols=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    holes=st.sets(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=6),
+    dup=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_make_mosaic_plan_places_a_cut_raster_back(rows, cols, holes, dup, seed) -> None:
+    """A raster cut at random edges, some tiles missing, given in random order (plus, with
+    ``dup``, a newer copy of one tile): placements, shape, transform and gap pixels equal the cut."""
+    re_ = np.concatenate([[0], np.cumsum(rows)])
+    ce = np.concatenate([[0], np.cumsum(cols)])
+    boxes = [(i, j) for i in range(len(rows)) for j in range(len(cols)) if (i, j) not in holes]
+    if not boxes:
+        return
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(boxes))
+    tiles = [_tile(f"t{i}_{j}.tif", int(re_[i]), int(ce[j]), rows[i], cols[j], order=int(k), overview=False, mtime=1)
+             for k, (i, j) in zip(order, boxes, strict=True)]  # fmt: skip
+    if dup:
+        i, j = boxes[0]
+        tiles.append(_tile(f"t{i}_{j}_new.tif", int(re_[i]), int(ce[j]), rows[i], cols[j], order=99, overview=False,
+                           mtime=2))  # fmt: skip
+    mp = make_mosaic_plan(tiles, prefer=parse_prefer(["newest"]), require_aligned=False)
+    canvas = np.zeros((int(re_[-1]), int(ce[-1])), bool)
+    for i, j in boxes:
+        canvas[re_[i] : re_[i + 1], ce[j] : ce[j + 1]] = True
+    r0, c0 = np.argwhere(canvas).min(0)
+    r1, c1 = np.argwhere(canvas).max(0) + 1
+    canvas = canvas[r0:r1, c0:c1]
+    img = mp.plan.arrays["image"]
+    assert img.shape == canvas.shape
+    assert img.attrs["transform"]["value"] == [1000.0 + c0 * 10.0, 10.0, 0.0, 5000.0 - r0 * 10.0, 0.0, -10.0]
+    for i, j in boxes:
+        loc = f"t{i}_{j}_new.tif" if dup and (i, j) == boxes[0] else f"t{i}_{j}.tif"
+        assert mp.plan.placements[(loc, "image")] == (re_[i] - r0, ce[j] - c0)
+    if dup:
+        i, j = boxes[0]
+        assert [(a.location, a.kept) for a in mp.plan.set_aside] == [(f"t{i}_{j}.tif", f"t{i}_{j}_new.tif")]
+    assert mp.summary()["gap_pixels"] == int((~canvas).sum())
