@@ -315,3 +315,28 @@ def test_every_form_reads_the_mosaic(levels, fmt: str, tmp_path: Path) -> None:
         if name in rep.skipped:
             continue
         assert_same(arrays[name][...], expected, f"{fmt} {name}")
+
+
+def _albers_tile(path: Path, x0: float, parallel: float) -> Path:
+    """A tile in a user-defined Albers CRS (ProjectedCSTypeGeoKey 32767 on a WGS 84 datum, as
+    LCMAP's COGs have it): its GeographicTypeGeoKey 4326 is only the datum."""
+    keys = [1, 1, 0, 9, 1024, 0, 1, 1, 1025, 0, 1, 1, 2048, 0, 1, 4326, 3072, 0, 1, 32767, 3074, 0, 1, 32767,
+            3075, 0, 1, 11, 3078, 34736, 1, 0, 3079, 34736, 1, 1, 3088, 34736, 1, 2]  # fmt: skip
+    tags = [(33550, "d", 3, (30.0, 30.0, 0.0), True), (33922, "d", 6, (0.0, 0.0, 0.0, x0, 2700405.0, 0.0), True),
+            (34735, "H", len(keys), tuple(keys), True), (34736, "d", 3, (parallel, 45.5, -96.0), True)]  # fmt: skip
+    tifffile.imwrite(path, np.ones((32, 32), "<u2"), tile=(32, 32), compression="zlib", extratags=tags, metadata=None)
+    return path
+
+
+def test_a_user_defined_crs_is_told_apart_by_its_geokeys(tmp_path: Path) -> None:
+    a = _albers_tile(tmp_path / "a.tif", -1801185.0, 29.5)
+    wkt = json.loads(subprocess.run(["gdalinfo", "-json", str(a)], capture_output=True, text=True).stdout)
+    assert "Albers" in wkt["coordinateSystem"]["wkt"]  # GDAL: projected, not EPSG:4326
+    attrs = TiffScanner()(str(a)).arrays[0].attrs
+    assert "crs" not in attrs and "ProjStdParallel1GeoKey=29.5" in attrs["crs_geokeys"]["value"]
+    same = _albers_tile(tmp_path / "b.tif", -1801185.0 + 32 * 30.0, 29.5)
+    other = _albers_tile(tmp_path / "c.tif", -1801185.0 + 32 * 30.0, 30.5)
+    mp = make_mosaic_plan(_slabs([a, same]))
+    assert mp.plan.arrays["image"].shape == (32, 64)
+    with pytest.raises(PlanError, match=r"c\.tif and .*a\.tif have different CRS"):
+        make_mosaic_plan(_slabs([a, other]))

@@ -229,10 +229,14 @@ def _attr(meta: ArrayMeta, key: str) -> Any:
 
 
 def _crs(meta: ArrayMeta) -> str | None:
+    """The CRS's identity: ``EPSG:n``, else its GeoKeys (``scan/tiff.py``), else its citation."""
     crs = _attr(meta, "crs")
     if crs is not None:
         return str(crs)
+    keys = _attr(meta, "crs_geokeys")
     cit = _attr(meta, "crs_citation")
+    if keys is not None:
+        return f"{cit or 'user-defined'} [{keys}]"
     return None if cit is None else f"citation:{cit}"
 
 
@@ -431,7 +435,8 @@ def make_mosaic_plan(
         for d in dates
         if (boxes := gaps(grids["image"], [image[s.location][1] for s in by_date[d]]))
     )
-    return MosaicPlan(plan, crs0.removeprefix("citation:") if crs0 else None, grids, tuple(dropped), holes,
+    shown = crs0.removeprefix("citation:").split(" [", 1)[0] if crs0 else None
+    return MosaicPlan(plan, shown, grids, tuple(dropped), holes,
                       tuple(dates) if concat_dim is not None else ())  # fmt: skip
 
 

@@ -117,20 +117,46 @@ def _georef(page: Any, full_page: Any) -> dict[str, Any]:
             transform[4] *= fx
             transform[5] *= fy
         out["transform"] = np.array(transform, dtype="<f8")
-    for key in ("ProjectedCSTypeGeoKey", "GeographicTypeGeoKey"):
-        code: Any = geokeys.get(key)
-        code = int(code.value) if code is not None and hasattr(code, "value") else code
-        if isinstance(code, int) and 1024 <= code < 32767:
-            out["crs"] = f"EPSG:{code}"
-            break
+    code = _epsg(geokeys)
+    if code is not None:
+        out["crs"] = f"EPSG:{code}"
     else:
         citation = geokeys.get("GTCitationGeoKey") or geokeys.get("GeogCitationGeoKey")
         if isinstance(citation, str) and citation:
             out["crs_citation"] = citation
+        if any(k.endswith("GeoKey") for k in geokeys):
+            out["crs_geokeys"] = _geokeys_text(geokeys)
     nodata = tags.get("GDAL_NODATA")
     if nodata is not None:
         out["nodata_text"] = str(nodata.value).strip().strip("\x00")
     return out
+
+
+def _key_int(value: Any) -> int | None:
+    value = int(value.value) if value is not None and hasattr(value, "value") else value
+    return value if isinstance(value, int) else None
+
+
+def _epsg(geokeys: dict[str, Any]) -> int | None:
+    """The EPSG code of the CRS: ProjectedCSTypeGeoKey for a projected model (a user-defined one,
+    32767, has none: its GeographicTypeGeoKey is only the base datum), else GeographicTypeGeoKey."""
+    model = _key_int(geokeys.get("GTModelTypeGeoKey"))
+    projected = model == 1 or (model is None and "ProjectedCSTypeGeoKey" in geokeys)
+    code = _key_int(geokeys.get("ProjectedCSTypeGeoKey" if projected else "GeographicTypeGeoKey"))
+    return code if code is not None and 1024 <= code < 32767 else None
+
+
+def _geokeys_text(geokeys: dict[str, Any]) -> str:
+    """A CRS without an EPSG code, as its GeoKeys (names and values, sorted; raster type left out:
+    it is in the transform): two files have the same such CRS when these texts are equal."""
+    items = []
+    for k in sorted(geokeys):
+        if not k.endswith("GeoKey") or k == "GTRasterTypeGeoKey":
+            continue
+        v = geokeys[k]
+        v = int(v.value) if hasattr(v, "value") else v
+        items.append(f"{k}={v!r}")
+    return ";".join(items)
 
 
 def _nodata(text: str | None, dtype: np.dtype[Any]) -> Any:
