@@ -218,6 +218,12 @@ def test_mosaic_per_date_stacked_along_time(cut, tmp_path: Path, new_collection)
     ds = refstore.open(col)
     assert_same(ds["image"][...], np.stack([_original(cut), day2]), "mosaic x time")
     assert ds["time"][...].tolist() == [1704067200, 1704153600]
+    from refstore.plan.region import parse_time_range
+
+    h = hold(
+        refstore.Collection.open(col), HoldSelection(arrays=("image",), time=parse_time_range("2024-01-02/2024-01-02"))
+    )
+    assert h.chunks == 5 * 7 - 2  # day 2 lacks tile (0, 0): rows 0..128, cols 0..64
     assert ds["image"].attrs["transform"].tolist() == _gdal_transform(cut["src"])
 
 
@@ -244,7 +250,6 @@ def test_tiles_added_west_and_north_move_every_placement(cut, tmp_path: Path, ne
     refstore.scan(other, [str(first[0])], timeout=None)
     with pytest.raises(PlanError, match="built without --mosaic"):
         refstore.scan(other, [str(first[1])], mosaic=True, timeout=None)
-
 
 
 @pytest.fixture(scope="module")
