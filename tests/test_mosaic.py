@@ -348,3 +348,25 @@ def test_a_user_defined_crs_is_told_apart_by_its_geokeys(tmp_path: Path) -> None
     assert mp.plan.arrays["image"].shape == (32, 64)
     with pytest.raises(PlanError, match=r"c\.tif and .*a\.tif have different CRS"):
         make_mosaic_plan(_slabs([a, other]))
+
+
+def test_pixel_is_point_tiles_join_pixel_is_area_ones_on_gdals_grid(tmp_path: Path) -> None:
+    """A PixelIsPoint tile's tiepoint is a pixel centre; GDAL (the oracle, ``gdalinfo -json``)
+    reports its corner origin, and the mosaic places it there."""
+    from refstore.fixtures.mosaic import projected_geotags
+
+    def write(path: Path, x0: float, y0: float, point: bool) -> Path:
+        tags = projected_geotags(x0, y0, 30.0, 32633)
+        if point:  # GTRasterTypeGeoKey (1025) = 2: RasterPixelIsPoint
+            keys = list(tags[2][3])
+            keys[keys.index(1025) + 3] = 2
+            tags[2] = (34735, "H", len(keys), tuple(keys), True)
+        tifffile.imwrite(path, np.ones((32, 32), "<u2"), tile=(32, 32), extratags=tags, metadata=None)
+        return path
+
+    a = write(tmp_path / "area.tif", 500000.0, 4650000.0, point=False)
+    b = write(tmp_path / "point.tif", 500000.0 + 32 * 30.0 + 15.0, 4650000.0 - 15.0, point=True)
+    x0_b, _, _, y0_b, _, _ = _gdal_transform(b)
+    mp = make_mosaic_plan(_slabs([a, b]))
+    want = (round((4650000.0 - y0_b) / 30.0), round((x0_b - 500000.0) / 30.0))
+    assert mp.plan.placements[(str(b), "image")] == want == (0, 32)
