@@ -1,0 +1,49 @@
+"""Existing reference stores as sources: kerchunk JSON/Parquet references and Icechunk
+repositories of virtual chunks, each imported as one new version of a collection
+(``design/import.md``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._commit import ImportReport, commit_import
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..table.collection import Collection
+
+__all__ = ["STORE_FORMS", "ImportReport", "import_icechunk", "import_kerchunk"]
+
+STORE_FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk")
+"""``format`` of a source row that is an imported store (the source of its inline chunks)."""
+
+
+def import_kerchunk(
+    collection: Collection, refs: str, *, progress: Callable[[int, int], None] | None = None
+) -> ImportReport:
+    """Import kerchunk references (a JSON file, version 0 or 1 with ``templates``/``gen``, or a
+    Parquet reference folder; a local path or an object-store URL) as one new version of
+    ``collection``. ``progress(done, total)`` is called as referenced files are identified."""
+    from .kerchunk import read_kerchunk
+
+    return commit_import(collection, read_kerchunk(refs), progress=progress)
+
+
+def import_icechunk(
+    collection: Collection,
+    repo: str,
+    *,
+    branch: str | None = None,
+    tag: str | None = None,
+    snapshot: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
+    """Import one snapshot of an Icechunk repository (a local path or ``s3://bucket/prefix``;
+    ``branch`` (default ``main``), ``tag`` or ``snapshot`` id) as one new version of
+    ``collection``: virtual chunks become references, inline chunks inline rows; a repository
+    holding native chunks is refused naming the array (``design/import.md``)."""
+    from .icechunk import read_icechunk
+
+    parsed = read_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot)
+    return commit_import(collection, parsed, progress=progress)

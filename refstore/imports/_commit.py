@@ -1,0 +1,296 @@
+"""Committing an imported store: one new version that replaces the collection's arrays, sources
+and chunk rows (remap rules stay), through the scan's commit path (``table/_replace.py``,
+``table/_commit.py``).
+
+Layout, as a scan would have recorded the same files (``design/import.md``): one ``source`` row
+per referenced file (identified now: size, mtime, etag; its format sniffed), one ``var`` row per
+(file, array) placed where the file's chunks sit, one ``array`` row per array and one ``chunk``
+row per reference (key within the file, global key) or inline chunk (``offset = -1``, source
+``""``: the bytes came from the store, not from a file).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM, NO_OFFSET, SOURCE_KEY_COLUMNS
+from ..errors import BadInputError, SourceMissingError, SourceReadError
+from ..scan._sources import normalize_location
+from ..schema import Kind
+from ..table._commit import commit, head_row, retry_on_conflict
+from ..table._replace import replace_rows
+from ..table._rows import rows
+from ..table.upsert import diff_counts
+from ._model import WHOLE_OBJECT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..scan._types import ArrayMeta
+    from ..table.collection import Collection, Snapshot
+    from ._model import ParsedStore
+
+__all__ = ["ImportReport", "commit_import", "identify_sources"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What one import did: the version it made, what it brought in (``refs``: references to
+    files, ``inline``: chunks held in the store), and the row changes against the version before."""
+
+    version: int
+    form: str
+    store: str
+    arrays: int
+    sources: int
+    refs: int
+    inline: int
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unsupported: tuple[tuple[str, str], ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "form": self.form,
+            "store": self.store,
+            "arrays": self.arrays,
+            "sources": self.sources,
+            "chunks": {"referenced": self.refs, "inline": self.inline},
+            "refs": {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted},
+            "unsupported": [{"array": a, "reason": r} for a, r in self.unsupported],
+            **self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    location: str
+    size: int
+    mtime_ns: int
+    etag: str
+    format: str | None
+
+
+def _sniff(location: str) -> str | None:
+    from ..errors import RefstoreError
+    from ..scan.auto import sniff
+
+    try:
+        kind = sniff(location)
+    except (RefstoreError, OSError):
+        return None
+    return None if kind == "unknown" else kind
+
+
+def identify_sources(
+    store: str, locations: list[str], progress: Callable[[int, int], None] | None = None
+) -> dict[str, _Source]:
+    """Size, mtime and etag of each referenced file now, and its format by its first bytes: a
+    file that does not exist or cannot be reached is refused (``BadInputError`` naming it)."""
+    from ..read.fetch import Fetcher
+
+    fetcher = Fetcher()
+    out: dict[str, _Source] = {}
+    for i, loc in enumerate(locations):
+        try:
+            size, mtime, etag = fetcher.head(loc)
+        except SourceMissingError:
+            raise BadInputError(f"{store}: references {loc}, which does not exist") from None
+        except SourceReadError as e:
+            raise BadInputError(f"{store}: references {loc}, which cannot be reached "
+                                f"({str(e).removeprefix(loc + ': ')})") from None  # fmt: skip
+        out[loc] = _Source(loc, int(size), -1 if mtime is None else int(mtime), etag or "", _sniff(loc))
+        if progress is not None:
+            progress(i + 1, len(locations))
+    return out
+
+
+def _placements(meta: ArrayMeta, keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int) -> np.ndarray[Any, Any]:
+    """(n_src, ndim) chunk offsets of each file's slab of the array: along the first axis on which
+    the files' key ranges are disjoint (a series combined along it), each file starts at its
+    first chunk there; elsewhere at 0 (``design/import.md``)."""
+    nd = meta.ndim
+    out = np.zeros((n_src, nd), np.int64)
+    present = np.unique(src)
+    if len(present) < 2 or nd == 0:
+        return out
+    lo = np.full((n_src, nd), np.iinfo(np.int64).max, np.int64)
+    hi = np.full((n_src, nd), -1, np.int64)
+    np.minimum.at(lo, src, keys)
+    np.maximum.at(hi, src, keys)
+    for d in range(nd):
+        order = present[np.argsort(lo[present, d], kind="stable")]
+        if np.all(lo[order[1:], d] > hi[order[:-1], d]):
+            out[present, d] = lo[present, d]
+            return out
+    return out
+
+
+def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) -> tuple[pa.Table, pa.Table, int]:
+    """Chunk rows and var rows of the imported references; the number of referenced chunks."""
+    refs = parsed.refs
+    arrays = parsed.arrays
+    ok = [n for n, m in arrays.items() if m.status == "ok"]
+    refs = refs.filter(pc.is_in(refs.column("array"), pa.array(ok, pa.string())))
+    locs = locs.filter(pc.is_in(parsed.refs.column("array"), pa.array(ok, pa.string())))
+    refs = refs.combine_chunks()
+    n = refs.num_rows
+    is_ref = (refs.column("offset").to_numpy() >= 0) & pc.is_valid(refs.column("path")).to_numpy(zero_copy_only=False)
+    source_col = pc.fill_null(locs, "")
+    if isinstance(source_col, pa.ChunkedArray):
+        source_col = source_col.combine_chunks()
+    src_codes = source_col.dictionary_encode()
+    src_idx = src_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64) if n else np.zeros(0, np.int64)
+    src_names = src_codes.dictionary.to_pylist() if n else []
+    length = refs.column("length").to_numpy().astype(np.int64)
+    whole = is_ref & (length == WHOLE_OBJECT)
+    if whole.any():
+        sizes = np.array([sources[s].size if s else 0 for s in src_names], np.int64)
+        length = np.where(whole, sizes[src_idx], length)
+    g = np.column_stack([refs.column(c).to_numpy().astype(np.int64) for c in GLOBAL_KEY_COLUMNS]) if n else (
+        np.zeros((0, MAX_DIMS), np.int64))  # fmt: skip
+    k = g.copy()
+    arr_codes = refs.column("array").combine_chunks().dictionary_encode()
+    arr_idx = arr_codes.indices.to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
+    var_arrays: list[str] = []
+    var_sources: list[str] = []
+    var_meta: list[str] = []
+    dest: list[list[int]] = [[] for _ in DEST_COLUMNS]
+    for ai, name in enumerate(arr_codes.dictionary.to_pylist() if n else []):
+        meta = arrays[name]
+        sel = np.flatnonzero((arr_idx == ai) & is_ref)
+        if not len(sel):
+            continue
+        nd = meta.ndim
+        place = _placements(meta, g[sel, :nd], src_idx[sel], len(src_names))
+        k[sel, :nd] -= place[src_idx[sel]]
+        chunks = np.asarray(meta.chunks, np.int64)
+        for si in np.unique(src_idx[sel]).tolist():
+            rows_s = sel[src_idx[sel] == si]
+            start = place[si] * chunks
+            stop = np.minimum((g[rows_s, :nd].max(axis=0) + 1) * chunks, np.asarray(meta.shape, np.int64)) if nd else (
+                np.zeros(0, np.int64))  # fmt: skip
+            partitioned = place[si] != 0
+            extent = np.where(partitioned, stop - start, np.asarray(meta.shape, np.int64)) if nd else ()
+            var_arrays.append(name)
+            var_sources.append(src_names[si])
+            var_meta.append(meta.with_shape(tuple(int(x) for x in extent)).to_json())
+            for d in range(MAX_DIMS):
+                dest[d].append(int(start[d]) if d < nd else 0)
+    inline = pc.if_else(pa.array(is_ref), pa.scalar(b"", pa.large_binary()), refs.column("inline"))
+    chunk_rows = rows(
+        Kind.CHUNK, n, array=refs.column("array"), source=source_col,
+        **{c: pa.array(np.where(g[:, d] == NO_DIM, NO_DIM, k[:, d]).astype(np.int32), pa.int32())
+           for d, c in enumerate(SOURCE_KEY_COLUMNS)},
+        **{c: refs.column(c) for c in GLOBAL_KEY_COLUMNS},
+        offset=pa.array(np.where(is_ref, refs.column("offset").to_numpy(), NO_OFFSET), pa.int64()),
+        length=pa.array(length, pa.int64()), inline=inline,
+    )  # fmt: skip
+    var_rows = rows(
+        Kind.VAR, len(var_arrays), array=var_arrays, source=var_sources, status=["ok"] * len(var_arrays),
+        meta=var_meta, **{c: pa.array(dest[d], pa.int64()) for d, c in enumerate(DEST_COLUMNS)},
+    )  # fmt: skip
+    return chunk_rows, var_rows, int(is_ref.sum())
+
+
+def _check_ranges(parsed: ParsedStore, sources: dict[str, _Source], chunk_rows: pa.Table) -> None:
+    """Refuse a reference past the end of its file."""
+    t = chunk_rows.filter(pc.greater_equal(chunk_rows.column("offset"), 0))
+    if not t.num_rows:
+        return
+    codes = t.column("source").combine_chunks().dictionary_encode()
+    size = np.array([sources[s].size for s in codes.dictionary.to_pylist()], np.int64)[codes.indices.to_numpy()]
+    end = t.column("offset").to_numpy() + t.column("length").to_numpy()
+    bad = np.flatnonzero(end > size)
+    if len(bad):
+        i = int(bad[0])
+        raise BadInputError(
+            f"{parsed.location}: a chunk of {t.column('array')[i].as_py()!r} references bytes "
+            f"{t.column('offset')[i].as_py()}-{int(end[i])} of {t.column('source')[i].as_py()}, "
+            f"which has {int(size[i])} bytes"
+        )
+
+
+def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) -> ImportReport:
+    snap: Snapshot = col.snapshot()
+    chunk_rows, var_rows, n_refs = _rows_for(parsed, sources, locs)
+    _check_ranges(parsed, sources, chunk_rows)
+    names = sorted(parsed.arrays)
+    array_rows = rows(Kind.ARRAY, len(names), array=names, status=[parsed.arrays[n].status for n in names],
+                      meta=[parsed.arrays[n].to_json() for n in names])  # fmt: skip
+    ordered = sorted(sources)
+    source_rows = rows(
+        Kind.SOURCE, len(ordered), source=ordered, size=[sources[s].size for s in ordered],
+        mtime_ns=[sources[s].mtime_ns for s in ordered], etag=[sources[s].etag for s in ordered],
+        sort_value=[math.nan] * len(ordered),
+        meta=[json.dumps({"order": i, "sort_units": None, "groups": parsed.groups,
+                          **({"format": sources[s].format} if sources[s].format else {})}, sort_keys=True)
+              for i, s in enumerate(ordered)],
+    )  # fmt: skip
+    imported = {"form": parsed.form, "store": parsed.location, **parsed.detail}
+    head = head_row(snap, {"concat_dim": None, "set_aside": {}, "prefer": [], "time_from_name": None,
+                           "imported": imported, "groups": parsed.groups})  # fmt: skip
+    cols = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length", "inline"]
+    old = snap.rows(Kind.CHUNK, cols, "g0 >= -1")
+    ins, upd, dele = diff_counts(old, chunk_rows.select(cols), ["array", *GLOBAL_KEY_COLUMNS], cols[9:])
+    new_rows = pa.concat_tables([head, source_rows, var_rows, array_rows, chunk_rows])
+    txn = replace_rows(snap, new_rows, "kind IN ('collection', 'source', 'var', 'array', 'chunk')")
+    unsupported = tuple((n, m.reason or "") for n, m in sorted(parsed.arrays.items()) if m.status != "ok")
+    inline = chunk_rows.num_rows - n_refs
+    record = {"form": parsed.form, "store": parsed.location, "arrays": len(names), "sources": len(ordered),
+              "chunks": {"referenced": n_refs, "inline": inline},
+              "refs": {"inserted": ins, "updated": upd, "deleted": dele},
+              "unsupported": [{"array": a, "reason": r} for a, r in unsupported]}  # fmt: skip
+    message = (f"import {parsed.form} {parsed.location}: {len(names)} arrays, {len(ordered)} sources, "
+               f"{n_refs} references, {inline} inline chunks; refs +{ins} ~{upd} -{dele}")  # fmt: skip
+    version = commit(col, txn, "import", message, record, parent=snap)
+    return ImportReport(version=version, form=parsed.form, store=parsed.location, arrays=len(names),
+                        sources=len(ordered), refs=n_refs, inline=inline, inserted=ins, updated=upd, deleted=dele,
+                        unsupported=unsupported)  # fmt: skip
+
+
+def commit_import(
+    col: Collection, parsed: ParsedStore, *, progress: Callable[[int, int], None] | None = None
+) -> ImportReport:
+    """Identify the files ``parsed`` references (refusing any that is missing, unreachable, or
+    shorter than a reference into it) and commit the store as one new version."""
+    paths = parsed.refs.column("path").combine_chunks()
+    distinct = [p for p in pc.unique(paths).to_pylist() if p is not None]
+    canonical = {p: normalize_location(p) for p in distinct}
+    locs = pc.take(pa.array([canonical[p] for p in distinct], pa.string()),
+                   pc.index_in(paths, pa.array(distinct, pa.string())))  # fmt: skip
+    if isinstance(locs, pa.ChunkedArray):
+        locs = locs.combine_chunks()
+    ok = {n for n, m in parsed.arrays.items() if m.status == "ok"}
+    used = pc.unique(locs.filter(pc.is_in(parsed.refs.column("array"), pa.array(sorted(ok), pa.string())))).to_pylist()
+    sources = identify_sources(parsed.location, sorted(s for s in used if s is not None), progress)
+    store = normalize_location(parsed.location)
+    if store in sources:
+        raise BadInputError(f"{parsed.location}: references itself")
+    inline_ok = pc.and_(pc.is_null(locs), pc.is_in(parsed.refs.column("array"), pa.array(sorted(ok), pa.string())))
+    if pc.any(inline_ok).as_py():  # inline chunks: their bytes came from the store
+        sources[store] = _store_identity(store, parsed.form)
+        locs = pc.fill_null(locs, store)
+    return retry_on_conflict(col, lambda: _attempt(col, parsed, sources, locs))
+
+
+def _store_identity(store: str, form: str) -> _Source:
+    """The store as the source of its inline chunks: its identity where one request gives it
+    (a file, or a folder's own entry), else unknown; never read again (the bytes are in the rows)."""
+    from ..read.fetch import Fetcher
+
+    try:
+        size, mtime, etag = Fetcher().head(store)
+    except (SourceReadError, OSError):
+        size, mtime, etag = -1, None, None
+    return _Source(store, int(size), -1 if mtime is None else int(mtime), etag or "", form)

@@ -1,0 +1,110 @@
+"""What an existing reference store holds, as refstore will record it: arrays, group
+attributes and the chunk references as columns (never a dict per chunk past the parser)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._keys import GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM
+from ..errors import BadInputError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..scan._types import ArrayMeta
+
+__all__ = ["REFS_SCHEMA", "WHOLE_OBJECT", "ParsedStore", "RefColumns", "check_grid"]
+
+WHOLE_OBJECT = -1
+"""``length`` of a reference to a whole object (kerchunk's ``[url]``): its size once identified."""
+
+REFS_SCHEMA = pa.schema(
+    [
+        pa.field("array", pa.string(), nullable=False),
+        *(pa.field(c, pa.int32(), nullable=False) for c in GLOBAL_KEY_COLUMNS),
+        pa.field("path", pa.string()),  # null: inline chunk
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("length", pa.int64(), nullable=False),  # WHOLE_OBJECT: the object's size
+        pa.field("inline", pa.large_binary(), nullable=False),
+    ]
+)
+"""Chunk references of a store: key in the array's chunk grid (``g0..``, ``NO_DIM`` past the
+array's dimensions), location as the store spells it (null for inline chunks), byte range."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedStore:
+    """A reference store read: ``form`` (``kerchunk-json``, ``kerchunk-parquet``, ``icechunk``),
+    where it is, its arrays, group attributes (typed JSON, ``""`` = root) and ``refs``
+    (``REFS_SCHEMA``). ``native``: arrays holding chunks the store keeps itself (Icechunk)."""
+
+    form: str
+    location: str
+    arrays: dict[str, ArrayMeta]
+    groups: dict[str, dict[str, dict[str, Any]]]
+    refs: pa.Table
+    detail: dict[str, Any]
+
+
+class RefColumns:
+    """Accumulates references column by column (one Python tuple per JSON entry at most)."""
+
+    def __init__(self) -> None:
+        self.array: list[str] = []
+        self.keys: list[list[int]] = [[] for _ in range(MAX_DIMS)]
+        self.path: list[str | None] = []
+        self.offset: list[int] = []
+        self.length: list[int] = []
+        self.inline: list[bytes] = []
+
+    def add(self, array: str, key: Sequence[int], path: str | None, offset: int, length: int, inline: bytes) -> None:
+        self.array.append(array)
+        for i in range(MAX_DIMS):
+            self.keys[i].append(int(key[i]) if i < len(key) else NO_DIM)
+        self.path.append(path)
+        self.offset.append(offset)
+        self.length.append(length)
+        self.inline.append(inline)
+
+    def table(self) -> pa.Table:
+        return pa.table(
+            {
+                "array": pa.array(self.array, pa.string()),
+                **{c: pa.array(np.asarray(self.keys[i], np.int64), pa.int32()) for i, c in enumerate(GLOBAL_KEY_COLUMNS)},
+                "path": pa.array(self.path, pa.string()),
+                "offset": pa.array(self.offset, pa.int64()),
+                "length": pa.array(self.length, pa.int64()),
+                "inline": pa.array(self.inline, pa.large_binary()),
+            },
+            schema=REFS_SCHEMA,
+        )
+
+
+def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta]) -> None:
+    """Refuse (``BadInputError`` naming the store, the array and the key) a reference whose key
+    lies outside its array's chunk grid, or that names no array."""
+    if refs.num_rows == 0:
+        return
+    codes = refs.column("array").combine_chunks().dictionary_encode()
+    which = codes.indices.to_numpy()
+    for i, name in enumerate(codes.dictionary.to_pylist()):
+        meta = arrays.get(name)
+        if meta is None:
+            raise BadInputError(f"{location}: chunk references for {name!r}, which is not an array of the store")
+        rows = np.flatnonzero(which == i)
+        grid = [-(-s // c) if c else 0 for s, c in zip(meta.shape, meta.chunks, strict=True)] or []
+        bad = np.zeros(len(rows), bool)
+        for d, c in enumerate(GLOBAL_KEY_COLUMNS):
+            k = refs.column(c).to_numpy()[rows]
+            bad |= (k < 0) | (k >= grid[d]) if d < len(grid) else (k != NO_DIM)
+        if bad.any():
+            j = int(rows[int(np.flatnonzero(bad)[0])])
+            key = [int(refs.column(c)[j].as_py()) for c in GLOBAL_KEY_COLUMNS[: meta.ndim]]
+            raise BadInputError(
+                f"{location}: chunk {'.'.join(map(str, key)) or '0'} of {name!r} is outside its chunk grid "
+                f"{tuple(grid)} (shape {tuple(meta.shape)}, chunks {tuple(meta.chunks)})"
+            )

@@ -1,0 +1,322 @@
+"""kerchunk references as a store to import: fsspec's reference spec in JSON (version 0: the bare
+mapping; version 1: ``refs`` with ``templates`` and ``gen``) and the Parquet reference folder
+(``LazyReferenceMapper``: ``.zmetadata`` + ``<array>/refs.<k>.parq``), local or on object storage.
+
+Parsing only: nothing here opens the referenced files (``_commit`` identifies them).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _objstore
+from .._keys import GLOBAL_KEY_COLUMNS, NO_DIM
+from ..errors import BadInputError, SourceMissingError, SourceReadError
+from ._model import REFS_SCHEMA, WHOLE_OBJECT, ParsedStore, RefColumns, check_grid
+from ._zarr import group_attrs, v2_meta
+
+__all__ = ["read_kerchunk"]
+
+_META = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
+
+
+# --------------------------------------------------------------------------- bytes
+def _local(location: str) -> str | None:
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return None if _objstore.is_remote(location) else location
+
+
+def _read(location: str) -> bytes:
+    """The whole object; ``SourceMissingError`` when there is none."""
+    path = _local(location)
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                return fh.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise SourceMissingError(f"{location}: not found") from None
+        except OSError as e:
+            raise SourceReadError(f"{location}: cannot read: {e.strerror or e}") from None
+    import obstore
+
+    store, key = _objstore.store_for(location)
+    try:
+        return bytes(obstore.get(store, key).bytes())
+    except Exception as e:
+        if _objstore._not_found(e):
+            raise SourceMissingError(f"{location}: not found") from None
+        raise SourceReadError(f"{location}: cannot read: {_objstore._first_line(e)}") from None
+
+
+def _child(location: str, name: str) -> str:
+    return location.rstrip("/") + "/" + name
+
+
+# --------------------------------------------------------------------------- entry point
+def read_kerchunk(location: str) -> ParsedStore:
+    """Read kerchunk references at ``location`` (a JSON file, or a Parquet reference folder):
+    ``BadInputError`` naming it when it is neither, or not a reference spec."""
+    path = _local(location)
+    if path is not None and os.path.isdir(path):
+        return _read_parquet(location)
+    try:
+        raw = _read(location)
+    except SourceMissingError:
+        if path is None:  # an object-store "folder": its .zmetadata
+            return _read_parquet(location)
+        raise BadInputError(f"{location}: no such file or folder") from None
+    except SourceReadError as e:
+        raise BadInputError(str(e)) from None
+    try:
+        spec = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadInputError(f"{location}: not a kerchunk reference spec (not JSON: {e})") from None
+    return _read_json(location, spec)
+
+
+def _not_spec(location: str, why: str) -> BadInputError:
+    return BadInputError(f"{location}: not a kerchunk reference spec ({why})")
+
+
+def _meta_value(location: str, key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(base64.b64decode(value[7:]) if value.startswith("base64:") else value)
+        except ValueError as e:
+            raise _not_spec(location, f"{key} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise _not_spec(location, f"{key} is not a JSON object")
+    return value
+
+
+# --------------------------------------------------------------------------- JSON
+def _templates(location: str, spec: dict[str, Any]) -> dict[str, str]:
+    t = spec.get("templates") or {}
+    if not isinstance(t, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in t.items()):
+        raise _not_spec(location, "templates is not a mapping of names to strings")
+    return t
+
+
+def _fill_templates(url: str, templates: dict[str, str]) -> str:
+    if "{{" not in url:
+        return url
+    for k, v in templates.items():
+        url = url.replace("{{" + k + "}}", v).replace("{{ " + k + " }}", v)
+    return url
+
+
+def _expand_gen(location: str, gen: Any, templates: dict[str, str]) -> dict[str, Any]:
+    """fsspec's ``gen`` entries (jinja2 templates over ``dimensions``) as plain references."""
+    if not gen:
+        return {}
+    if not isinstance(gen, list):
+        raise _not_spec(location, "gen is not a list")
+    try:
+        import jinja2
+    except ImportError:
+        raise BadInputError(f"{location}: its 'gen' entries need jinja2 (pip install jinja2)") from None
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    out: dict[str, Any] = {}
+    for g in gen:
+        try:
+            dims = g["dimensions"]
+            names = list(dims)
+            ranges = [list(range(d.get("start", 0), d["stop"], d.get("step", 1))) if isinstance(d, dict) else list(d)
+                      for d in dims.values()]  # fmt: skip
+            key_t = env.from_string(g["key"])
+            url_t = env.from_string(g["url"])
+            off_t = env.from_string(str(g["offset"])) if "offset" in g else None
+            len_t = env.from_string(str(g["length"])) if "length" in g else None
+            for values in itertools.product(*ranges):
+                ctx = {**templates, **dict(zip(names, values, strict=True))}
+                url = url_t.render(**ctx)
+                if off_t is not None and len_t is not None:
+                    out[key_t.render(**ctx)] = [url, int(off_t.render(**ctx)), int(len_t.render(**ctx))]
+                else:
+                    out[key_t.render(**ctx)] = [url]
+        except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError) as e:
+            raise _not_spec(location, f"a gen entry cannot be expanded: {type(e).__name__}: {e}") from None
+    return out
+
+
+def _read_json(location: str, spec: Any) -> ParsedStore:
+    if not isinstance(spec, dict):
+        raise _not_spec(location, f"a JSON {type(spec).__name__}, not an object")
+    version = spec.get("version")
+    if version is not None and "refs" in spec:
+        if version != 1:
+            raise _not_spec(location, f"version {version!r}; versions 0 and 1 are known")
+        refs = spec["refs"]
+        if not isinstance(refs, dict):
+            raise _not_spec(location, "refs is not an object")
+        templates = _templates(location, spec)
+        refs = {**refs, **_expand_gen(location, spec.get("gen"), templates)}
+    else:
+        refs, templates = spec, {}
+    meta_keys = [k for k in refs if isinstance(k, str) and k.rsplit("/", 1)[-1] in _META]
+    if not any(k.endswith((".zarray", ".zgroup")) for k in meta_keys):
+        if ".zmetadata" not in refs:
+            raise _not_spec(location, "no .zgroup or .zarray key")
+    consolidated: dict[str, Any] = {}
+    if ".zmetadata" in refs:
+        consolidated = _meta_value(location, ".zmetadata", refs[".zmetadata"]).get("metadata") or {}
+    metadata = {**consolidated, **{k: refs[k] for k in meta_keys if k != ".zmetadata"}}
+    arrays, groups, seps = _structure(location, metadata)
+    by_sep_slash = sorted((n for n, s in seps.items() if s == "/"), key=len, reverse=True)
+    cols = RefColumns()
+    for key, value in refs.items():
+        if key in metadata or key == ".zmetadata":
+            continue
+        name, rest = _split_key(key, seps, by_sep_slash)
+        if name is None:
+            if key.rsplit("/", 1)[-1].startswith(".z"):
+                continue  # metadata keys of other kinds: not chunks
+            raise BadInputError(f"{location}: reference {key!r} belongs to no array of the store")
+        meta = arrays[name]
+        chunk = _parse_key(location, key, rest, seps[name], meta.ndim)
+        if isinstance(value, str):
+            data = base64.b64decode(value[7:]) if value.startswith("base64:") else value.encode("utf-8")
+            cols.add(name, chunk, None, -1, len(data), data)
+        elif isinstance(value, (bytes, bytearray)):
+            cols.add(name, chunk, None, -1, len(value), bytes(value))
+        elif isinstance(value, list) and value and isinstance(value[0], str):
+            url = _fill_templates(value[0], templates)
+            if len(value) == 1:
+                cols.add(name, chunk, url, 0, WHOLE_OBJECT, b"")
+            elif len(value) == 3 and all(isinstance(x, int) and x >= 0 for x in value[1:]):
+                cols.add(name, chunk, url, int(value[1]), int(value[2]), b"")
+            else:
+                raise _not_spec(location, f"reference {key!r} is {json.dumps(value)[:80]}, not [url, offset, length]")
+        else:
+            raise _not_spec(location, f"reference {key!r} is {json.dumps(value)[:80]}")
+    refs_t = cols.table()
+    check_grid(location, refs_t, arrays)
+    return ParsedStore("kerchunk-json", location, arrays, groups, refs_t, {"version": version or 0})
+
+
+def _structure(
+    location: str, metadata: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, Any]]], dict[str, str]]:
+    """Arrays (``ArrayMeta``), group attributes and each array's key separator, from the
+    metadata keys."""
+    arrays: dict[str, Any] = {}
+    seps: dict[str, str] = {}
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in sorted(metadata):
+        parent, _, leaf = key.rpartition("/")
+        if leaf == ".zgroup":
+            attrs = _meta_value(location, parent + "/.zattrs", metadata[parent + "/.zattrs"]) if (
+                parent + "/.zattrs" in metadata) else (
+                _meta_value(location, ".zattrs", metadata[".zattrs"]) if not parent and ".zattrs" in metadata else {})
+            groups[parent] = group_attrs(attrs)
+        elif leaf == ".zarray":
+            if not parent:
+                raise BadInputError(f"{location}: the root is an array; refstore needs named arrays in a group")
+            zarray = _meta_value(location, key, metadata[key])
+            zattrs = _meta_value(location, parent + "/.zattrs", metadata.get(parent + "/.zattrs", "{}"))
+            try:
+                arrays[parent] = v2_meta(parent, zarray, zattrs)
+            except (ValueError, KeyError, TypeError) as e:
+                raise _not_spec(location, f"{key}: {e}") from None
+            seps[parent] = str(zarray.get("dimension_separator") or ".")
+    if "" not in groups:
+        groups[""] = group_attrs(_meta_value(location, ".zattrs", metadata[".zattrs"])) if ".zattrs" in metadata else {}
+    return arrays, dict(sorted(groups.items())), seps
+
+
+def _split_key(key: str, seps: dict[str, str], slash_arrays: list[str]) -> tuple[str | None, str]:
+    parent, _, rest = key.rpartition("/")
+    if parent in seps and seps[parent] == ".":
+        return parent, rest
+    for name in slash_arrays:
+        if key.startswith(name + "/"):
+            return name, key[len(name) + 1 :]
+    return None, ""
+
+
+def _parse_key(location: str, key: str, rest: str, sep: str, ndim: int) -> list[int]:
+    parts = rest.split(sep)
+    try:
+        idx = [int(p) for p in parts]
+    except ValueError:
+        raise BadInputError(f"{location}: chunk key {key!r} is not integers separated by {sep!r}") from None
+    if ndim == 0 and idx == [0]:
+        return []
+    if len(idx) != ndim:
+        raise BadInputError(f"{location}: chunk key {key!r} has {len(idx)} indices; its array has {ndim} dimensions")
+    return idx
+
+
+# --------------------------------------------------------------------------- Parquet
+def _read_parquet(location: str) -> ParsedStore:
+    import pyarrow.parquet as pq
+
+    try:
+        zmeta = json.loads(_read(_child(location, ".zmetadata")))
+    except SourceMissingError:
+        raise BadInputError(f"{location}: not a kerchunk reference spec (no such file, and no Parquet "
+                            "reference folder: .zmetadata is missing)") from None  # fmt: skip
+    except SourceReadError as e:
+        raise BadInputError(str(e)) from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _not_spec(_child(location, ".zmetadata"), f"not JSON: {e}") from None
+    if not isinstance(zmeta, dict) or not isinstance(zmeta.get("metadata"), dict):
+        raise _not_spec(_child(location, ".zmetadata"), "no 'metadata' object")
+    record_size = zmeta.get("record_size")
+    if not isinstance(record_size, int) or record_size <= 0:
+        raise _not_spec(_child(location, ".zmetadata"), "no positive integer 'record_size'")
+    metadata = zmeta["metadata"]
+    arrays, groups, _seps = _structure(location, metadata)
+    parts: list[pa.Table] = []
+    for name, meta in arrays.items():
+        grid = [-(-s // c) for s, c in zip(meta.shape, meta.chunks, strict=True)]
+        total = math.prod(grid)
+        for k in range(-(-total // record_size)):
+            where = _child(_child(location, name), f"refs.{k}.parq")
+            try:
+                t = pq.read_table(io.BytesIO(_read(where)), columns=["path", "offset", "size", "raw"])
+            except SourceMissingError:
+                continue  # fsspec reads a missing file as absent chunks
+            except SourceReadError as e:
+                raise BadInputError(str(e)) from None
+            except (pa.ArrowInvalid, KeyError, OSError) as e:
+                raise BadInputError(f"{where}: not a kerchunk reference file ({str(e).splitlines()[0]})") from None
+            flat = np.arange(t.num_rows, dtype=np.int64) + k * record_size
+            inline = pc.is_valid(t.column("raw")).to_numpy(zero_copy_only=False)
+            ref = pc.is_valid(t.column("path")).to_numpy(zero_copy_only=False) & ~inline
+            keep = (inline | ref) & (flat < total)
+            if not keep.any():
+                continue
+            t = t.filter(pa.array(keep))
+            flat, inline = flat[keep], inline[keep]
+            keys = np.unravel_index(flat, grid) if grid else ()
+            size = pc.fill_null(t.column("size"), 0).to_numpy().astype(np.int64)
+            off = pc.fill_null(t.column("offset"), 0).to_numpy().astype(np.int64)
+            whole = (size == 0) & (off == 0) & ~inline
+            raw = pc.fill_null(pc.cast(t.column("raw"), pa.large_binary()), b"")
+            n = t.num_rows
+            parts.append(pa.table({
+                "array": pa.array([name] * n, pa.string()),
+                **{c: pa.array(keys[d].astype(np.int32) if d < len(grid) else np.full(n, NO_DIM, np.int32))
+                   for d, c in enumerate(GLOBAL_KEY_COLUMNS)},
+                "path": pc.if_else(pa.array(inline), pa.scalar(None, pa.string()),
+                                   pc.cast(t.column("path"), pa.string())),
+                "offset": pa.array(np.where(inline, -1, off), pa.int64()),
+                "length": pa.array(np.where(inline, pc.binary_length(raw).to_numpy(zero_copy_only=False),
+                                            np.where(whole, WHOLE_OBJECT, size)), pa.int64()),
+                "inline": raw,
+            }, schema=REFS_SCHEMA))  # fmt: skip
+    refs = pa.concat_tables(parts) if parts else REFS_SCHEMA.empty_table()
+    check_grid(location, refs, arrays)
+    return ParsedStore("kerchunk-parquet", location, arrays, groups, refs, {"record_size": record_size})
