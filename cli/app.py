@@ -509,6 +509,7 @@ def demo(
         raise typer.Exit(1)
 
 
+from . import imports as _imports  # noqa: E402, F401  (registers import)
 from . import publish as _publish  # noqa: E402, F401  (registers emit and remap)
 
 

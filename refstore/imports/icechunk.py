@@ -123,6 +123,18 @@ def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = Non
                   snapshot: str | None = None) -> ParsedStore:  # fmt: skip
     """Read one snapshot of the repository at ``repo``; ``BadInputError`` naming it when it is
     not a repository, holds native chunks, or no virtual chunk at all."""
+    import icechunk as ic
+
+    if "ICECHUNK_LOG" not in os.environ:  # its warnings about local repositories are not the user's concern here
+        ic.set_logs_filter("warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error")
+    try:
+        return _read(repo, branch, tag, snapshot)
+    finally:
+        if "ICECHUNK_LOG" not in os.environ:
+            ic.set_logs_filter(None)
+
+
+def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) -> ParsedStore:
     (r, s), root = _session(repo, branch, tag, snapshot)
     nodes = _metadata(s.store)
     arrays: dict[str, ArrayMeta] = {}

@@ -297,7 +297,7 @@ class Array:
         self, decoder: Any, raw: Any, mask: int, row: int, rows: pa.Table, *, inline: bool = False
     ) -> np.ndarray[Any, Any]:
         try:
-            if inline:
+            if inline and not decoder.steps:  # scanned inline chunks: raw values (their arrays have no codecs)
                 return np.frombuffer(raw, dtype=np.dtype(self.meta.dtype)).reshape(self.chunks)
             return decoder(raw, mask, self._edges[row] if self._edges is not None else None)  # type: ignore[no-any-return]
         except Exception as e:

@@ -1,0 +1,75 @@
+"""``refstore import kerchunk|icechunk``: an existing reference store as one new version
+(registered on the main app)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+import refstore
+
+from .app import JsonOpt, _collection, _dump, _progress, app, err, out
+
+if TYPE_CHECKING:
+    from refstore.imports import ImportReport
+
+__all__ = ["import_app"]
+
+import_app = typer.Typer(
+    help="Bring an existing reference store (kerchunk JSON/Parquet, an Icechunk repository) in as one new version.",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+def _report(rep: ImportReport, as_json: bool) -> None:
+    if as_json:
+        _dump(rep.to_json())
+        return
+    j = rep.to_json()
+    c, r = j["chunks"], j["refs"]
+    out.print(f"version {rep.version}: imported {rep.form} {escape(rep.store)}: {rep.arrays} arrays, {rep.sources} "
+              f"sources, {c['referenced']} references, {c['inline']} inline chunks; refs +{r['inserted']} "
+              f"~{r['updated']} -{r['deleted']}", soft_wrap=True)  # fmt: skip
+    for u in j["unsupported"]:
+        err.print(f"[yellow]unsupported[/yellow] {escape(u['array'])}: {escape(u['reason'])}", soft_wrap=True)
+
+
+@import_app.command("kerchunk")
+def kerchunk_cmd(
+    refs: Annotated[
+        str,
+        typer.Argument(metavar="REFS", help="kerchunk references: a JSON file (spec version 0 or 1) or a Parquet "
+                       "reference folder; a path or an object-store URL."),  # fmt: skip
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Import kerchunk references: arrays, references, inline chunks, codecs, fill values and attributes."""
+    from refstore.imports import import_kerchunk
+
+    col = refstore.Collection.open(_collection())
+    with _progress() as p:
+        task = p.add_task("identifying sources", total=None)
+        rep = import_kerchunk(col, refs, progress=lambda done, total: p.update(task, completed=done, total=total))
+    _report(rep, as_json)
+
+
+@import_app.command("icechunk")
+def icechunk_cmd(
+    repo: Annotated[str, typer.Argument(metavar="REPO", help="An Icechunk repository: a folder or s3://bucket/prefix.")],
+    branch: Annotated[str | None, typer.Option("--branch", help="Branch to import (default: main).")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Tag to import.")] = None,
+    snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to import.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import one snapshot of an Icechunk repository: virtual chunks as references, inline ones as inline rows."""
+    from refstore.imports import import_icechunk
+
+    col = refstore.Collection.open(_collection())
+    with _progress() as p:
+        task = p.add_task("identifying sources", total=None)
+        rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot,
+                              progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
+    _report(rep, as_json)

@@ -1,0 +1,328 @@
+"""import kerchunk|icechunk: existing reference stores brought in as one new version.
+
+Round trips (a scanned collection emitted as kerchunk-json / kerchunk-parquet / icechunk and
+imported back) compare the imported table with the scanned one; stores made by kerchunk
+(``SingleHdf5ToZarr``, ``MultiZarrToZarr``) and VirtualiZarr (``to_kerchunk``, ``to_icechunk``)
+are imported and read back against h5py over the original files (``tests/_oracle.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import refstore
+from refstore.emit import emit
+from refstore.imports import import_icechunk, import_kerchunk
+from refstore.table.versions import diff
+
+from ._cli import run
+from ._oracle import assert_same, hdf5_read, series_read
+
+FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A 2-day OISST-like series scanned along time, and its three reference forms."""
+    from refstore.fixtures.oisst import write_series
+
+    root = tmp_path_factory.mktemp("import")
+    files = [str(p) for p in write_series(root / "data", 2)]
+    col = str(root / "scanned")
+    refstore.init(col)
+    refstore.scan(col, files, concat_dim="time", workers=1)
+    c = refstore.Collection.open(col)
+    outs = {}
+    for form in FORMS:
+        out = root / f"out.{form}"
+        emit(c, form, str(out))
+        outs[form] = str(out)
+    return {"root": root, "files": files, "col": col, "outs": outs}
+
+
+def _import(form: str, store: str, where: Path, **kw: Any) -> refstore.Collection:
+    refstore.init(str(where))
+    c = refstore.Collection.open(str(where))
+    if form == "icechunk":
+        import_icechunk(c, store, **kw)
+    else:
+        import_kerchunk(c, store)
+    return c
+
+
+def _chunks(c: refstore.Collection) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    t = c.snapshot().rows("chunk", ["array", "g0", "g1", "g2", "g3", "source", "offset", "length", "inline"], "g0 >= -1")
+    return {(r["array"], r["g0"], r["g1"], r["g2"], r["g3"]): (r["source"], r["offset"], r["length"], r["inline"])
+            for r in t.to_pylist()}  # fmt: skip
+
+
+# What the forms cannot carry (design/import.md): attribute types other than CF's typed ones
+# (zarr attributes are JSON numbers), the stored fill value of an array with no absent chunk and no
+# _FillValue (kerchunk writes null), and which file an inline chunk came from.
+def _comparable(meta: Any, form: str) -> dict[str, Any]:
+    d = json.loads(meta.to_json())
+    d["attrs"] = {k: v["value"] for k, v in d["attrs"].items()}
+    if form != "icechunk" and "_FillValue" not in meta.attrs:
+        d.pop("fill_value")
+    return d
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_round_trip_same_arrays_and_references(built: dict[str, Any], tmp_path: Path, form: str) -> None:
+    scanned = refstore.Collection.open(built["col"])
+    imported = _import(form, built["outs"][form], tmp_path / "c")
+    a, b = scanned.snapshot().arrays(), imported.snapshot().arrays()
+    assert list(a) == list(b)
+    for name in a:
+        assert _comparable(a[name], form) == _comparable(b[name], form), name
+        if "_FillValue" in a[name].attrs:  # CF's typed attributes keep their type
+            assert a[name].attrs["_FillValue"] == b[name].attrs["_FillValue"]
+    ca, cb = _chunks(scanned), _chunks(imported)
+    assert ca.keys() == cb.keys()
+    store = os.path.abspath(built["outs"][form])
+    for key, (src, off, length, data) in ca.items():
+        got = cb[key]
+        if off >= 0:
+            assert got == (src, off, length, b""), key
+        else:  # inline: same bytes, from the store
+            assert (got[1], got[2], got[3], got[0]) == (off, length, data, store), key
+    # sources: the files, identified as the scan identified them, plus the store for inline chunks
+    sa = {r["source"]: r for r in scanned.snapshot().sources().to_pylist()}
+    sb = {r["source"]: r for r in imported.snapshot().sources().to_pylist()}
+    assert set(sb) == set(sa) | {store}
+    for s in sa:
+        assert (sa[s]["size"], sa[s]["mtime_ns"], sa[s]["etag"]) == (sb[s]["size"], sb[s]["mtime_ns"], sb[s]["etag"])
+    # values through refstore equal h5py over the files
+    ds = refstore.open(str(tmp_path / "c"))
+    for name in ("sst", "anom", "time", "lat", "meta/quality"):
+        assert_same(ds[name][...], series_read(built["files"], name, "time"), f"{form} {name}")
+    rep = refstore.verify(imported.snapshot())
+    assert rep.mismatched == 0 and rep.checked > 0 and rep.skipped == sum(1 for v in cb.values() if v[1] < 0)
+
+
+def test_round_trip_diff_lists_only_what_the_form_cannot_carry(built: dict[str, Any], tmp_path: Path) -> None:
+    """Importing the form of a collection's version into that collection: refstore diff shows no
+    reference added, removed or moved; only the metadata and inline-chunk sources listed above."""
+    col = tmp_path / "c"
+    shutil.copytree(built["col"], col)
+    c = refstore.Collection.open(str(col))
+    before = c.latest_version
+    import_icechunk(c, built["outs"]["icechunk"])
+    rep = diff(c, before)
+    inline: dict[str, int] = {}
+    for (name, *_k), v in _chunks(refstore.Collection.open(built["col"])).items():
+        inline[name] = inline.get(name, 0) + (v[1] < 0)
+    assert sum(inline.values()) > 0
+    for name, d in rep.arrays.items():
+        assert d["added"] == 0 and d["removed"] == 0, name
+        assert d["changed"] == inline[name], name  # inline chunks: their source is now the store
+    assert rep.sources_added == [os.path.abspath(built["outs"]["icechunk"])]
+    assert rep.sources_removed == [] and rep.sources_changed == []
+    assert {n for n, d in rep.arrays.items() if d["metadata_changed"]} == {"meta/quality", "sst"}  # f4/i4 attrs
+
+
+def test_everything_else_works_on_an_import(built: dict[str, Any], tmp_path: Path) -> None:
+    c = _import("kerchunk-parquet", built["outs"]["kerchunk-parquet"], tmp_path / "c")
+    uri = str(tmp_path / "c")
+    assert run("-C", uri, "tag", "imported").returncode == 0
+    r = run("-C", uri, "hold", "--array", "sst", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["chunks"] == 12
+    r = run("-C", uri, "diff", "imported", "--json")
+    assert json.loads(r.stdout)["arrays"]["sst"]["changed"] == 0
+    for form in (*FORMS, "parquet", "sqlite"):
+        out = tmp_path / f"again.{form}"
+        rep = emit(c, form, str(out))
+        assert rep.refs > 0, form
+    again = _import("kerchunk-json", str(tmp_path / "again.kerchunk-json"), tmp_path / "c2")
+    ds = refstore.open(str(tmp_path / "c2"))
+    assert_same(ds["sst"][...], series_read(built["files"], "sst", "time"), "sst")
+    assert again.latest_version == 2
+    assert refstore.verify(c.snapshot()).mismatched == 0
+
+
+# --------------------------------------------------------------------------- stores made by peers
+def _kerchunk_single(path: str) -> dict[str, Any]:
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    with open(path, "rb") as fh:
+        return SingleHdf5ToZarr(fh, "file://" + path, inline_threshold=100).translate()  # type: ignore[no-any-return]
+
+
+@pytest.mark.filterwarnings("ignore:The following exception was caught:UserWarning")  # anom: kerchunk skips fletcher32
+def test_kerchunk_single_hdf5_to_zarr(built: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("kerchunk")
+    f = built["files"][0]
+    refs = tmp_path / "single.json"
+    refs.write_text(json.dumps(_kerchunk_single(f)))
+    c = _import("kerchunk-json", str(refs), tmp_path / "c")
+    ds = refstore.open(str(tmp_path / "c"))
+    assert "anom" not in ds.arrays  # kerchunk leaves out arrays with a fletcher32 filter
+    assert c.snapshot().count("chunk", "array = 'ice'") == 0  # nor the bytes of compact datasets (kerchunk 0.2.10)
+    for name in ("sst", "err", "mask", "lat", "meta/quality"):
+        assert_same(ds[name][...], hdf5_read(f, name), name)
+    assert ds["sst"].dtype == np.dtype("<i2")
+    rep = refstore.verify(c.snapshot())
+    assert rep.mismatched == 0 and rep.checked > 0
+
+
+@pytest.mark.filterwarnings("ignore:The following exception was caught:UserWarning")
+def test_kerchunk_multi_zarr_to_zarr_verifies_against_each_file(built: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("kerchunk")
+    from kerchunk.combine import MultiZarrToZarr
+
+    singles = [_kerchunk_single(f) for f in built["files"]]
+    combined = MultiZarrToZarr(singles, concat_dims=["time"], identical_dims=["lat", "lon", "zlev"]).translate()
+    refs = tmp_path / "multi.json"
+    refs.write_text(json.dumps(combined))
+    c = _import("kerchunk-json", str(refs), tmp_path / "c")
+    ds = refstore.open(str(tmp_path / "c"))
+    for name in ("sst", "err", "time"):
+        assert_same(ds[name][...], series_read(built["files"], name, "time"), name)
+    # each file's slab is placed where its chunks start, so verify reads each file's own array
+    rep = refstore.verify(c.snapshot())
+    entries = [(k, v) for k, v in combined["refs"].items() if not k.rsplit("/", 1)[-1].startswith(".z")]
+    assert rep.mismatched == 0 and rep.checked == sum(isinstance(v, list) for _k, v in entries) > 0
+    assert rep.skipped == sum(isinstance(v, str) for _k, v in entries)  # inline: nothing to compare with
+    placed = {(r["source"], r["array"]): r["d0"] for r in c.snapshot().vars().to_pylist()}
+    assert placed[(built["files"][1], "sst")] == 1 and placed[(built["files"][0], "sst")] == 0
+
+
+def _virtual(files: list[str]) -> Any:
+    vz = pytest.importorskip("virtualizarr")
+    import xarray as xr
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr.parsers import HDFParser
+
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    parts = [vz.open_virtual_dataset("file://" + f, registry=registry, parser=HDFParser(),
+                                     loadable_variables=["time", "lat", "lon", "zlev"]) for f in files]  # fmt: skip
+    return xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="override",
+                     combine_attrs="override")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
+def test_virtualizarr_to_kerchunk_and_to_icechunk(built: dict[str, Any], tmp_path: Path) -> None:
+    import icechunk as ic
+
+    vds = _virtual(built["files"])
+    kj = tmp_path / "vz.json"
+    vds.vz.to_kerchunk(str(kj), format="json")
+    folder = str(Path(built["files"][0]).parent)
+    cfg = ic.RepositoryConfig.default()
+    cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{folder}/", ic.local_filesystem_store(folder)))
+    repo = ic.Repository.create(ic.local_filesystem_storage(str(tmp_path / "vz.icechunk")), config=cfg)
+    s = repo.writable_session("main")
+    vds.vz.to_icechunk(s.store)
+    snap = s.commit("virtualizarr")
+    repo.create_tag("v1", snapshot_id=snap)
+    for form, store, kw in (("kerchunk-json", str(kj), {}), ("icechunk", str(tmp_path / "vz.icechunk"), {"tag": "v1"})):
+        c = _import(form, store, tmp_path / form, **kw)
+        ds = refstore.open(str(tmp_path / form))
+        for name in ("sst", "anom", "time", "lat"):
+            assert_same(ds[name][...], series_read(built["files"], name, "time"), f"{form} {name}")
+        assert refstore.verify(c.snapshot()).mismatched == 0
+
+
+# --------------------------------------------------------------------------- spec details
+def test_v0_and_v1_templates_and_gen(built: dict[str, Any], tmp_path: Path) -> None:
+    """A hand-written spec: version 0 (bare mapping), and version 1 with a template and a gen
+    entry splitting the contiguous ``err`` array (one chunk per time step) arithmetically."""
+    import h5py
+
+    f = built["files"][0]
+    with h5py.File(f, "r") as h:
+        off, size = h["err"].id.get_offset(), h["err"].id.get_storage_size()
+    zarray = {"chunks": [1, 1, 15, 90], "compressor": None, "dtype": ">f4", "fill_value": None, "filters": None,
+              "order": "C", "shape": [1, 1, 45, 90], "zarr_format": 2}  # fmt: skip
+    row = size // 3
+    meta = {".zgroup": '{"zarr_format": 2}', "err/.zarray": json.dumps(zarray),
+            "err/.zattrs": json.dumps({"_ARRAY_DIMENSIONS": ["time", "zlev", "lat", "lon"], "units": "Celsius"})}
+    v1 = {"version": 1, "templates": {"u": "file://" + f},
+          "gen": [{"key": "err/0.0.{{i}}.0", "url": "{{u}}", "offset": "{{" + f"{off} + i * {row}" + "}}",
+                   "length": str(row), "dimensions": {"i": {"stop": 3}}}],
+          "refs": meta}  # fmt: skip
+    v0 = {**meta, **{f"err/0.0.{i}.0": [f, off + i * row, row] for i in range(3)}}
+    for name, spec in (("v1", v1), ("v0", v0)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(spec))
+        _import("kerchunk-json", str(p), tmp_path / name)
+        ds = refstore.open(str(tmp_path / name))
+        assert_same(ds["err"][...], hdf5_read(f, "err"), name)
+        assert ds["err"].attrs["units"] == "Celsius"
+
+
+# --------------------------------------------------------------------------- bad input
+def _refuses(uri: str, args: list[str], *needles: str) -> None:
+    before = refstore.Collection.open(uri).latest_version
+    r = run("-C", uri, "import", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert refstore.Collection.open(uri).latest_version == before  # nothing committed
+
+
+def test_bad_input_is_one_line_exit_2_nothing_committed(built: dict[str, Any], tmp_path: Path) -> None:
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    spec = json.loads(Path(built["outs"]["kerchunk-json"]).read_text())
+
+    notspec = tmp_path / "not-a-spec.json"
+    notspec.write_text(json.dumps({"type": "FeatureCollection", "features": []}))
+    _refuses(uri, ["kerchunk", str(notspec)], str(notspec), "not a kerchunk reference spec")
+
+    missing = tmp_path / "missing.json"
+    gone = str(tmp_path / "gone.nc")
+    moved = {**spec, "templates": {**spec["templates"], "u0": "file://" + gone}}
+    missing.write_text(json.dumps(moved))
+    _refuses(uri, ["kerchunk", str(missing)], str(missing), gone, "does not exist")
+
+    outside = tmp_path / "outside.json"
+    refs = dict(spec["refs"])
+    refs["sst/7.0.0.0"] = refs["sst/0.0.0.0"]
+    outside.write_text(json.dumps({**spec, "refs": refs}))
+    _refuses(uri, ["kerchunk", str(outside)], str(outside), "7.0.0.0", "outside its chunk grid")
+
+    beyond = tmp_path / "beyond.json"
+    refs = dict(spec["refs"])
+    refs["sst/0.0.0.0"] = ["{{u0}}", 10**9, 10]
+    beyond.write_text(json.dumps({**spec, "refs": refs}))
+    _refuses(uri, ["kerchunk", str(beyond)], str(beyond), "bytes")
+
+    _refuses(uri, ["kerchunk", str(tmp_path / "nothing-here.json")], "nothing-here.json")
+
+    import icechunk as ic
+    import zarr
+
+    native = tmp_path / "native.icechunk"
+    repo = ic.Repository.create(ic.local_filesystem_storage(str(native)))
+    s = repo.writable_session("main")
+    g = zarr.create_group(s.store, zarr_format=3)
+    g.create_array("x", shape=(4,), chunks=(2,), dtype="i4")[:] = np.arange(4, dtype="i4")
+    s.commit("native only")
+    _refuses(uri, ["icechunk", str(native)], str(native), "no virtual chunks")
+    _refuses(uri, ["icechunk", built["outs"]["icechunk"], "--tag", "no-such-tag"], "no-such-tag")
+    _refuses(uri, ["icechunk", str(tmp_path)], "not an Icechunk repository")
+
+
+def test_cli_json_report(built: dict[str, Any], tmp_path: Path) -> None:
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    r = run("-C", uri, "import", "kerchunk", built["outs"]["kerchunk-json"], "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["version"] == 2 and j["form"] == "kerchunk-json" and j["arrays"] == 10 and j["sources"] == 3
+    assert j["chunks"] == {"referenced": 44, "inline": 4}
+    assert j["refs"] == {"inserted": 48, "updated": 0, "deleted": 0}
+    r = run("-C", uri, "log", "--json")
+    assert json.loads(r.stdout)[0]["operation"] == "import"
