@@ -41,8 +41,11 @@ def _report(rep: ImportReport, as_json: bool) -> None:
 def kerchunk_cmd(
     refs: Annotated[
         str,
-        typer.Argument(metavar="REFS", help="kerchunk references: a JSON file (spec version 0 or 1) or a Parquet "
-                       "reference folder; a path or an object-store URL."),  # fmt: skip
+        typer.Argument(
+            metavar="REFS",
+            help="kerchunk references: a JSON file (spec version 0 or 1) or a Parquet reference folder; a path or an "
+            "object-store URL.",
+        ),
     ],
     as_json: JsonOpt = False,
 ) -> None:

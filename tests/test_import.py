@@ -58,7 +58,8 @@ def _import(form: str, store: str, where: Path, **kw: Any) -> refstore.Collectio
 
 
 def _chunks(c: refstore.Collection) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    t = c.snapshot().rows("chunk", ["array", "g0", "g1", "g2", "g3", "source", "offset", "length", "inline"], "g0 >= -1")
+    cols = ["array", "g0", "g1", "g2", "g3", "source", "offset", "length", "inline"]
+    t = c.snapshot().rows("chunk", cols, "g0 >= -1")
     return {(r["array"], r["g0"], r["g1"], r["g2"], r["g3"]): (r["source"], r["offset"], r["length"], r["inline"])
             for r in t.to_pylist()}  # fmt: skip
 
@@ -128,15 +129,17 @@ def test_round_trip_diff_lists_only_what_the_form_cannot_carry(built: dict[str, 
     assert {n for n, d in rep.arrays.items() if d["metadata_changed"]} == {"meta/quality", "sst"}  # f4/i4 attrs
 
 
-def test_everything_else_works_on_an_import(built: dict[str, Any], tmp_path: Path) -> None:
+def test_everything_else_works_on_an_import(
+    built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     c = _import("kerchunk-parquet", built["outs"]["kerchunk-parquet"], tmp_path / "c")
     uri = str(tmp_path / "c")
-    assert run("-C", uri, "tag", "imported").returncode == 0
-    r = run("-C", uri, "hold", "--array", "sst", "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["chunks"] == 12
-    r = run("-C", uri, "diff", "imported", "--json")
-    assert json.loads(r.stdout)["arrays"]["sst"]["changed"] == 0
+    assert _cli(capsys, "-C", uri, "tag", "imported")[0] == 0
+    code, out, err = _cli(capsys, "-C", uri, "hold", "--array", "sst", "--json")
+    assert code == 0, err
+    assert json.loads(out)["chunks"] == 12
+    code, out, err = _cli(capsys, "-C", uri, "diff", "imported", "--json")
+    assert json.loads(out)["arrays"]["sst"]["changed"] == 0
     for form in (*FORMS, "parquet", "sqlite"):
         out = tmp_path / f"again.{form}"
         rep = emit(c, form, str(out))
@@ -261,45 +264,68 @@ def test_v0_and_v1_templates_and_gen(built: dict[str, Any], tmp_path: Path) -> N
 
 
 # --------------------------------------------------------------------------- bad input
-def _refuses(uri: str, args: list[str], *needles: str) -> None:
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The command line in this process (``main``, as the ``refstore`` script runs it): exit
+    code, stdout, stderr. A subprocess per case would cost seconds of imports each."""
+    import sys
+
+    from refstore.cli.app import main
+
+    capsys.readouterr()
+    argv = sys.argv
+    sys.argv = ["refstore", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    finally:
+        sys.argv = argv
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def _refuses(capsys: pytest.CaptureFixture[str], uri: str, args: list[str], *needles: str) -> None:
     before = refstore.Collection.open(uri).latest_version
-    r = run("-C", uri, "import", *args)
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    code, _out, err = _cli(capsys, "-C", uri, "import", *args)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
     for n in needles:
         assert n in lines[0], lines[0]
     assert refstore.Collection.open(uri).latest_version == before  # nothing committed
 
 
-def test_bad_input_is_one_line_exit_2_nothing_committed(built: dict[str, Any], tmp_path: Path) -> None:
+def test_bad_input_is_one_line_exit_2_nothing_committed(
+    built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     uri = str(tmp_path / "c")
     refstore.init(uri)
     spec = json.loads(Path(built["outs"]["kerchunk-json"]).read_text())
 
     notspec = tmp_path / "not-a-spec.json"
     notspec.write_text(json.dumps({"type": "FeatureCollection", "features": []}))
-    _refuses(uri, ["kerchunk", str(notspec)], str(notspec), "not a kerchunk reference spec")
+    _refuses(capsys, uri, ["kerchunk", str(notspec)], str(notspec), "not a kerchunk reference spec")
 
     missing = tmp_path / "missing.json"
     gone = str(tmp_path / "gone.nc")
     moved = {**spec, "templates": {**spec["templates"], "u0": "file://" + gone}}
     missing.write_text(json.dumps(moved))
-    _refuses(uri, ["kerchunk", str(missing)], str(missing), gone, "does not exist")
+    _refuses(capsys, uri, ["kerchunk", str(missing)], str(missing), gone, "does not exist")
 
     outside = tmp_path / "outside.json"
     refs = dict(spec["refs"])
     refs["sst/7.0.0.0"] = refs["sst/0.0.0.0"]
     outside.write_text(json.dumps({**spec, "refs": refs}))
-    _refuses(uri, ["kerchunk", str(outside)], str(outside), "7.0.0.0", "outside its chunk grid")
+    _refuses(capsys, uri, ["kerchunk", str(outside)], str(outside), "7.0.0.0", "outside its chunk grid")
 
     beyond = tmp_path / "beyond.json"
     refs = dict(spec["refs"])
     refs["sst/0.0.0.0"] = ["{{u0}}", 10**9, 10]
     beyond.write_text(json.dumps({**spec, "refs": refs}))
-    _refuses(uri, ["kerchunk", str(beyond)], str(beyond), "bytes")
+    _refuses(capsys, uri, ["kerchunk", str(beyond)], str(beyond), "bytes")
 
-    _refuses(uri, ["kerchunk", str(tmp_path / "nothing-here.json")], "nothing-here.json")
+    _refuses(capsys, uri, ["kerchunk", str(tmp_path / "nothing-here.json")], "nothing-here.json")
 
     import icechunk as ic
     import zarr
@@ -310,12 +336,13 @@ def test_bad_input_is_one_line_exit_2_nothing_committed(built: dict[str, Any], t
     g = zarr.create_group(s.store, zarr_format=3)
     g.create_array("x", shape=(4,), chunks=(2,), dtype="i4")[:] = np.arange(4, dtype="i4")
     s.commit("native only")
-    _refuses(uri, ["icechunk", str(native)], str(native), "no virtual chunks")
-    _refuses(uri, ["icechunk", built["outs"]["icechunk"], "--tag", "no-such-tag"], "no-such-tag")
-    _refuses(uri, ["icechunk", str(tmp_path)], "not an Icechunk repository")
+    _refuses(capsys, uri, ["icechunk", str(native)], str(native), "no virtual chunks")
+    _refuses(capsys, uri, ["icechunk", built["outs"]["icechunk"], "--tag", "no-such-tag"], "no-such-tag")
+    _refuses(capsys, uri, ["icechunk", str(tmp_path)], "not an Icechunk repository")
 
 
-def test_cli_json_report(built: dict[str, Any], tmp_path: Path) -> None:
+def test_cli_json_report(built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The ``refstore`` command itself (a subprocess, once)."""
     uri = str(tmp_path / "c")
     refstore.init(uri)
     r = run("-C", uri, "import", "kerchunk", built["outs"]["kerchunk-json"], "--json")
@@ -324,5 +351,4 @@ def test_cli_json_report(built: dict[str, Any], tmp_path: Path) -> None:
     assert j["version"] == 2 and j["form"] == "kerchunk-json" and j["arrays"] == 10 and j["sources"] == 3
     assert j["chunks"] == {"referenced": 44, "inline": 4}
     assert j["refs"] == {"inserted": 48, "updated": 0, "deleted": 0}
-    r = run("-C", uri, "log", "--json")
-    assert json.loads(r.stdout)[0]["operation"] == "import"
+    assert json.loads(_cli(capsys, "-C", uri, "log", "--json")[1])[0]["operation"] == "import"

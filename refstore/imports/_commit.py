@@ -115,7 +115,9 @@ def identify_sources(
     return out
 
 
-def _placements(meta: ArrayMeta, keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int) -> np.ndarray[Any, Any]:
+def _placements(
+    meta: ArrayMeta, keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int
+) -> np.ndarray[Any, Any]:
     """(n_src, ndim) chunk offsets of each file's slab of the array: along the first axis on which
     the files' key ranges are disjoint (a series combined along it), each file starts at its
     first chunk there; elsewhere at 0 (``design/import.md``)."""

@@ -74,7 +74,10 @@ class RefColumns:
         return pa.table(
             {
                 "array": pa.array(self.array, pa.string()),
-                **{c: pa.array(np.asarray(self.keys[i], np.int64), pa.int32()) for i, c in enumerate(GLOBAL_KEY_COLUMNS)},
+                **{
+                    c: pa.array(np.asarray(self.keys[i], np.int64), pa.int32())
+                    for i, c in enumerate(GLOBAL_KEY_COLUMNS)
+                },
                 "path": pa.array(self.path, pa.string()),
                 "offset": pa.array(self.offset, pa.int64()),
                 "length": pa.array(self.length, pa.int64()),

@@ -187,7 +187,9 @@ def v2_meta(name: str, zarray: dict[str, Any], zattrs: dict[str, Any]) -> ArrayM
         raise ValueError(f"fill_value {zarray.get('fill_value')!r}: {e}") from None
     attrs = _attrs(attrs_raw, dtype)
     if zarray.get("fill_value") is not None and "_FillValue" not in attrs and dtype.kind in "iufc":
-        attrs = dict(sorted({**attrs, "_FillValue": encode_attr(np.asarray(_fill_value(fill, dtype)))}.items()))
+        enc = encode_attr(np.asarray(_fill_value(fill, dtype)))
+        if enc is not None:
+            attrs = dict(sorted({**attrs, "_FillValue": enc}.items()))
     return _finish(name, dims, shape, chunks, dtype, fill, codecs, attrs, reason)
 
 

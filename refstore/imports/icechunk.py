@@ -48,9 +48,9 @@ def _storage(repo: str) -> tuple[Any, str]:
         endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
         storage = ic.s3_storage(
             bucket=bucket, prefix=prefix.rstrip("/") or None, from_env=True, endpoint_url=endpoint,
-            allow_http=os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true") or None,
+            allow_http=os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true"),
             region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
-            force_path_style=bool(endpoint) or None,
+            force_path_style=bool(endpoint),
         )  # fmt: skip
         return storage, repo.rstrip("/")
     if "://" in repo and not repo.startswith("file://"):
@@ -116,7 +116,7 @@ def _metadata(store: Any) -> dict[str, dict[str, Any]]:
             out[k.removesuffix("zarr.json").rstrip("/")] = json.loads(buf.to_bytes()) if buf is not None else {}
         return out
 
-    return sync(read_all())  # type: ignore[no-any-return]
+    return sync(read_all())
 
 
 def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = None,
@@ -208,7 +208,8 @@ def _decompress_location(repo: str, data: bytes, dictionary: bytes | None) -> st
 
 def _chunk_key(meta: dict[str, Any], key: tuple[int, ...]) -> str:
     enc = meta.get("chunk_key_encoding") or {}
-    sep = str((enc.get("configuration") or {}).get("separator", "/" if enc.get("name", "default") == "default" else "."))
+    default = "/" if enc.get("name", "default") == "default" else "."
+    sep = str((enc.get("configuration") or {}).get("separator", default))
     if enc.get("name", "default") == "v2":
         return sep.join(map(str, key)) if key else "0"
     return sep.join(["c", *map(str, key)])

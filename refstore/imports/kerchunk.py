@@ -165,9 +165,8 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
     else:
         refs, templates = spec, {}
     meta_keys = [k for k in refs if isinstance(k, str) and k.rsplit("/", 1)[-1] in _META]
-    if not any(k.endswith((".zarray", ".zgroup")) for k in meta_keys):
-        if ".zmetadata" not in refs:
-            raise _not_spec(location, "no .zgroup or .zarray key")
+    if not any(k.endswith((".zarray", ".zgroup")) for k in meta_keys) and ".zmetadata" not in refs:
+        raise _not_spec(location, "no .zgroup or .zarray key")
     consolidated: dict[str, Any] = {}
     if ".zmetadata" in refs:
         consolidated = _meta_value(location, ".zmetadata", refs[".zmetadata"]).get("metadata") or {}
