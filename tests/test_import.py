@@ -86,6 +86,9 @@ def test_round_trip_same_arrays_and_references(built: dict[str, Any], tmp_path: 
         assert _comparable(a[name], form) == _comparable(b[name], form), name
         if "_FillValue" in a[name].attrs:  # CF's typed attributes keep their type
             assert a[name].attrs["_FillValue"] == b[name].attrs["_FillValue"]
+    plain = [{g: {k: v["value"] for k, v in at.items()} for g, at in s.snapshot().group_attrs().items()}
+             for s in (scanned, imported)]  # fmt: skip
+    assert plain[0] == plain[1] and plain[0][""]["title"]
     ca, cb = _chunks(scanned), _chunks(imported)
     assert ca.keys() == cb.keys()
     store = os.path.abspath(built["outs"][form])

@@ -235,7 +235,7 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
         Kind.SOURCE, len(ordered), source=ordered, size=[sources[s].size for s in ordered],
         mtime_ns=[sources[s].mtime_ns for s in ordered], etag=[sources[s].etag for s in ordered],
         sort_value=[math.nan] * len(ordered),
-        meta=[json.dumps({"order": i, "sort_units": None, "groups": parsed.groups,
+        meta=[json.dumps({"order": i, "sort_units": None,
                           **({"format": sources[s].format} if sources[s].format else {})}, sort_keys=True)
               for i, s in enumerate(ordered)],
     )  # fmt: skip

@@ -235,7 +235,11 @@ class Snapshot:
 
     def group_attrs(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Group attributes (typed JSON, see ``_values``) by group path (``""`` = root), as found
-        in the first source in order (``order``, then location); sorted by path."""
+        in the first source in order (``order``, then location), or as an imported store has them
+        (``design/import.md``); sorted by path."""
+        imported = self.config().get("groups") if self.config().get("imported") else None
+        if imported is not None:
+            return {k: imported[k] for k in sorted(imported)} or {"": {}}
         t = self.rows(Kind.SOURCE, ["source", "meta"])
         if t.num_rows == 0:
             return {"": {}}
