@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM, NO_OFFSET, SOURCE_KEY_COLUMNS
+from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_OFFSET, SOURCE_KEY_COLUMNS
 from ..errors import BadInputError, SourceMissingError, SourceReadError
 from ..scan._sources import normalize_location
 from ..schema import Kind
@@ -33,7 +33,6 @@ from ._model import WHOLE_OBJECT
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..scan._types import ArrayMeta
     from ..table.collection import Collection, Snapshot
     from ._model import ParsedStore
 
@@ -115,37 +114,35 @@ def identify_sources(
     return out
 
 
-def _placements(
-    meta: ArrayMeta, keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int
-) -> np.ndarray[Any, Any]:
-    """(n_src, ndim) chunk offsets of each file's slab of the array: along the first axis on which
-    the files' key ranges are disjoint (a series combined along it), each file starts at its
-    first chunk there; elsewhere at 0 (``design/import.md``)."""
-    nd = meta.ndim
-    out = np.zeros((n_src, nd), np.int64)
-    present = np.unique(src)
-    if len(present) < 2 or nd == 0:
-        return out
+def _slabs(keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int) -> tuple[np.ndarray[Any, Any], ...]:
+    """Per file (``src`` codes): the files present, their first and last chunk key per axis, and
+    their chunk offset: along the first axis on which the files' key ranges are disjoint (a series
+    combined along it), each file starts at its first chunk there; elsewhere at 0
+    (``design/import.md``)."""
+    nd = keys.shape[1]
     lo = np.full((n_src, nd), np.iinfo(np.int64).max, np.int64)
     hi = np.full((n_src, nd), -1, np.int64)
     np.minimum.at(lo, src, keys)
     np.maximum.at(hi, src, keys)
-    for d in range(nd):
-        order = present[np.argsort(lo[present, d], kind="stable")]
-        if np.all(lo[order[1:], d] > hi[order[:-1], d]):
-            out[present, d] = lo[present, d]
-            return out
-    return out
+    present = np.unique(src)
+    place = np.zeros((n_src, nd), np.int64)
+    if len(present) > 1:
+        for d in range(nd):
+            order = present[np.argsort(lo[present, d], kind="stable")]
+            if np.all(lo[order[1:], d] > hi[order[:-1], d]):
+                place[present, d] = lo[present, d]
+                break
+    return present, lo, hi, place
 
 
 def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) -> tuple[pa.Table, pa.Table, int]:
-    """Chunk rows and var rows of the imported references; the number of referenced chunks."""
-    refs = parsed.refs
+    """Chunk rows and var rows of the imported references; the number of referenced chunks.
+    Columnar: Python loops over arrays and (array, file) pairs only."""
     arrays = parsed.arrays
-    ok = [n for n, m in arrays.items() if m.status == "ok"]
-    refs = refs.filter(pc.is_in(refs.column("array"), pa.array(ok, pa.string())))
-    locs = locs.filter(pc.is_in(parsed.refs.column("array"), pa.array(ok, pa.string())))
-    refs = refs.combine_chunks()
+    ok = pa.array([n for n, m in arrays.items() if m.status == "ok"], pa.string())
+    keep = pc.is_in(parsed.refs.column("array"), ok)
+    refs = parsed.refs.filter(keep).combine_chunks()
+    locs = locs.filter(keep)
     n = refs.num_rows
     is_ref = (refs.column("offset").to_numpy() >= 0) & pc.is_valid(refs.column("path")).to_numpy(zero_copy_only=False)
     source_col = pc.fill_null(locs, "")
@@ -159,31 +156,38 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
     if whole.any():
         sizes = np.array([sources[s].size if s else 0 for s in src_names], np.int64)
         length = np.where(whole, sizes[src_idx], length)
-    g = np.column_stack([refs.column(c).to_numpy().astype(np.int64) for c in GLOBAL_KEY_COLUMNS]) if n else (
-        np.zeros((0, MAX_DIMS), np.int64))  # fmt: skip
-    k = g.copy()
+    g = [refs.column(c).to_numpy() for c in GLOBAL_KEY_COLUMNS]  # int32, NO_DIM past an array's dimensions
+    k: list[np.ndarray[Any, Any] | None] = [None] * MAX_DIMS  # copies only where a file is placed off 0
     arr_codes = refs.column("array").combine_chunks().dictionary_encode()
     arr_idx = arr_codes.indices.to_numpy(zero_copy_only=False) if n else np.zeros(0, np.int64)
     var_arrays: list[str] = []
     var_sources: list[str] = []
     var_meta: list[str] = []
     dest: list[list[int]] = [[] for _ in DEST_COLUMNS]
+    ref_rows = np.flatnonzero(is_ref)
+    by_array = ref_rows[np.argsort(arr_idx[ref_rows], kind="stable")]
+    cuts = np.searchsorted(arr_idx[by_array], np.arange(len(arr_codes.dictionary) + 1)) if n else np.zeros(1, int)
     for ai, name in enumerate(arr_codes.dictionary.to_pylist() if n else []):
         meta = arrays[name]
-        sel = np.flatnonzero((arr_idx == ai) & is_ref)
+        sel = by_array[cuts[ai] : cuts[ai + 1]]
         if not len(sel):
             continue
         nd = meta.ndim
-        place = _placements(meta, g[sel, :nd], src_idx[sel], len(src_names))
-        k[sel, :nd] -= place[src_idx[sel]]
+        keys = (np.stack([g[d][sel].astype(np.int64) for d in range(nd)], axis=1) if nd
+                else np.zeros((len(sel), 0), np.int64))  # fmt: skip
+        present, _lo, hi, place = _slabs(keys, src_idx[sel], len(src_names))
+        for d in range(nd):
+            if place[:, d].any():
+                kd = k[d]
+                if kd is None:
+                    kd = k[d] = g[d].copy()
+                kd[sel] = (keys[:, d] - place[src_idx[sel], d]).astype(np.int32)
         chunks = np.asarray(meta.chunks, np.int64)
-        for si in np.unique(src_idx[sel]).tolist():
-            rows_s = sel[src_idx[sel] == si]
+        shape = np.asarray(meta.shape, np.int64)
+        for si in present.tolist():
             start = place[si] * chunks
-            stop = np.minimum((g[rows_s, :nd].max(axis=0) + 1) * chunks, np.asarray(meta.shape, np.int64)) if nd else (
-                np.zeros(0, np.int64))  # fmt: skip
-            partitioned = place[si] != 0
-            extent = np.where(partitioned, stop - start, np.asarray(meta.shape, np.int64)) if nd else ()
+            stop = np.minimum((hi[si] + 1) * chunks, shape)
+            extent = np.where(place[si] != 0, stop - start, shape)
             var_arrays.append(name)
             var_sources.append(src_names[si])
             var_meta.append(meta.with_shape(tuple(int(x) for x in extent)).to_json())
@@ -192,7 +196,7 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
     inline = pc.if_else(pa.array(is_ref), pa.scalar(b"", pa.large_binary()), refs.column("inline"))
     chunk_rows = rows(
         Kind.CHUNK, n, array=refs.column("array"), source=source_col,
-        **{c: pa.array(np.where(g[:, d] == NO_DIM, NO_DIM, k[:, d]).astype(np.int32), pa.int32())
+        **{c: refs.column(GLOBAL_KEY_COLUMNS[d]) if k[d] is None else pa.array(k[d], pa.int32())
            for d, c in enumerate(SOURCE_KEY_COLUMNS)},
         **{c: refs.column(c) for c in GLOBAL_KEY_COLUMNS},
         offset=pa.array(np.where(is_ref, refs.column("offset").to_numpy(), NO_OFFSET), pa.int64()),

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from .. import _objstore
 from .._keys import GLOBAL_KEY_COLUMNS, NO_DIM
 from ..errors import BadInputError, SourceMissingError, SourceReadError
-from ._model import REFS_SCHEMA, WHOLE_OBJECT, ParsedStore, RefColumns, check_grid
+from ._model import REFS_SCHEMA, WHOLE_OBJECT, ParsedStore, check_grid
 from ._zarr import group_attrs, v2_meta
 
 __all__ = ["read_kerchunk"]
@@ -164,7 +164,7 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
         refs = {**refs, **_expand_gen(location, spec.get("gen"), templates)}
     else:
         refs, templates = spec, {}
-    meta_keys = [k for k in refs if isinstance(k, str) and k.rsplit("/", 1)[-1] in _META]
+    meta_keys = [k for k in refs if k.endswith(_META) and k.rsplit("/", 1)[-1] in _META]
     if not any(k.endswith((".zarray", ".zgroup")) for k in meta_keys) and ".zmetadata" not in refs:
         raise _not_spec(location, "no .zgroup or .zarray key")
     consolidated: dict[str, Any] = {}
@@ -172,36 +172,114 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
         consolidated = _meta_value(location, ".zmetadata", refs[".zmetadata"]).get("metadata") or {}
     metadata = {**consolidated, **{k: refs[k] for k in meta_keys if k != ".zmetadata"}}
     arrays, groups, seps = _structure(location, metadata)
-    by_sep_slash = sorted((n for n, s in seps.items() if s == "/"), key=len, reverse=True)
-    cols = RefColumns()
-    for key, value in refs.items():
-        if key in metadata or key == ".zmetadata":
-            continue
-        name, rest = _split_key(key, seps, by_sep_slash)
-        if name is None:
-            if key.rsplit("/", 1)[-1].startswith(".z"):
-                continue  # metadata keys of other kinds: not chunks
-            raise BadInputError(f"{location}: reference {key!r} belongs to no array of the store")
-        meta = arrays[name]
-        chunk = _parse_key(location, key, rest, seps[name], meta.ndim)
-        if isinstance(value, str):
-            data = base64.b64decode(value[7:]) if value.startswith("base64:") else value.encode("utf-8")
-            cols.add(name, chunk, None, -1, len(data), data)
-        elif isinstance(value, (bytes, bytearray)):
-            cols.add(name, chunk, None, -1, len(value), bytes(value))
-        elif isinstance(value, list) and value and isinstance(value[0], str):
-            url = _fill_templates(value[0], templates)
-            if len(value) == 1:
-                cols.add(name, chunk, url, 0, WHOLE_OBJECT, b"")
-            elif len(value) == 3 and all(isinstance(x, int) and x >= 0 for x in value[1:]):
-                cols.add(name, chunk, url, int(value[1]), int(value[2]), b"")
-            else:
-                raise _not_spec(location, f"reference {key!r} is {json.dumps(value)[:80]}, not [url, offset, length]")
-        else:
-            raise _not_spec(location, f"reference {key!r} is {json.dumps(value)[:80]}")
-    refs_t = cols.table()
+    keys = [k for k in refs if not k.endswith(_META) and not k.rsplit("/", 1)[-1].startswith(".z")]
+    refs_t = _json_refs(location, refs, keys, arrays, seps, templates)
     check_grid(location, refs_t, arrays)
     return ParsedStore("kerchunk-json", location, arrays, groups, refs_t, {"version": version or 0})
+
+
+def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dict[str, Any], seps: dict[str, str],
+               templates: dict[str, str]) -> pa.Table:  # fmt: skip
+    """The chunk entries of a JSON spec as ``REFS_SCHEMA`` columns: one pass over the values
+    sorts them into plain lists, keys and templates are handled column-wise (1M refs: a few s)."""
+    n = len(keys)
+    urls: list[str | None] = [None] * n
+    offs = [-1] * n
+    lens = [0] * n
+    inline: list[bytes] = [b""] * n
+    b64 = base64.b64decode
+    for i, key in enumerate(keys):
+        v = refs[key]
+        if type(v) is list and len(v) == 3:
+            urls[i], offs[i], lens[i] = v[0], v[1], v[2]
+        elif type(v) is str:
+            data = b64(v[7:]) if v.startswith("base64:") else v.encode("utf-8")
+            inline[i], lens[i] = data, len(data)
+        elif type(v) is list and len(v) == 1:
+            urls[i], offs[i], lens[i] = v[0], 0, WHOLE_OBJECT
+        elif isinstance(v, (bytes, bytearray)):
+            inline[i], lens[i] = bytes(v), len(v)
+        else:
+            raise _not_spec(location, f"reference {key!r} is {json.dumps(v)[:80]}, not [url, offset, length]")
+    try:
+        url_col = pa.array(urls, pa.string())
+        off_col = pa.array(offs, pa.int64())
+        len_col = pa.array(lens, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        bad = next((k for k in keys if isinstance(refs[k], list) and not (isinstance(refs[k][0], str) and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63 for x in refs[k][1:]))), keys[0])
+        what = json.dumps(refs[bad])[:80]
+        raise _not_spec(location, f"reference {bad!r} is {what}, not [url, offset, length]") from None
+    is_ref = pc.is_valid(url_col).to_numpy(zero_copy_only=False)
+    neg = is_ref & ((off_col.to_numpy() < 0) | ((len_col.to_numpy() < 0) & (len_col.to_numpy() != WHOLE_OBJECT)))
+    if neg.any():
+        bad = keys[int(np.flatnonzero(neg)[0])]
+        raise _not_spec(location, f"reference {bad!r} has a negative offset or length")
+    if templates and n:
+        d = url_col.dictionary_encode()
+        filled = pa.array([_fill_templates(u, templates) for u in d.dictionary.to_pylist()], pa.string())
+        url_col = filled.take(d.indices)
+    names, key_cols = _parse_keys(location, keys, arrays, seps)
+    return pa.table({"array": names, **key_cols, "path": url_col, "offset": off_col, "length": len_col,
+                     "inline": pa.array(inline, pa.large_binary())}, schema=REFS_SCHEMA)  # fmt: skip
+
+
+def _parse_keys(location: str, keys: list[str], arrays: dict[str, Any],
+                seps: dict[str, str]) -> tuple[pa.Array, dict[str, pa.Array]]:  # fmt: skip
+    """Array names and chunk indices of chunk keys, column-wise (``name/i.j.k``; arrays with the
+    ``/`` separator are split in Python). ``BadInputError`` naming the first bad key."""
+    n = len(keys)
+    col = pa.array(keys, pa.string())
+    parts = pc.split_pattern(col, "/", max_splits=1, reverse=True)  # [name, rest]; [rest] at the root
+    two = pc.equal(pc.list_value_length(parts), 2)
+    names = pc.if_else(two, pc.list_element(parts, 0), pa.scalar("", pa.string()))
+    rest = pc.if_else(two, pc.list_element(parts, 1), pc.list_element(parts, 0))
+    slash = sorted((a for a, sp in seps.items() if sp == "/"), key=len, reverse=True)
+    if slash:  # arrays whose keys are name/i/j/k: name and rest found by prefix
+        nl, rl = names.to_pylist(), rest.to_pylist()
+        for i, k in enumerate(keys):
+            if seps.get(nl[i]) == ".":
+                continue
+            for a in slash:
+                if k.startswith(a + "/"):
+                    nl[i], rl[i] = a, k[len(a) + 1 :].replace("/", ".")
+                    break
+        names, rest = pa.array(nl, pa.string()), pa.array(rl, pa.string())
+    known = pc.is_in(names, pa.array(sorted(arrays), pa.string())).to_numpy(zero_copy_only=False)
+    if not known.all():
+        bad = keys[int(np.flatnonzero(~known)[0])]
+        raise BadInputError(f"{location}: reference {bad!r} belongs to no array of the store")
+    lists = pc.split_pattern(rest, ".")
+    try:
+        flat = pc.cast(pc.list_flatten(lists), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ok = pc.match_substring_regex(rest, r"^[0-9]+(\.[0-9]+)*$").to_numpy(zero_copy_only=False)
+        bad = keys[int(np.flatnonzero(~ok)[0])] if not ok.all() else keys[0]
+        raise BadInputError(f"{location}: chunk key {bad!r} is not integers separated by its separator") from None
+    starts = lists.offsets.to_numpy()[:-1].astype(np.int64) if n else np.zeros(0, np.int64)
+    count = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes = names.dictionary_encode()
+    ndim_of = np.array([arrays[a].ndim for a in codes.dictionary.to_pylist()], np.int64)
+    ndim = ndim_of[codes.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, np.int64)
+    scalar = (ndim == 0) & (count == 1)
+    if scalar.any() and (flat[starts[scalar]] != 0).any():
+        bad = keys[int(np.flatnonzero(scalar)[np.flatnonzero(flat[starts[scalar]] != 0)[0]])]
+        raise BadInputError(f"{location}: chunk key {bad!r} of a 0-dimensional array is not 0")
+    wrong = (count != ndim) & ~scalar
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        raise BadInputError(f"{location}: chunk key {keys[i]!r} has {int(count[i])} indices; its array has "
+                            f"{int(ndim[i])} dimensions")  # fmt: skip
+    out: dict[str, pa.Array] = {}
+    for d, c in enumerate(GLOBAL_KEY_COLUMNS):
+        has = ndim > d
+        kd = np.full(n, NO_DIM, np.int64)
+        kd[has] = flat[starts[has] + d]
+        if (kd > np.iinfo(np.int32).max).any():
+            i = int(np.flatnonzero(kd > np.iinfo(np.int32).max)[0])
+            raise BadInputError(f"{location}: chunk key {keys[i]!r} is outside its chunk grid")
+        out[c] = pa.array(kd.astype(np.int32), pa.int32())
+    return names, out
 
 
 def _structure(
@@ -232,29 +310,6 @@ def _structure(
     if "" not in groups:
         groups[""] = group_attrs(_meta_value(location, ".zattrs", metadata[".zattrs"])) if ".zattrs" in metadata else {}
     return arrays, dict(sorted(groups.items())), seps
-
-
-def _split_key(key: str, seps: dict[str, str], slash_arrays: list[str]) -> tuple[str | None, str]:
-    parent, _, rest = key.rpartition("/")
-    if parent in seps and seps[parent] == ".":
-        return parent, rest
-    for name in slash_arrays:
-        if key.startswith(name + "/"):
-            return name, key[len(name) + 1 :]
-    return None, ""
-
-
-def _parse_key(location: str, key: str, rest: str, sep: str, ndim: int) -> list[int]:
-    parts = rest.split(sep)
-    try:
-        idx = [int(p) for p in parts]
-    except ValueError:
-        raise BadInputError(f"{location}: chunk key {key!r} is not integers separated by {sep!r}") from None
-    if ndim == 0 and idx == [0]:
-        return []
-    if len(idx) != ndim:
-        raise BadInputError(f"{location}: chunk key {key!r} has {len(idx)} indices; its array has {ndim} dimensions")
-    return idx
 
 
 # --------------------------------------------------------------------------- Parquet
