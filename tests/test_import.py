@@ -422,3 +422,35 @@ def test_shared_files_through_kerchunk_and_back(shared_data: Path, tmp_path: Pat
             checked += 1
     assert checked > 0
     assert refstore.verify(theirs.snapshot()).mismatched == 0
+
+
+def test_unknown_codec_recorded_unsupported_rest_imported(built: dict[str, Any], tmp_path: Path) -> None:
+    spec = json.loads(Path(built["outs"]["kerchunk-json"]).read_text())
+    zarray = json.loads(spec["refs"]["anom/.zarray"])
+    spec["refs"]["anom/.zarray"] = json.dumps({**zarray, "compressor": {"id": "bz2", "level": 9}})
+    p = tmp_path / "bz2.json"
+    p.write_text(json.dumps(spec))
+    refstore.init(str(tmp_path / "c"))
+    rep = import_kerchunk(refstore.Collection.open(str(tmp_path / "c")), str(p))
+    assert rep.unsupported == (("anom", "codec 'bz2' has no decoder in refstore"),)
+    snap = refstore.Collection.open(str(tmp_path / "c")).snapshot()
+    assert snap.array("anom").status == "unsupported" and snap.count("chunk", "array = 'anom'") == 0
+    assert_same(refstore.open(str(tmp_path / "c"))["sst"][...], series_read(built["files"], "sst", "time"), "sst")
+
+
+def test_native_icechunk_chunks_inline_up_to_a_cap(
+    built: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """refstore's own Icechunk form writes inline chunks over Icechunk's inline threshold as
+    native chunks (``ice`` here): imported as inline rows; beyond the cap, refused by name."""
+    from refstore.imports import icechunk as ic_import
+
+    c = _import("icechunk", built["outs"]["icechunk"], tmp_path / "c")
+    ice = c.snapshot().rows("chunk", ["offset", "inline"], "array = 'ice'").to_pylist()
+    assert ice and all(r["offset"] == -1 and len(r["inline"]) == 45 * 90 for r in ice)
+    assert_same(refstore.open(str(tmp_path / "c"))["ice"][...], series_read(built["files"], "ice", "time"), "ice")
+    monkeypatch.setattr(ic_import, "MAX_NATIVE_BYTES", 1000)
+    refstore.init(str(tmp_path / "c2"))
+    with pytest.raises(refstore.BadInputError, match=r"native chunks.*'ice'"):
+        import_icechunk(refstore.Collection.open(str(tmp_path / "c2")), built["outs"]["icechunk"])
+    assert refstore.Collection.open(str(tmp_path / "c2")).latest_version == 1
