@@ -49,7 +49,7 @@ class VerifyReport:
     held chunks checked, ``held_checksum_only`` of them by checksum alone (source changed or
     gone); ``missing``: source -> chunks not verified because the source is gone (and they are
     not held); ``skipped``: chunks the format's own reader has no counterpart for (a TIFF
-    series' dates)."""
+    series' dates; the inline chunks of an imported store, ``design/import.md``)."""
 
     checked: int
     mismatched: int
