@@ -313,6 +313,26 @@ def _structure(
 
 
 # --------------------------------------------------------------------------- Parquet
+def _refs_files(location: str, name: str, count: int) -> list[int]:
+    """The numbers ``k < count`` of the array's ``refs.<k>.parq`` files that exist (listed, so a
+    huge sparse grid costs what its files cost, not what its chunk count would)."""
+    folder = _child(location, name)
+    path = _local(folder)
+    try:
+        if path is not None:
+            names = os.listdir(path) if os.path.isdir(path) else []
+        else:
+            names = [u.rsplit("/", 1)[-1] for u, *_ in _objstore.list_objects(folder)]
+    except (OSError, SourceReadError) as e:
+        raise BadInputError(f"{folder}: cannot list ({e})") from None
+    out = []
+    for n in names:
+        stem = n.removeprefix("refs.").removesuffix(".parq")
+        if n.startswith("refs.") and n.endswith(".parq") and stem.isdigit() and int(stem) < count:
+            out.append(int(stem))
+    return sorted(out)
+
+
 def _read_parquet(location: str) -> ParsedStore:
     import pyarrow.parquet as pq
 
@@ -336,7 +356,7 @@ def _read_parquet(location: str) -> ParsedStore:
     for name, meta in arrays.items():
         grid = [-(-s // c) for s, c in zip(meta.shape, meta.chunks, strict=True)]
         total = math.prod(grid)
-        for k in range(-(-total // record_size)):
+        for k in _refs_files(location, name, -(-total // record_size)):
             where = _child(_child(location, name), f"refs.{k}.parq")
             try:
                 t = pq.read_table(io.BytesIO(_read(where)), columns=["path", "offset", "size", "raw"])
