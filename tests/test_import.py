@@ -223,6 +223,8 @@ def test_virtualizarr_to_kerchunk_and_to_icechunk(built: dict[str, Any], tmp_pat
     vds = _virtual(built["files"])
     kj = tmp_path / "vz.json"
     vds.vz.to_kerchunk(str(kj), format="json")
+    kj3 = tmp_path / "vz3.json"  # zarr v3 metadata in kerchunk's JSON (VirtualiZarr >= 2.8)
+    kj3.write_text(json.dumps(vds.vz.to_kerchunk(format="dict", zarr_format=3)))
     folder = str(Path(built["files"][0]).parent)
     cfg = ic.RepositoryConfig.default()
     cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{folder}/", ic.local_filesystem_store(folder)))
@@ -231,9 +233,11 @@ def test_virtualizarr_to_kerchunk_and_to_icechunk(built: dict[str, Any], tmp_pat
     vds.vz.to_icechunk(s.store)
     snap = s.commit("virtualizarr")
     repo.create_tag("v1", snapshot_id=snap)
-    for form, store, kw in (("kerchunk-json", str(kj), {}), ("icechunk", str(tmp_path / "vz.icechunk"), {"tag": "v1"})):
-        c = _import(form, store, tmp_path / form, **kw)
-        ds = refstore.open(str(tmp_path / form))
+    cases = (("kerchunk-json", str(kj), {}), ("kerchunk-json", str(kj3), {}),
+             ("icechunk", str(tmp_path / "vz.icechunk"), {"tag": "v1"}))  # fmt: skip
+    for i, (form, store, kw) in enumerate(cases):
+        c = _import(form, store, tmp_path / f"c{i}", **kw)
+        ds = refstore.open(str(tmp_path / f"c{i}"))
         for name in ("sst", "anom", "time", "lat"):
             assert_same(ds[name][...], series_read(built["files"], name, "time"), f"{form} {name}")
         assert refstore.verify(c.snapshot()).mismatched == 0

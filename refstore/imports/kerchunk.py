@@ -23,7 +23,7 @@ from .. import _objstore
 from .._keys import GLOBAL_KEY_COLUMNS, NO_DIM
 from ..errors import BadInputError, SourceMissingError, SourceReadError
 from ._model import REFS_SCHEMA, WHOLE_OBJECT, ParsedStore, check_grid
-from ._zarr import group_attrs, v2_meta
+from ._zarr import group_attrs, v2_meta, v3_meta
 
 __all__ = ["read_kerchunk"]
 
@@ -164,6 +164,8 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
         refs = {**refs, **_expand_gen(location, spec.get("gen"), templates)}
     else:
         refs, templates = spec, {}
+    if "zarr.json" in refs or any(k.endswith("/zarr.json") for k in refs):
+        return _read_json_v3(location, refs, templates, version or 0)
     meta_keys = [k for k in refs if k.endswith(_META) and k.rsplit("/", 1)[-1] in _META]
     if not any(k.endswith((".zarray", ".zgroup")) for k in meta_keys) and ".zmetadata" not in refs:
         raise _not_spec(location, "no .zgroup or .zarray key")
@@ -280,6 +282,53 @@ def _parse_keys(location: str, keys: list[str], arrays: dict[str, Any],
             raise BadInputError(f"{location}: chunk key {keys[i]!r} is outside its chunk grid")
         out[c] = pa.array(kd.astype(np.int32), pa.int32())
     return names, out
+
+
+def _read_json_v3(location: str, refs: dict[str, Any], templates: dict[str, str], version: int) -> ParsedStore:
+    """References whose metadata is zarr v3 (``zarr.json`` per node, as VirtualiZarr's
+    ``to_kerchunk(zarr_format=3)`` writes): chunk keys ``name/c/i/j`` (or ``c.i.j``, or v2-style)
+    are rewritten ``name/i.j`` column-wise, then read as for v2."""
+    arrays: dict[str, Any] = {}
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    encodings: dict[str, tuple[str, str]] = {}
+    for key in sorted(k for k in refs if k == "zarr.json" or k.endswith("/zarr.json")):
+        path = key.removesuffix("zarr.json").rstrip("/")
+        meta = _meta_value(location, key, refs[key])
+        if meta.get("node_type") == "group":
+            groups[path] = group_attrs(dict(meta.get("attributes") or {}))
+        elif meta.get("node_type") == "array":
+            if not path:
+                raise BadInputError(f"{location}: the root is an array; refstore needs named arrays in a group")
+            try:
+                arrays[path] = v3_meta(path, meta)
+            except (ValueError, KeyError, TypeError) as e:
+                raise _not_spec(location, f"{key}: {e}") from None
+            enc = meta.get("chunk_key_encoding") or {}
+            name = str(enc.get("name", "default"))
+            default_sep = "/" if name == "default" else "."
+            encodings[path] = (name, str((enc.get("configuration") or {}).get("separator", default_sep)))
+        else:
+            raise _not_spec(location, f"{key}: node_type {meta.get('node_type')!r}")
+    groups.setdefault("", {})
+    keys = [k for k in refs if not k.endswith("zarr.json") and not k.rsplit("/", 1)[-1].startswith(".z")]
+    col = pa.array(keys, pa.string())
+    v2 = col
+    for pattern in (r"^(?P<array>.*)/c(?P<rest>(?:/[0-9]+)*)$", r"^(?P<array>.*)/c(?P<rest>(?:\.[0-9]+)*)$"):
+        if not len(keys):
+            break
+        found = pc.extract_regex(col, pattern)
+        ok = pc.is_valid(found)
+        rest = pc.replace_substring(pc.utf8_ltrim(found.field("rest"), "/."), "/", ".")
+        rest = pc.if_else(pc.equal(rest, ""), pa.scalar("0", pa.string()), rest)  # a 0-d array's key: "c"
+        joined = pc.binary_join_element_wise(found.field("array"), rest, "/")
+        v2 = pc.if_else(pc.and_(ok, pc.is_in(found.field("array"), pa.array(sorted(arrays), pa.string()))), joined, v2)
+    renamed = v2.to_pylist() if len(keys) else []
+    by_new = dict(zip(renamed, keys, strict=True))
+    seps = {a: "." for a in arrays}
+    refs_t = _json_refs(location, {new: refs[old] for new, old in by_new.items()}, renamed, arrays, seps, templates)
+    check_grid(location, refs_t, arrays)
+    return ParsedStore("kerchunk-json", location, arrays, dict(sorted(groups.items())), refs_t,
+                       {"version": version, "zarr_format": 3})  # fmt: skip
 
 
 def _structure(
