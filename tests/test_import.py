@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import refstore
 from refstore.emit import emit
@@ -458,3 +460,47 @@ def test_native_icechunk_chunks_inline_up_to_a_cap(
     with pytest.raises(refstore.BadInputError, match=r"native chunks.*'ice'"):
         import_icechunk(refstore.Collection.open(str(tmp_path / "c2")), built["outs"]["icechunk"])
     assert refstore.Collection.open(str(tmp_path / "c2")).latest_version == 1
+
+
+# --------------------------------------------------------------------------- pure parts
+CODECS = [
+    {"id": "zlib", "level": 4}, {"elementsize": 4, "id": "shuffle"}, {"id": "fletcher32"}, {"id": "zstd", "level": 3},
+    {"id": "blosc"}, {"id": "lz4h5"}, {"id": "lzw"}, {"id": "packbits"}, {"id": "lerc"},
+    {"id": "szip", "mask": 141, "pixels_per_block": 32, "bits_per_pixel": 32, "pixels_per_scanline": 90},
+    {"axis": -1, "id": "delta"}, {"axis": -1, "id": "floatpred"}, {"id": "refstore.grib"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[c["id"] for c in CODECS])
+def test_codecs_come_back_as_the_scanners_record_them(codec: dict[str, Any]) -> None:
+    """Every codec a form writes (zarr v2 and v3 spellings) imports as the config a scan records."""
+    from refstore.imports._zarr import v2_meta, v3_meta
+    from refstore.scan._types import ArrayMeta
+    from refstore.zarr_meta import v2_array, v3_array
+
+    meta = ArrayMeta("a", ("y", "x"), (45, 90), (15, 90), "<f4", 0.0, codecs=(codec,))
+    assert v2_meta("a", v2_array(meta), {"_ARRAY_DIMENSIONS": ["y", "x"]}).codecs == (codec,)
+    assert v3_meta("a", v3_array(meta)).codecs == (codec,)
+
+
+@given(st.lists(st.integers(2, 5), min_size=2, max_size=5), st.integers(0, 2), st.integers(0, 2**16))
+def test_slabs_place_each_file_where_its_chunks_start(counts: list[int], axis: int, seed: int) -> None:
+    """Files holding consecutive runs of chunks along one axis (and any chunks across the others)
+    are placed at the start of their run along it, at 0 elsewhere. Each file spans chunks 0..2
+    on the other axes (its first two chunks), so only ``axis`` separates the files."""
+    from refstore.imports._commit import _slabs
+
+    rng = np.random.default_rng(seed)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    keys, src = [], []
+    for f, (s, n) in enumerate(zip(starts.tolist(), counts, strict=True)):
+        for i in range(n):
+            k = np.full(3, min(i, 1) * 2) if i < 2 else rng.integers(0, 3, size=3)
+            k[axis] = s + i
+            keys.append(k)
+            src.append(f)
+    present, _lo, _hi, place = _slabs(np.array(keys, np.int64), np.array(src, np.int64), len(counts))
+    assert present.tolist() == list(range(len(counts)))
+    want = np.zeros((len(counts), 3), np.int64)
+    want[:, axis] = starts
+    assert (place == want).all()
