@@ -200,8 +200,28 @@ def test_kerchunk_multi_zarr_to_zarr_verifies_against_each_file(built: dict[str,
     entries = [(k, v) for k, v in combined["refs"].items() if not k.rsplit("/", 1)[-1].startswith(".z")]
     assert rep.mismatched == 0 and rep.checked == sum(isinstance(v, list) for _k, v in entries) > 0
     assert rep.skipped == sum(isinstance(v, str) for _k, v in entries)  # inline: nothing to compare with
-    placed = {(r["source"], r["array"]): r["d0"] for r in c.snapshot().vars().to_pylist()}
-    assert placed[(built["files"][1], "sst")] == 1 and placed[(built["files"][0], "sst")] == 0
+    placed = {(r["source"], r["array"]): (r["d0"], json.loads(r["meta"])["shape"])
+              for r in c.snapshot().vars().to_pylist()}  # fmt: skip
+    assert placed[(built["files"][0], "sst")] == (0, [1, 1, 45, 90])  # each file's own slab
+    assert placed[(built["files"][1], "sst")] == (1, [1, 1, 45, 90])
+
+
+@pytest.mark.filterwarnings("ignore:The following exception was caught:UserWarning")
+def test_vrt_of_an_imported_series(built: dict[str, Any], tmp_path: Path) -> None:
+    """The VRT reads each file's own array through GDAL, placed where the import put it."""
+    from .readers.vrt import translate
+
+    c = _import("kerchunk-json", built["outs"]["kerchunk-json"], tmp_path / "c")
+    rep = emit(c, "vrt", str(tmp_path / "s.vrt"), skip_unexpressible=True)
+    assert set(rep.skipped) == {"ice", "time"}  # only inline chunks: no file holds them
+    translate(str(tmp_path / "s.vrt"), str(tmp_path / "s.nc"))
+    import netCDF4
+
+    with netCDF4.Dataset(str(tmp_path / "s.nc")) as nc:
+        for name in ("sst", "err"):
+            v = nc[name]
+            v.set_auto_maskandscale(False)
+            assert_same(np.asarray(v[...]), series_read(built["files"], name, "time"), name)
 
 
 def _virtual(files: list[str]) -> Any:
@@ -499,8 +519,8 @@ def test_slabs_place_each_file_where_its_chunks_start(counts: list[int], axis: i
             k[axis] = s + i
             keys.append(k)
             src.append(f)
-    present, _lo, _hi, place = _slabs(np.array(keys, np.int64), np.array(src, np.int64), len(counts))
+    present, _lo, _hi, place, along = _slabs(np.array(keys, np.int64), np.array(src, np.int64), len(counts))
     assert present.tolist() == list(range(len(counts)))
     want = np.zeros((len(counts), 3), np.int64)
     want[:, axis] = starts
-    assert (place == want).all()
+    assert (place == want).all() and along == axis

@@ -114,11 +114,14 @@ def identify_sources(
     return out
 
 
-def _slabs(keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int) -> tuple[np.ndarray[Any, Any], ...]:
-    """Per file (``src`` codes): the files present, their first and last chunk key per axis, and
-    their chunk offset: along the first axis on which the files' key ranges are disjoint (a series
-    combined along it), each file starts at its first chunk there; elsewhere at 0
-    (``design/import.md``)."""
+_Arr = np.ndarray[Any, Any]
+
+
+def _slabs(keys: _Arr, src: _Arr, n_src: int) -> tuple[_Arr, _Arr, _Arr, _Arr, int]:
+    """Per file (``src`` codes): the files present, their first and last chunk key per axis, their
+    chunk offset, and the axis the files are laid along (-1: none). Along the first axis on which
+    the files' key ranges are disjoint (a series combined along it), each file starts at its first
+    chunk there; elsewhere at 0 (``design/import.md``)."""
     nd = keys.shape[1]
     lo = np.full((n_src, nd), np.iinfo(np.int64).max, np.int64)
     hi = np.full((n_src, nd), -1, np.int64)
@@ -126,13 +129,15 @@ def _slabs(keys: np.ndarray[Any, Any], src: np.ndarray[Any, Any], n_src: int) ->
     np.maximum.at(hi, src, keys)
     present = np.unique(src)
     place = np.zeros((n_src, nd), np.int64)
+    axis = -1
     if len(present) > 1:
         for d in range(nd):
             order = present[np.argsort(lo[present, d], kind="stable")]
             if np.all(lo[order[1:], d] > hi[order[:-1], d]):
                 place[present, d] = lo[present, d]
+                axis = d
                 break
-    return present, lo, hi, place
+    return present, lo, hi, place, axis
 
 
 def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) -> tuple[pa.Table, pa.Table, int]:
@@ -175,7 +180,7 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
         nd = meta.ndim
         keys = (np.stack([g[d][sel].astype(np.int64) for d in range(nd)], axis=1) if nd
                 else np.zeros((len(sel), 0), np.int64))  # fmt: skip
-        present, _lo, hi, place = _slabs(keys, src_idx[sel], len(src_names))
+        present, _lo, hi, place, axis = _slabs(keys, src_idx[sel], len(src_names))
         for d in range(nd):
             if place[:, d].any():
                 kd = k[d]
@@ -187,7 +192,7 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
         for si in present.tolist():
             start = place[si] * chunks
             stop = np.minimum((hi[si] + 1) * chunks, shape)
-            extent = np.where(place[si] != 0, stop - start, shape)
+            extent = np.where(np.arange(nd) == axis, stop - start, shape)  # the file's slab
             var_arrays.append(name)
             var_sources.append(src_names[si])
             var_meta.append(meta.with_shape(tuple(int(x) for x in extent)).to_json())
