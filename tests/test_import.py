@@ -155,6 +155,11 @@ def test_everything_else_works_on_an_import(
     assert_same(ds["sst"][...], series_read(built["files"], "sst", "time"), "sst")
     assert again.latest_version == 2
     assert refstore.verify(c.snapshot()).mismatched == 0
+    # the same store imported again: a new version; the unchanged references keep their held bytes
+    rep = import_kerchunk(c, built["outs"]["kerchunk-parquet"])
+    assert rep.held_kept == 12 and (rep.inserted, rep.updated, rep.deleted) == (0, 0, 0)
+    v = refstore.verify(c.snapshot())
+    assert v.mismatched == 0 and v.held_checked == 12 and v.held_mismatched == 0
 
 
 # --------------------------------------------------------------------------- stores made by peers

@@ -55,6 +55,8 @@ class ImportReport:
     updated: int = 0
     deleted: int = 0
     unsupported: tuple[tuple[str, str], ...] = ()
+    held_kept: int = 0
+    """Held chunks of the version before whose reference is unchanged: their bytes stay held."""
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class ImportReport:
             "chunks": {"referenced": self.refs, "inline": self.inline},
             "refs": {"inserted": self.inserted, "updated": self.updated, "deleted": self.deleted},
             "unsupported": [{"array": a, "reason": r} for a, r in self.unsupported],
+            "held_kept": self.held_kept,
             **self.detail,
         }
 
@@ -214,6 +217,40 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
     return chunk_rows, var_rows, int(is_ref.sum())
 
 
+def _carry_held(snap: Snapshot, chunk_rows: pa.Table) -> tuple[pa.Table, int]:
+    """``chunk_rows`` with the held bytes of the previous version's rows that reference the same
+    bytes (same array, key, source, offset and length): importing a store again keeps what was
+    held on unchanged references (``hold.md``). The number of rows carried."""
+    key = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length"]
+    old = snap.ds.to_table(columns=[*key, "held_at", "held_ns", "held_sha256"],
+                           filter="kind = 'chunk' AND held_at >= 0", with_row_id=True)  # fmt: skip
+    if old.num_rows == 0 or chunk_rows.num_rows == 0:
+        return chunk_rows, 0
+    n = chunk_rows.num_rows
+    j = chunk_rows.select(key).append_column("__n", pa.array(np.arange(n))).join(
+        old.select(key).append_column("__o", pa.array(np.arange(old.num_rows))), keys=key, join_type="inner")
+    if j.num_rows == 0:
+        return chunk_rows, 0
+    ni = j.column("__n").to_numpy()
+    oi = j.column("__o").to_numpy()
+    from lance.blob import blob_array
+
+    data: list[bytes | None] = [None] * n
+    blobs = snap.ds.read_blobs("held", ids=old.column("_rowid").take(pa.array(oi)), preserve_order=True)
+    for i, (_addr, raw) in zip(ni.tolist(), blobs, strict=True):
+        data[i] = raw
+    cols = {}
+    for c, fill in (("held_at", -1), ("held_ns", -1), ("held_sha256", "")):
+        values = np.full(n, fill, dtype=object if c == "held_sha256" else np.int64)
+        values[ni] = old.column(c).to_numpy(zero_copy_only=False)[oi]
+        cols[c] = pa.array(values, chunk_rows.schema.field(c).type)
+    cols["held"] = blob_array(data)
+    for c, arr in cols.items():
+        i = chunk_rows.schema.get_field_index(c)
+        chunk_rows = chunk_rows.set_column(i, chunk_rows.schema.field(c), arr)
+    return chunk_rows, len(ni)
+
+
 def _check_ranges(parsed: ParsedStore, sources: dict[str, _Source], chunk_rows: pa.Table) -> None:
     """Refuse a reference past the end of its file."""
     t = chunk_rows.filter(pc.greater_equal(chunk_rows.column("offset"), 0))
@@ -236,6 +273,7 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
     snap: Snapshot = col.snapshot()
     chunk_rows, var_rows, n_refs = _rows_for(parsed, sources, locs)
     _check_ranges(parsed, sources, chunk_rows)
+    chunk_rows, kept_held = _carry_held(snap, chunk_rows)
     names = sorted(parsed.arrays)
     array_rows = rows(Kind.ARRAY, len(names), array=names, status=[parsed.arrays[n].status for n in names],
                       meta=[parsed.arrays[n].to_json() for n in names])  # fmt: skip
@@ -261,13 +299,13 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
     record = {"form": parsed.form, "store": parsed.location, "arrays": len(names), "sources": len(ordered),
               "chunks": {"referenced": n_refs, "inline": inline},
               "refs": {"inserted": ins, "updated": upd, "deleted": dele},
-              "unsupported": [{"array": a, "reason": r} for a, r in unsupported]}  # fmt: skip
+              "held_kept": kept_held, "unsupported": [{"array": a, "reason": r} for a, r in unsupported]}  # fmt: skip
     message = (f"import {parsed.form} {parsed.location}: {len(names)} arrays, {len(ordered)} sources, "
                f"{n_refs} references, {inline} inline chunks; refs +{ins} ~{upd} -{dele}")  # fmt: skip
     version = commit(col, txn, "import", message, record, parent=snap)
     return ImportReport(version=version, form=parsed.form, store=parsed.location, arrays=len(names),
                         sources=len(ordered), refs=n_refs, inline=inline, inserted=ins, updated=upd, deleted=dele,
-                        unsupported=unsupported)  # fmt: skip
+                        unsupported=unsupported, held_kept=kept_held)  # fmt: skip
 
 
 def commit_import(
