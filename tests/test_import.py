@@ -529,3 +529,30 @@ def test_slabs_place_each_file_where_its_chunks_start(counts: list[int], axis: i
     want = np.zeros((len(counts), 3), np.int64)
     want[:, axis] = starts
     assert (place == want).all() and along == axis
+
+
+def test_icechunk_named_container_locations(built: dict[str, Any], tmp_path: Path) -> None:
+    """``vcc://NAME/path`` references resolve through the repository's container configuration."""
+    import h5py
+    import icechunk as ic
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    f = built["files"][0]
+    folder, name = os.path.split(f)
+    with h5py.File(f, "r") as h:
+        off, size = h["err"].id.get_offset(), h["err"].id.get_storage_size()
+    cfg = ic.RepositoryConfig.default()
+    cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{folder}/", ic.local_filesystem_store(folder),
+                                                             name="days"))  # fmt: skip
+    repo = ic.Repository.create(ic.local_filesystem_storage(str(tmp_path / "named.icechunk")), config=cfg)
+    s = repo.writable_session("main")
+    g = zarr.create_group(s.store, zarr_format=3)
+    g.create_array("err", shape=(1, 1, 45, 90), chunks=(1, 1, 45, 90), dtype="float32",
+                   serializer=BytesCodec(endian="big"), compressors=None,
+                   dimension_names=("time", "zlev", "lat", "lon"))  # fmt: skip
+    s.store.set_virtual_ref("err/c/0/0/0/0", f"vcc://days/{name}", offset=off, length=size)
+    s.commit("named")
+    c = _import("icechunk", str(tmp_path / "named.icechunk"), tmp_path / "c")
+    assert set(c.snapshot().sources().column("source").to_pylist()) == {f}
+    assert_same(refstore.open(str(tmp_path / "c"))["err"][...], hdf5_read(f, "err"), "err")

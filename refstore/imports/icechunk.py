@@ -14,6 +14,9 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..errors import BadInputError
 from ._flatbuf import Table, manifest_payload
 from ._model import ParsedStore, RefColumns, check_grid
@@ -184,7 +187,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     if not virtual:
         raise BadInputError(f"{repo}: no virtual chunks in this snapshot; nothing refers to source files")
     _native_as_inline(repo, s.store, nodes, native, cols)
-    refs = cols.table()
+    refs = _resolve_named(repo, r, cols.table())
     check_grid(repo, refs, arrays)
     detail = {"snapshot": s.snapshot_id, **({"branch": branch or "main"} if not (tag or snapshot) else {}),
               **({"tag": tag} if tag else {})}  # fmt: skip
@@ -204,6 +207,28 @@ def _decompress_location(repo: str, data: bytes, dictionary: bytes | None) -> st
     except (zstandard.ZstdError, UnicodeDecodeError) as e:
         raise BadInputError(f"{repo}: a compressed chunk location cannot be read ({e})") from None
 
+
+
+def _resolve_named(repo: str, r: Any, refs: pa.Table) -> pa.Table:
+    """``vcc://NAME/path`` locations (a named virtual chunk container) as the container's URL
+    prefix + path, from the repository's configuration."""
+    paths = refs.column("path")
+    named = pc.starts_with(pc.fill_null(paths, ""), "vcc://")
+    if not pc.any(named).as_py():
+        return refs
+    prefixes = {c.name: c.url_prefix for c in (r.config.virtual_chunk_containers or {}).values() if c.name}
+    d = paths.combine_chunks().dictionary_encode()
+    resolved = []
+    for loc in d.dictionary.to_pylist():
+        if loc.startswith("vcc://"):
+            name, _, rest = loc[len("vcc://") :].partition("/")
+            if name not in prefixes:
+                raise BadInputError(f"{repo}: chunk location {loc} names a virtual chunk container {name!r} the "
+                                    "repository does not configure")  # fmt: skip
+            loc = prefixes[name].rstrip("/") + "/" + rest
+        resolved.append(loc)
+    new = pa.array(resolved, pa.string()).take(d.indices)
+    return refs.set_column(refs.schema.get_field_index("path"), refs.schema.field("path"), new)
 
 
 def _chunk_key(meta: dict[str, Any], key: tuple[int, ...]) -> str:
