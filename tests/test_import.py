@@ -556,3 +556,34 @@ def test_icechunk_named_container_locations(built: dict[str, Any], tmp_path: Pat
     c = _import("icechunk", str(tmp_path / "named.icechunk"), tmp_path / "c")
     assert set(c.snapshot().sources().column("source").to_pylist()) == {f}
     assert_same(refstore.open(str(tmp_path / "c"))["err"][...], hdf5_read(f, "err"), "err")
+
+
+def test_icechunk_reference_to_a_file_modified_since_is_refused(
+    built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reference whose Icechunk checksum (last modified) predates the file: Icechunk would not
+    read it, and the import refuses it naming the file."""
+    import datetime
+
+    import h5py
+    import icechunk as ic
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    f = built["files"][0]
+    folder = os.path.dirname(f)
+    with h5py.File(f, "r") as h:
+        off, size = h["err"].id.get_offset(), h["err"].id.get_storage_size()
+    cfg = ic.RepositoryConfig.default()
+    cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{folder}/", ic.local_filesystem_store(folder)))
+    repo = ic.Repository.create(ic.local_filesystem_storage(str(tmp_path / "old.icechunk")), config=cfg)
+    s = repo.writable_session("main")
+    g = zarr.create_group(s.store, zarr_format=3)
+    g.create_array("err", shape=(1, 1, 45, 90), chunks=(1, 1, 45, 90), dtype="float32",
+                   serializer=BytesCodec(endian="big"), compressors=None)  # fmt: skip
+    s.store.set_virtual_ref("err/c/0/0/0/0", "file://" + f, offset=off, length=size,
+                            checksum=datetime.datetime(2001, 1, 1, tzinfo=datetime.UTC))  # fmt: skip
+    s.commit("stale")
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    _refuses(capsys, uri, ["icechunk", str(tmp_path / "old.icechunk")], f, "modified since")

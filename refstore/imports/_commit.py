@@ -323,6 +323,11 @@ def commit_import(
     ok = {n for n, m in parsed.arrays.items() if m.status == "ok"}
     used = pc.unique(locs.filter(pc.is_in(parsed.refs.column("array"), pa.array(sorted(ok), pa.string())))).to_pylist()
     sources = identify_sources(parsed.location, sorted(s for s in used if s is not None), progress)
+    for loc, stamp in parsed.modified_before.items():
+        src = sources.get(normalize_location(loc))
+        if src is not None and src.mtime_ns >= 0 and src.mtime_ns > stamp * 1_000_000_000:
+            raise BadInputError(f"{parsed.location}: its references into {src.location} were recorded for the file as "
+                                f"of {stamp} s since the epoch; the file was modified since")  # fmt: skip
     store = normalize_location(parsed.location)
     if store in sources:
         raise BadInputError(f"{parsed.location}: references itself")

@@ -3,7 +3,7 @@ attributes and the chunk references as columns (never a dict per chunk past the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +48,10 @@ class ParsedStore:
     groups: dict[str, dict[str, dict[str, Any]]]
     refs: pa.Table
     detail: dict[str, Any]
+    modified_before: dict[str, int] = field(default_factory=dict)
+    """Location (as the store spells it) -> seconds since the epoch: the store read that file as
+    it was no later than this (Icechunk's ``checksum_last_modified``); a file modified since is
+    refused, as Icechunk itself would refuse to read it."""
 
 
 class RefColumns:

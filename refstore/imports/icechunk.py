@@ -157,6 +157,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     groups.setdefault("", {})
     cols = RefColumns()
     native: list[tuple[str, tuple[int, ...], int]] = []
+    before: dict[str, int] = {}
     virtual = 0
     for info in r.list_manifest_files(s.snapshot_id):
         where = f"manifests/{info.id}"
@@ -181,6 +182,9 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
                     location = _decompress_location(repo, bytes(ref.bytes(8) or b""), codec_dict)
                 if location is not None:
                     cols.add(name, key, location, ref.scalar(2, "Q"), ref.scalar(3, "Q"), b"")
+                    stamp = ref.scalar(7, "I")
+                    if stamp:
+                        before[location] = min(before.get(location, stamp), stamp)
                     virtual += 1
                 else:
                     native.append((name, key, ref.scalar(3, "Q")))
@@ -191,7 +195,9 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     check_grid(repo, refs, arrays)
     detail = {"snapshot": s.snapshot_id, **({"branch": branch or "main"} if not (tag or snapshot) else {}),
               **({"tag": tag} if tag else {})}  # fmt: skip
-    return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail)
+    resolved = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(before), pa.string())}))
+    stamps = dict(zip(resolved.column("path").to_pylist(), (before[k] for k in sorted(before)), strict=True))
+    return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail, stamps)
 
 
 def _decompress_location(repo: str, data: bytes, dictionary: bytes | None) -> str:
