@@ -362,6 +362,15 @@ def test_bad_input_is_one_line_exit_2_nothing_committed(
 
     _refuses(capsys, uri, ["kerchunk", str(tmp_path / "nothing-here.json")], "nothing-here.json")
 
+    badb64 = tmp_path / "bad-base64.json"
+    badb64.write_text(json.dumps({**spec, "refs": {**spec["refs"], "time/0": "base64:@@not base64@@"}}))
+    _refuses(capsys, uri, ["kerchunk", str(badb64)], str(badb64), "time/0", "not valid base64")
+
+    hostile = tmp_path / "hostile-gen.json"  # a reference file is data: its templates run sandboxed
+    gen = [{"key": "sst/{{ ''.__class__.__mro__[1].__subclasses__() }}", "url": "x", "dimensions": {"i": [0]}}]
+    hostile.write_text(json.dumps({**spec, "gen": gen}))
+    _refuses(capsys, uri, ["kerchunk", str(hostile)], str(hostile), "gen entry cannot be expanded")
+
     import icechunk as ic
     import zarr
 

@@ -124,9 +124,10 @@ def _expand_gen(location: str, gen: Any, templates: dict[str, str]) -> dict[str,
         raise _not_spec(location, "gen is not a list")
     try:
         import jinja2
+        from jinja2.sandbox import SandboxedEnvironment
     except ImportError:
         raise BadInputError(f"{location}: its 'gen' entries need jinja2 (pip install jinja2)") from None
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined)  # a reference file is data, never code
     out: dict[str, Any] = {}
     for g in gen:
         try:
@@ -145,7 +146,7 @@ def _expand_gen(location: str, gen: Any, templates: dict[str, str]) -> dict[str,
                     out[key_t.render(**ctx)] = [url, int(off_t.render(**ctx)), int(len_t.render(**ctx))]
                 else:
                     out[key_t.render(**ctx)] = [url]
-        except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError) as e:  # SecurityError too
             raise _not_spec(location, f"a gen entry cannot be expanded: {type(e).__name__}: {e}") from None
     return out
 
@@ -192,6 +193,13 @@ def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dic
     b64 = base64.b64decode
     for i, key in enumerate(keys):
         v = refs[key]
+        if type(v) is str and v.startswith("base64:"):
+            try:
+                data = b64(v[7:], validate=True)
+            except ValueError:
+                raise _not_spec(location, f"reference {key!r} is not valid base64") from None
+            inline[i], lens[i] = data, len(data)
+            continue
         if type(v) is list and len(v) == 3:
             urls[i], offs[i], lens[i] = v[0], v[1], v[2]
         elif type(v) is str:
