@@ -596,3 +596,22 @@ def test_icechunk_reference_to_a_file_modified_since_is_refused(
     uri = str(tmp_path / "c")
     refstore.init(uri)
     _refuses(capsys, uri, ["icechunk", str(tmp_path / "old.icechunk")], f, "modified since")
+
+
+def test_inline_fill_chunks_of_a_kerchunk_form_decode(tmp_path: Path) -> None:
+    """An array whose fill value differs from its _FillValue: the kerchunk form writes its absent
+    chunks as inline fill chunks encoded by the array's codecs; imported, they decode as h5py reads."""
+    import h5py
+
+    f = str(tmp_path / "fill.h5")
+    with h5py.File(f, "w") as h:
+        d = h.create_dataset("a", shape=(4, 4), chunks=(2, 2), dtype="i4", fillvalue=7, compression="gzip")
+        d.attrs["_FillValue"] = np.int32(-1)
+        d[0:2, 0:2] = np.arange(4, dtype="i4").reshape(2, 2)
+    refstore.init(str(tmp_path / "c"))
+    refstore.scan(str(tmp_path / "c"), [f], workers=1)
+    emit(refstore.Collection.open(str(tmp_path / "c")), "kerchunk-json", str(tmp_path / "o.json"))
+    refstore.init(str(tmp_path / "d"))
+    rep = import_kerchunk(refstore.Collection.open(str(tmp_path / "d")), str(tmp_path / "o.json"))
+    assert rep.to_json()["chunks"] == {"referenced": 1, "inline": 3}
+    assert_same(refstore.open(str(tmp_path / "d"))["a"][...], hdf5_read(f, "a"), "a")
