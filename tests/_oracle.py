@@ -26,6 +26,7 @@ import numpy as np
 __all__ = [
     "TIFF_WHOLE_MAX",
     "assert_same",
+    "assert_same_dataset",
     "hdf5_read",
     "netcdf3_read",
     "read",
@@ -35,6 +36,7 @@ __all__ = [
     "tiff_read",
     "tiff_series_read",
     "unix_seconds",
+    "xr_series",
 ]
 
 TIFF_WHOLE_MAX = 20_000_000
@@ -217,3 +219,32 @@ def assert_same(got: Any, expected: np.ndarray[Any, Any], what: str = "") -> Non
     a = got.astype(native, copy=False)
     b = expected.astype(native, copy=False)
     assert a.tobytes() == b.tobytes(), f"{what}: values differ"
+
+
+def xr_series(paths: list[Any], concat_dim: str = "time", **kw: Any) -> Any:
+    """xarray over the netCDF files (engine netcdf4), concatenated along ``concat_dim`` as the
+    published forms present them (variables without it taken once)."""
+    import xarray as xr
+
+    parts = [xr.open_dataset(p, engine="netcdf4", **kw) for p in paths]
+    return xr.concat(parts, dim=concat_dim, data_vars="minimal", coords="minimal", compat="override", join="exact")
+
+
+def assert_same_dataset(got: Any, want: Any, what: str = "") -> int:
+    """Every variable of ``want`` (xarray over the files) in ``got`` with its dims, dtype (byte
+    order aside) and values (NaN where masked); the number of variables compared. Packed
+    variables (scale_factor/add_offset) are the one exception to exact dtypes: zarr attributes
+    are JSON, so a float32 scale_factor comes back a Python float and xarray unpacks to float64
+    through every zarr form; their values are compared at float32 precision."""
+    assert sorted(got.data_vars) == sorted(want.data_vars), what
+    for name, var in want.variables.items():
+        g = got[name]
+        assert g.dims == var.dims, f"{what}: {name}"
+        if {"scale_factor", "add_offset"} & set(var.encoding) and g.dtype != var.dtype:
+            assert (g.dtype, var.dtype) == (np.dtype("f8"), np.dtype("f4")), f"{what}: {name}"
+            np.testing.assert_allclose(g.values, var.values, rtol=1e-6, err_msg=f"{what}: {name}")
+            assert np.array_equal(np.isnan(g.values), np.isnan(var.values)), f"{what}: {name}"
+        else:
+            assert g.dtype == var.dtype.newbyteorder("="), f"{what}: {name} {g.dtype} != {var.dtype}"
+            np.testing.assert_array_equal(g.values, var.values, err_msg=f"{what}: {name}", strict=True)
+    return len(want.variables)
