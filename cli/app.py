@@ -71,7 +71,9 @@ def _collection(required_existing: bool = True) -> str:
     raise BadInputError(f"{cwd}: not a collection; give -C PATH or set $REFSTORE_COLLECTION")
 
 
-def _progress() -> Progress:
+def _progress(*, quiet: bool = False) -> Progress:
+    """A transient progress bar on stderr: shown only when stderr is a terminal, never with
+    ``--json`` (``quiet``), so scripts and pipes get the report alone."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -79,7 +81,7 @@ def _progress() -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
+        disable=quiet or not err.is_terminal,
     )
 
 
@@ -160,7 +162,7 @@ def scan(
     import contextlib
 
     uri = _collection()
-    with contextlib.ExitStack() as stack, _progress() as p:
+    with contextlib.ExitStack() as stack, _progress(quiet=as_json) as p:
         client = None
         if dask is not None:
             try:
@@ -285,7 +287,7 @@ def verify(
     """Compare chunks read through the table with the format's own reader, held chunks also with their checksum;
     exit 1 on a mismatch, 2 when a source is gone (its chunks not held)."""
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
-    with _progress() as p:
+    with _progress(quiet=as_json) as p:
         task = p.add_task("verifying", total=None)
         rep = refstore.verify(
             snap, arrays=array, sample=sample, seed=seed, options=refstore.ReadOptions(on_stale=on_stale),
@@ -471,7 +473,7 @@ def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, win
     from refstore.table import hold as do_hold
 
     sel = _hold_selection(array, bbox, when, window)
-    with _progress() as p:
+    with _progress(quiet=as_json) as p:
         task = p.add_task("holding", total=None)
         rep = do_hold(refstore.Collection.open(_collection()), sel,
                       progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip

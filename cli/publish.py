@@ -48,7 +48,7 @@ def emit(
     from refstore.emit import emit as _emit
 
     col = refstore.Collection.open(_collection())
-    with _progress() as p:
+    with _progress(quiet=as_json) as p:
         task = p.add_task(f"emitting {fmt}", total=None)
         rep = _emit(
             col, fmt, dest, as_of=as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible, on_stale=on_stale,
@@ -129,7 +129,10 @@ def catalog_cmd(
     from refstore.emit.stac import catalog, parse_assets
 
     assets = parse_assets(asset or [])
-    rep = catalog(refstore.Collection.open(_collection()), dest, as_of=as_of, assets=assets, remap=not no_remap)
+    with _progress(quiet=as_json) as p:
+        task = p.add_task("cataloguing", total=None)
+        rep = catalog(refstore.Collection.open(_collection()), dest, as_of=as_of, assets=assets, remap=not no_remap,
+                      progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     if as_json:
         _dump(rep.to_json())
         return

@@ -41,6 +41,8 @@ from . import FORMATS
 from ._input import EmitSource
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..scan._types import ArrayMeta
     from ..table.collection import Collection
 
@@ -125,10 +127,23 @@ def parse_assets(specs: list[str]) -> dict[str, str]:
 class _Coords:
     """The version's coordinate arrays, read once through the table (as ``hold`` reads them)."""
 
-    def __init__(self, src: EmitSource) -> None:
+    def __init__(self, src: EmitSource, progress: Callable[[int, int], None] | None = None) -> None:
         self.src = src
         self.arrays = {n: m for n, m in src.arrays().items() if m.status == "ok"}
         self._cache: dict[str, np.ndarray[Any, Any]] = {}
+        self._progress = progress
+        dims = {d for m in self.arrays.values() for d in m.dims}
+        # what ``build`` reads: numeric 1-D dimension coordinates, and lat/lon for the bbox
+        self._expected = {
+            n for n, m in self.arrays.items() if len(m.shape) == 1 and n in dims and np.dtype(m.dtype).kind in "iuf"
+        } | set(self.geographic("lat")) | set(self.geographic("lon"))
+        self.tick()
+
+    def tick(self) -> None:
+        """Report coordinate arrays read so far out of those expected (``progress(done, total)``)."""
+        if self._progress is not None:
+            done = len(self._cache)
+            self._progress(done, max(done, len(self._expected)))
 
     def values(self, name: str) -> np.ndarray[Any, Any]:
         """Real-unit values (CF scale_factor/add_offset applied; fill values dropped)."""
@@ -142,6 +157,7 @@ class _Coords:
                 raw = raw[raw != np.asarray(fill, raw.dtype)]
             v = _unpacked(meta, raw)
             self._cache[name] = v[np.isfinite(v)]
+            self.tick()
         return self._cache[name]
 
     def of_kind(self, kind: str) -> list[str]:
@@ -395,14 +411,16 @@ def _asset(src: EmitSource, form: str, href: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the collection
-def build(src: EmitSource, assets: dict[str, str]) -> tuple[dict[str, Any], CatalogReport]:
-    """The STAC Collection of ``src`` as a JSON-ready dict, and the report."""
+def build(src: EmitSource, assets: dict[str, str], *, progress: Callable[[int, int], None] | None = None
+          ) -> tuple[dict[str, Any], CatalogReport]:  # fmt: skip
+    """The STAC Collection of ``src`` as a JSON-ready dict, and the report. ``progress(done,
+    total)``: coordinate arrays read through the table."""
     import pystac
     from pystac.extensions.datacube import DatacubeExtension
     from pystac.extensions.version import VersionExtension
     from pystac.extensions.xarray_assets import XarrayAssetsExtension
 
-    c = _Coords(src)
+    c = _Coords(src, progress)
     if not c.arrays:
         raise BadInputError(f"{src.uri}: nothing to catalog at version {src.version}")
     bbox = _bbox(c)
@@ -449,11 +467,13 @@ def catalog(
     as_of: int | str | None = None,
     assets: dict[str, str] | None = None,
     remap: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CatalogReport:
     """Write the STAC Collection of the collection at ``as_of`` (latest when None) to ``out``.
 
     ``assets``: form name -> URL where that form of this version is published (unknown forms
-    are bad input). The same version and assets give byte-identical output."""
+    are bad input). The same version and assets give byte-identical output. ``progress(done,
+    total)`` is called as coordinate arrays are read."""
     from ._common import atomic_output, check_out, is_stac_catalog
 
     for form in assets or {}:
@@ -467,7 +487,7 @@ def catalog(
     tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
     src = EmitSource(snap, tag=tag, remap=remap)
     check_out(src, "catalog", out)  # replaces only a catalog refstore wrote (``FILE_FORMS``)
-    d, rep = build(src, dict(assets or {}))
+    d, rep = build(src, dict(assets or {}), progress=progress)
     text = json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
     with atomic_output(out, previous=is_stac_catalog) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
