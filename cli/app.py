@@ -513,6 +513,7 @@ def demo(
 
 from . import imports as _imports  # noqa: E402, F401  (registers import)
 from . import publish as _publish  # noqa: E402, F401  (registers emit and remap)
+from . import report as _report  # noqa: E402, F401  (registers coverage and report)
 
 
 def main() -> None:
