@@ -99,9 +99,9 @@ def _coverage(uri: str, out: Path, *args: str) -> tuple[dict[str, Any], np.ndarr
                            catch_exceptions=False)  # fmt: skip
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
-    img = Image.open(io.BytesIO(out.read_bytes()))
-    assert img.format == "PNG"
-    return rep, np.asarray(img.convert("RGB")).astype(np.float64)
+    with Image.open(io.BytesIO(out.read_bytes())) as img:
+        assert img.format == "PNG"
+        return rep, np.asarray(img.convert("RGB")).astype(np.float64)
 
 
 def _pixel(rep: dict[str, Any], x: float, y: float) -> tuple[int, int]:

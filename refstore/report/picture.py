@@ -32,7 +32,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "inline": (221, 132, 82),  # orange
     "held": (85, 168, 104),  # green
 }
-PLOT = (0.09, 0.11, 0.64, 0.76)  # the plot box: left, bottom, width, height (figure fractions)
+PLOT = (0.1, 0.16, 0.6, 0.72)  # the plot box: left, bottom, width, height (figure fractions)
 DPI = 100
 
 
@@ -103,7 +103,7 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
     when = (f"time {cov.time}: " if cov.time else "") + (
         f"share of {cov.steps} steps of the other dimensions per cell" if cov.steps != 1 else "one step per cell"
     )
-    fig.text(PLOT[0], 0.02, f"{cov.shares.shape[0]} x {cov.shares.shape[1]} chunk cells; {when}", fontsize=8)
+    fig.text(PLOT[0], 0.015, f"{cov.shares.shape[0]} x {cov.shares.shape[1]} chunk cells; {when}", fontsize=8)
     totals = cov.totals()
     handles = [Patch(facecolor=np.array(COLOURS[s]) / 255.0, edgecolor="black", linewidth=0.5,
                      label=f"{s}  {100 * totals[s]:.1f}%") for s in STATES]  # fmt: skip
