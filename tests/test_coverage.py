@@ -17,6 +17,8 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import refstore
@@ -160,3 +162,122 @@ def test_refusals_are_one_line_and_write_nothing(series: tuple[str, list[Path]],
     r = run("-C", uri, "coverage", "sst", "--out", str(tmp_path / "t.png"), "--time", "1999-01-01")
     assert r.returncode == 2 and "no time step" in r.stderr, r.stderr
     assert not (tmp_path / "t.png").exists()
+
+
+# --------------------------------------------------------------------------- the pure part
+@st.composite
+def _grids(draw: st.DrawFn) -> dict[str, Any]:
+    """An array of 2..4 dims, split along axis 0 into eras with their own chunk shapes, and a
+    random subset of each era's chunks present with random states."""
+    nd = draw(st.integers(2, 4))
+    shape = tuple(draw(st.integers(1, 9)) for _ in range(nd))
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, shape[0] - 1)), max_size=2)))) if shape[0] > 1 else []
+    bounds = list(zip([0, *cuts], [*cuts, shape[0]], strict=True))
+    eras = [(a, b, tuple(draw(st.integers(1, 4)) for _ in range(nd))) for a, b in bounds]
+    boxes = []
+    for a, b, chunks in eras:
+        n = [-(-(b - a) // chunks[0]), *(-(-s // c) for s, c in zip(shape[1:], chunks[1:], strict=True))]
+        for key in np.ndindex(*n):
+            if draw(st.booleans()):
+                lo = [k * c for k, c in zip(key, chunks, strict=True)]
+                lo[0] += a
+                limit = [b, *shape[1:]]
+                boxes.append((lo, [min(x + c, m) for x, c, m in zip(lo, chunks, limit, strict=True)],
+                              draw(st.integers(1, 3))))  # fmt: skip
+    yx = tuple(draw(st.permutations(range(nd)))[:2])
+    window = [(0, s) for s in shape]
+    for i in range(nd):
+        if i not in yx and shape[i] > 1 and draw(st.booleans()):
+            lo = draw(st.integers(0, shape[i] - 1))
+            window[i] = (lo, draw(st.integers(lo + 1, shape[i])))
+    return {"shape": shape, "eras": eras, "boxes": boxes, "yx": yx, "window": window}
+
+
+@given(_grids())
+@settings(max_examples=150, deadline=None)
+def test_shares_equal_painting_every_element(g: dict[str, Any]) -> None:
+    """``states_over_cells`` equals painting each element with its chunk's state and counting,
+    per spatial element, the share of the window's other elements in each state."""
+    from refstore.report.coverage import states_over_cells
+
+    shape, yx, window = g["shape"], g["yx"], g["window"]
+    painted = np.zeros(shape, int)
+    for lo, hi, s in g["boxes"]:
+        painted[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))] = s
+    sel = painted[tuple(slice(a, b) if i not in yx else slice(None) for i, (a, b) in enumerate(window))]
+    others = tuple(i for i in range(len(shape)) if i not in yx)
+    moved = np.moveaxis(sel, list(yx), [0, 1]).reshape(shape[yx[0]], shape[yx[1]], -1)
+    per_element = np.stack([(moved == s).mean(axis=-1) for s in range(4)], axis=-1)
+    def cuts(ax: int) -> list[int]:  # eras run along axis 0: each era's grid starts at the era
+        spans = [range(a, b, c[0]) if ax == 0 else range(0, shape[ax], c[ax]) for a, b, c in g["eras"]]
+        stops = [b for _, b, _ in g["eras"]] if ax == 0 else []
+        return sorted({0, shape[ax], *stops, *(x for r in spans for x in r)})
+
+    edges = [cuts(ax) for ax in yx]
+    lo = np.array([b[0] for b in g["boxes"]], np.int64).reshape(-1, len(shape))
+    hi = np.array([b[1] for b in g["boxes"]], np.int64).reshape(-1, len(shape))
+    state = np.array([b[2] for b in g["boxes"]], np.int64)
+    shares, steps = states_over_cells(lo, hi, state, shape, yx, np.array(edges[0]), np.array(edges[1]),
+                                      tuple(window))  # fmt: skip
+    assert steps == int(np.prod([window[i][1] - window[i][0] for i in others]))
+    for i in range(len(edges[0]) - 1):
+        for j in range(len(edges[1]) - 1):
+            block = per_element[edges[0][i] : edges[0][i + 1], edges[1][j] : edges[1][j + 1]]
+            # every element of a cell has the same shares (cells are cut at every chunk edge)
+            assert np.allclose(block, block[0, 0]), (i, j)
+            np.testing.assert_allclose(shares[i, j], block[0, 0], atol=1e-12, err_msg=f"cell {(i, j)}")
+
+
+def test_eras_with_other_chunk_shapes(tmp_path: Path) -> None:
+    """A series whose last file is chunked differently over (lat, lon): a new era, so the cells
+    are cut at the chunk edges of both grids, and each cell's shares are painted per element
+    from h5py's chunk index of each file."""
+    import netCDF4
+
+    files = []
+    for day, chunks, skip in ((0, (1, 4, 6), None), (1, (1, 4, 6), (0, 0)), (2, (1, 3, 4), (1, 1))):
+        p = tmp_path / f"d{day}.nc"
+        with netCDF4.Dataset(p, "w") as ds:
+            ds.createDimension("time", None)
+            ds.createDimension("lat", 7)
+            ds.createDimension("lon", 10)
+            t = ds.createVariable("time", "f8", ("time",))
+            t.units = "days since 2024-01-01"
+            ds.createVariable("lat", "f4", ("lat",))[:] = np.linspace(-30, 30, 7)
+            ds.createVariable("lon", "f4", ("lon",))[:] = np.linspace(100, 145, 10)
+            v = ds.createVariable("v", "i2", ("time", "lat", "lon"), chunksizes=chunks, zlib=True, fill_value=-1)
+            t[0] = day
+            for r in range(-(-7 // chunks[1])):  # chunk by chunk; ``skip`` is never written
+                for c in range(-(-10 // chunks[2])):
+                    if (r, c) != skip:
+                        v[0, r * chunks[1] : (r + 1) * chunks[1], c * chunks[2] : (c + 1) * chunks[2]] = 5
+        files.append(p)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p) for p in files], concat_dim="time", timeout=None)
+    # expected: paint each file's written chunks (h5py), then cut at every chunk edge of both grids
+    painted = np.zeros((len(files), 7, 10), int)
+    cuts_y, cuts_x = {0, 7}, {0, 10}
+    for k, p in enumerate(files):
+        with h5py.File(p, "r") as f:
+            d = f["v"]
+            cy, cx = d.chunks[1:]
+            cuts_y.update(range(0, 7, cy))
+            cuts_x.update(range(0, 10, cx))
+            for i in range(d.id.get_num_chunks()):
+                off = d.id.get_chunk_info(i).chunk_offset
+                painted[k, off[1] : off[1] + cy, off[2] : off[2] + cx] = 1
+    ey, ex = sorted(cuts_y), sorted(cuts_x)
+    shares = np.array([[[(painted[:, ey[i], ex[j]] == s).mean() for s in range(4)] for j in range(len(ex) - 1)]
+                       for i in range(len(ey) - 1)])  # fmt: skip
+    assert {round(x, 3) for x in np.unique(shares[..., 0])} >= {0.0, 0.333}  # some cells miss one day
+    rep, img = _coverage(uri, tmp_path / "eras.png", "v")
+    assert rep["cells"] == [len(ey) - 1, len(ex) - 1]
+    with netCDF4.Dataset(files[0]) as ds:
+        lat, lon = np.asarray(ds["lat"][:], "f8"), np.asarray(ds["lon"][:], "f8")
+
+    def centres(c: np.ndarray[Any, Any], e: list[int]) -> list[float]:
+        b = np.concatenate([[c[0] - (c[1] - c[0]) / 2], (c[:-1] + c[1:]) / 2, [c[-1] + (c[-1] - c[-2]) / 2]])
+        return [(b[e[i]] + b[e[i + 1]]) / 2 for i in range(len(e) - 1)]
+
+    _check_pixels(rep, img, shares, (centres(lat, ey), centres(lon, ex)))

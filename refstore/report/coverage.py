@@ -175,10 +175,13 @@ def states_over_cells(
     return counts, steps
 
 
-def _edges(size: int, chunk_sizes: set[int]) -> np.ndarray[Any, Any]:
+def _edges(size: int, segments: list[tuple[int, int, int]]) -> np.ndarray[Any, Any]:
+    """Every chunk boundary along one axis: ``segments`` are ``(start, stop, chunk)`` in
+    elements (one per era along the era axis; one ``(0, size, chunk)`` per era elsewhere)."""
     cuts = {0, size}
-    for c in chunk_sizes:
-        cuts.update(range(0, size, max(1, c)))
+    for a, b, c in segments:
+        cuts.update(range(a, b, max(1, c)))
+        cuts.add(b)
     return np.array(sorted(cuts), np.int64)
 
 
@@ -257,11 +260,17 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
             raise BadInputError(f"--time: time is a spatial dimension of {name} here")
         window[t_axis] = span
     layout = EraLayout.of(meta)
-    grids = layout.chunks if layout is not None else (tuple(meta.chunks),)
 
     def make_axis(i: int) -> Axis:
         d = meta.dims[i]
-        edges = _edges(meta.shape[i], {g[i] for g in grids})
+        n = meta.shape[i]
+        if layout is None:
+            segments = [(0, n, meta.chunks[i])]
+        elif layout.axis == i:  # eras along this axis: each era's grid starts at the era
+            segments = [(a, b, c[i]) for (a, b), c in zip(layout.bounds, layout.chunks, strict=True)]
+        else:
+            segments = [(0, n, c[i]) for c in layout.chunks]
+        edges = _edges(n, segments)
         c = coords.get(d)
         if c is None or np.dtype(c.dtype).kind not in "iuf" or c.shape[0] != meta.shape[i]:
             return Axis(d, i, meta.shape[i], edges)
