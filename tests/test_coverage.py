@@ -281,3 +281,36 @@ def test_eras_with_other_chunk_shapes(tmp_path: Path) -> None:
         return [(b[e[i]] + b[e[i + 1]]) / 2 for i in range(len(e) - 1)]
 
     _check_pixels(rep, img, shares, (centres(lat, ey), centres(lon, ex)))
+
+
+def test_a_geotiff_on_its_transform(tmp_path: Path) -> None:
+    """GeoTIFF tiles on the raster's own coordinates (from the transform), one tile held: the
+    tiles from tifffile (offsets and byte counts), positions from its GeoTIFF tags."""
+    import tifffile
+
+    from refstore.fixtures.tiff import geotags
+    from refstore.plan import parse_window
+    from refstore.table import HoldSelection, hold
+
+    p = tmp_path / "t.tif"
+    img = np.arange(256 * 384, dtype="u2").reshape(256, 384)
+    with tifffile.TiffWriter(p) as w:
+        w.write(img, extratags=geotags(x0=-30.0, y0=60.0), tile=(128, 128), compression="zlib", metadata=None)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p)], timeout=None)
+    hold(refstore.Collection.open(uri), HoldSelection(arrays=("image",), window=parse_window("0:128,128:256")))
+    with tifffile.TiffFile(p) as tf:
+        page = tf.pages[0]
+        th, tw = page.tilelength, page.tilewidth
+        ny, nx = -(-page.imagelength // th), -(-page.imagewidth // tw)
+        states = (np.array(page.databytecounts).reshape(ny, nx) > 0).astype(int)
+        sx, sy = page.tags["ModelPixelScaleTag"].value[:2]
+        x0, y0 = page.tags["ModelTiepointTag"].value[3:5]
+    states[0, 1] = 3  # rows 0:128, columns 128:256: tile (0, 1)
+    shares = np.stack([(states == s).astype(float) for s in range(4)], axis=-1)
+    ys = [y0 - (i * th + th / 2) * sy for i in range(ny)]
+    xs = [x0 + (j * tw + tw / 2) * sx for j in range(nx)]
+    rep, img_px = _coverage(uri, tmp_path / "tif.png", "image")
+    assert rep["dims"] == ["y", "x"] and rep["cells"] == [ny, nx]
+    _check_pixels(rep, img_px, shares, (ys, xs))

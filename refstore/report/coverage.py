@@ -237,6 +237,23 @@ def _time_window(snap: Snapshot, meta: ArrayMeta, when: str) -> tuple[int, tuple
     raise BadInputError(f"--time {when}: {meta.name} has no CF time coordinate")
 
 
+def _affine_axis(meta: ArrayMeta, dim: str, i: int, edges: np.ndarray[Any, Any]) -> Axis:
+    """A GeoTIFF ``y*``/``x*`` dimension: pixel centres from its north-up transform
+    (``x0, dx, 0, y0, 0, dy``, GDAL order) in the CRS's units; element indices otherwise."""
+    from ..table.hold import _attr
+
+    n = meta.shape[i]
+    t = _attr(meta, "transform")
+    if t is None or len(t) != 6 or dim[:1] not in ("x", "y"):
+        return Axis(dim, i, n, edges)
+    x0, dx, rx, y0, ry, dy = (float(v) for v in t)
+    if rx or ry:
+        return Axis(dim, i, n, edges)
+    a0, step = (x0, dx) if dim.startswith("x") else (y0, dy)
+    crs = _attr(meta, "crs")
+    return Axis(dim, i, n, edges, a0 + step * (np.arange(n) + 0.5), None if crs is None else str(crs))
+
+
 def _read(snap: Snapshot, meta: ArrayMeta) -> np.ndarray[Any, Any]:
     from ..read.array import Array
 
@@ -272,7 +289,9 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
             segments = [(0, n, c[i]) for c in layout.chunks]
         edges = _edges(n, segments)
         c = coords.get(d)
-        if c is None or np.dtype(c.dtype).kind not in "iuf" or c.shape[0] != meta.shape[i]:
+        if c is None:
+            return _affine_axis(meta, d, i, edges)
+        if np.dtype(c.dtype).kind not in "iuf" or c.shape[0] != meta.shape[i]:
             return Axis(d, i, meta.shape[i], edges)
         units = _attr(c, "units")
         kind = _coord_kind(c)

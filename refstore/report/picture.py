@@ -97,6 +97,7 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
     ylim = (float(min(yb[0], yb[-1])), float(max(yb[0], yb[-1])))
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
+    ax.ticklabel_format(style="plain", useOffset=False)
     ax.set_xlabel(cov.x.label)
     ax.set_ylabel(cov.y.label)
     ax.set_title(cov.title, fontsize=11, loc="left")
