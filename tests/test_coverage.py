@@ -149,18 +149,35 @@ def test_one_time_step(series: tuple[str, list[Path]], tmp_path: Path) -> None:
         _check_pixels(rep, img, shares, cell_centres(files, "sst", states.shape[1:]))
 
 
-def test_refusals_are_one_line_and_write_nothing(series: tuple[str, list[Path]], tmp_path: Path) -> None:
+def _main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """The command line's ``main`` in this process: (exit code, stderr)."""
+    from refstore.cli import app as cli
+
+    monkeypatch.setattr("sys.argv", ["refstore", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    return int(e.value.code or 0), capsys.readouterr().err
+
+
+def test_refusals_are_one_line_and_write_nothing(series: tuple[str, list[Path]], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     from refstore.table import create_tag
 
     uri, _ = series
     create_tag(refstore.Collection.open(uri), "cov-1", 1)  # version 1: before the scan
-    r = run("-C", uri, "coverage", "sst", "--as-of", "cov-1", "--out", str(tmp_path / "x.png"))
+    r = run("-C", uri, "coverage", "sst", "--as-of", "cov-1", "--out", str(tmp_path / "x.png"))  # the real CLI
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "sst" in r.stderr, r.stderr  # no such array yet
     assert not (tmp_path / "x.png").exists()
-    r = run("-C", uri, "coverage", "time", "--out", str(tmp_path / "t.png"))  # 1-D: refused in one line
-    assert r.returncode == 2 and "two or more dimensions" in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    r = run("-C", uri, "coverage", "sst", "--out", str(tmp_path / "t.png"), "--time", "1999-01-01")
-    assert r.returncode == 2 and "no time step" in r.stderr, r.stderr
+    code, err = _main(["-C", uri, "coverage", "time", "--out", str(tmp_path / "t.png")], capsys, monkeypatch)
+    assert code == 2 and "two or more dimensions" in err and err.count("\n") == 1, err  # 1-D
+    code, err = _main(["-C", uri, "coverage", "sst", "--out", str(tmp_path / "t.png"), "--time", "1999-01-01"],
+                      capsys, monkeypatch)  # fmt: skip
+    assert code == 2 and "no time step" in err and err.count("\n") == 1, err
+    code, err = _main(["-C", uri, "coverage", "sst", "--out", str(tmp_path / "t.png"), "--size", "10x10"],
+                      capsys, monkeypatch)  # fmt: skip
+    assert code == 2 and "--size" in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.png").exists()
 
 

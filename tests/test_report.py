@@ -176,3 +176,26 @@ def test_coverage_pictures_inline_and_drawn(page: tuple[Path, list[Path], dict[s
     # the browser drew the pictures: large areas of the referenced blue and the inline orange (ice)
     for colour in ((76, 114, 176), (221, 132, 82)):
         assert (np.abs(pixels.astype(int) - colour).max(axis=1) <= 2).sum() > 20_000, colour  # CSS uses far fewer
+
+
+def test_as_of_a_tag_reports_that_version_and_what_came_before(
+    page: tuple[Path, list[Path], dict[str, Any], str],
+) -> None:
+    from refstore.report.html import build_page
+
+    _, files, _, uri = page
+    col = refstore.Collection.open(uri)
+    first = next(t["version"] for t in refstore.table.list_tags(col) if t["name"] == "first")
+    calls: list[tuple[int, int]] = []
+    html, rep = build_page(col, as_of="first", progress=lambda d, t: calls.append((d, t)))
+    assert rep["version"] == first and rep["tag"] == "first"
+    assert rep["versions"] == list(range(first, 0, -1))  # nothing after it
+    assert rep["diff"] is None  # one tag up to there
+    p = _parse(html)
+    text = " ".join(" ".join(p.text).split())
+    assert "Fewer than two tags" in text and "second" not in text
+    sources = [r[0] for r in p.rows if r and r[0].endswith(".nc")]
+    assert sources == [str(f) for f in files[:2]]  # the third file came later
+    rows = {r[0]: r for r in p.rows if r}
+    assert rows["sst"][2] == "2 x 1 x 45 x 90"
+    assert calls[-1][0] == calls[-1][1] > 0 and [d for d, _ in calls] == sorted(d for d, _ in calls)
