@@ -64,7 +64,7 @@ def range_server(root: Path) -> Iterator[RangeServer]:
             rng = self.headers.get("Range")
             state["server"].requests.append(("GET", self.path, rng))
             path = Path(self.translate_path(self.path))
-            if not rng or not path.is_file():
+            if not rng or "," in rng or not path.is_file():  # several ranges: the whole file (RFC 9110 allows it)
                 super().do_GET()
                 return
             data = path.read_bytes()

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
     from ..table.collection import Collection, Snapshot
 
-__all__ = ["MAX_PICTURES", "build_page", "write_report"]
+__all__ = ["MAX_PICTURES", "MAX_SOURCES", "build_page", "write_report"]
 
 MAX_PICTURES = 24
 """Coverage pictures per page at most (arrays in name order; the rest are listed)."""
+MAX_SOURCES = 2000
+"""Source rows per page at most (by location; the rest are counted)."""
 PICTURE_SIZE = (600, 380)
 
 _CSS = """
@@ -77,14 +79,15 @@ def _sources_section(snap: Snapshot) -> str:
     rows = []
     from datetime import UTC, datetime
 
-    for r in t.to_pylist():
+    for r in t.slice(0, MAX_SOURCES).to_pylist():
         fmt = json.loads(r["meta"]).get("format", "")
         when = datetime.fromtimestamp(r["mtime_ns"] / 1e9, UTC).isoformat(timespec="seconds").replace("+00:00", "Z") \
             if r["mtime_ns"] > 0 else ""  # fmt: skip
         rows.append(f"<tr><td><code>{_e(r['source'])}</code></td><td>{_e(fmt)}</td><td class=n>{r['size']}</td>"
                     f"<td>{_e(when)}</td></tr>")  # fmt: skip
     head = "<tr><th>source</th><th>format</th><th>bytes</th><th>modified (UTC)</th></tr>"
-    return f"<h2 id=sources>Sources ({t.num_rows})</h2>\n<table>{head}\n{''.join(rows)}</table>"
+    more = f"<p class=muted>and {t.num_rows - MAX_SOURCES} more</p>" if t.num_rows > MAX_SOURCES else ""
+    return f"<h2 id=sources>Sources ({t.num_rows})</h2>\n<table>{head}\n{''.join(rows)}</table>{more}"
 
 
 def _timeline_section(entries: list[Any], current: int) -> str:
