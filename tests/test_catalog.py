@@ -237,7 +237,8 @@ def test_same_ref_same_bytes_and_remapped_protocol(oisst: tuple[str, list[Path],
     assert a.read_bytes() == b.read_bytes()
     add_rule(refstore.Collection.open(uri), str(files[0].parent) + "/", "https://example.org/oisst/")
     d = _catalog(uri, b, "--asset", "kerchunk-json=https://example.org/pub/oisst.json")  # latest: remapped
-    assert d["assets"]["kerchunk-json"]["xarray:storage_options"] == {"remote_protocol": "https"}
+    assert d["assets"]["kerchunk-json"]["xarray:storage_options"] == {"remote_protocol": "https",
+                                                                      "remote_options": {"asynchronous": True}}
     assert d["assets"]["sources"]["href"] == "https://example.org/oisst/"
     assert d["version"] == str(d["refstore:version"]) and d["refstore:tag"] is None
     _validate(b)

@@ -77,6 +77,7 @@ def localize(code: str, transport: str, pub: Published) -> str:
 def published(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> Iterator[Published]:
     import refstore
     from refstore.emit import emit
+    from refstore.emit.stac import catalog
     from refstore.fixtures.oisst import write_series
     from refstore.fixtures.s3server import create_bucket
     from refstore.table import create_tag
@@ -126,6 +127,9 @@ def published(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> 
             for fmt, name in (("kerchunk-json", "oisst.json"), ("kerchunk-parquet", "oisst.parq"),
                               ("vrt", "oisst.vrt")):  # fmt: skip
                 emit(refstore.Collection.open(col), fmt, str(www / "pub" / name))
+            # a STAC entry published beside them, its assets at their public URLs
+            assets = {"kerchunk-json": http.url + "pub/oisst.json", "kerchunk-parquet": http.url + "pub/oisst.parq"}
+            catalog(refstore.Collection.open(col), str(www / "pub" / "oisst.stac.json"), assets=assets)
             shutil.rmtree(root / "scanned")  # from here on, chunk bytes come over the network only
             yield Published(files, http, bucket, env, stderr)
 
@@ -167,6 +171,27 @@ def test_kerchunk_forms_over_the_network_equal_the_files(published: Published, o
         assert {p.rsplit("/", 1)[1] for p in data} == {f.name for f in published.files}
     else:  # nothing from the HTTP server: the references name the S3 copies
         assert fetched == []
+
+
+def test_stac_assets_opened_as_their_keys_say_over_http(published: Published, oracle: Any) -> None:
+    """The catalog entry fetched from the server, each kerchunk asset opened with its own
+    ``xarray:open_kwargs`` and ``xarray:storage_options`` (xpystac's convention)."""
+    import pystac
+    import xarray as xr
+
+    coll = pystac.Collection.from_file(published.http.url + "pub/oisst.stac.json")
+    for form in ("kerchunk-json", "kerchunk-parquet"):
+        a = coll.assets[form]
+        before = len(published.http.requests)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"The 'fastparquet' engine is deprecated")
+            so = {"fo": a.href, **a.extra_fields["xarray:storage_options"]}
+            ds = xr.open_dataset("reference://", storage_options=so, **a.extra_fields["xarray:open_kwargs"]).load()
+        assert assert_same_dataset(ds, oracle, f"STAC {form}") == len(oracle.variables)
+        fetched = published.http.requests[before:]
+        assert {p.rsplit("/", 1)[1] for m, p, r in fetched if r and p.startswith("/pub/data/")} == {
+            f.name for f in published.files
+        }
 
 
 def test_icechunk_on_s3_equals_the_files(published: Published, oracle: Any) -> None:

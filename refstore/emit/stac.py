@@ -404,7 +404,10 @@ def _asset(src: EmitSource, form: str, href: str) -> dict[str, Any]:
     if form.startswith("kerchunk"):
         proto = _remote_protocol(src)
         if proto is not None:
-            asset["xarray:storage_options"] = {"remote_protocol": proto}
+            opts: dict[str, Any] = {"remote_protocol": proto}
+            if proto != "file":  # zarr 3 opens reference:// asynchronously: the remote filesystem must be too
+                opts["remote_options"] = {"asynchronous": True}
+            asset["xarray:storage_options"] = opts
     if form == "icechunk":
         asset["version"] = f"refstore-v{src.version}"  # the Icechunk tag every emit of this version writes
     return asset
