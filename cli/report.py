@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 import refstore
+from refstore.errors import BadInputError
 
 from .app import AsOfOpt, JsonOpt, _collection, _dump, _progress, app, out
 
@@ -36,6 +37,8 @@ def coverage_cmd(
     from refstore.report.picture import parse_size, render_png, write_png
 
     dims = parse_size(size)
+    if out_file.is_dir() or not out_file.absolute().parent.is_dir():  # before the work
+        raise BadInputError(f"{out_file}: cannot write: {'is a folder' if out_file.is_dir() else 'no such folder'}")
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
     cov = coverage(snap, array, tag=_tag_of(as_of), time=when)
     pic = render_png(cov, size=dims)

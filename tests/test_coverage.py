@@ -179,6 +179,10 @@ def test_refusals_are_one_line_and_write_nothing(series: tuple[str, list[Path]],
                       capsys, monkeypatch)  # fmt: skip
     assert code == 2 and "--size" in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.png").exists()
+    code, err = _main(["-C", uri, "coverage", "sst", "--out", str(tmp_path / "no" / "t.png")], capsys, monkeypatch)
+    assert code == 2 and "no such folder" in err and err.count("\n") == 1, err
+    code, err = _main(["-C", uri, "report", str(tmp_path)], capsys, monkeypatch)  # the report too: a folder
+    assert code == 2 and "is a folder" in err and err.count("\n") == 1, err
 
 
 # --------------------------------------------------------------------------- the pure part

@@ -62,8 +62,10 @@ class Axis:
 
     @property
     def label(self) -> str:
-        return f"{self.dim} ({self.units})" if self.units else (self.dim if self.coord is not None else
-                                                                   f"{self.dim} (index)")  # fmt: skip
+        """The axis title: the dimension with its units, or ``(index)`` without a coordinate."""
+        if self.coord is None:
+            return f"{self.dim} (index)"
+        return f"{self.dim} ({self.units})" if self.units else self.dim
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -202,8 +202,11 @@ def write_report(col: Collection, out: str, *, as_of: int | str | None = None,
                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the page of ``col`` at ``as_of`` to ``out`` (a temporary beside it renamed over it);
     the summary of ``build_page`` with ``out``."""
-    page, summary = build_page(col, as_of=as_of, progress=progress)
     folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder) or os.path.isdir(out):  # before the work
+        why = "is a folder" if os.path.isdir(out) else "its folder does not exist"
+        raise StorageError(f"{out}: cannot write: {why}")
+    page, summary = build_page(col, as_of=as_of, progress=progress)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".refstore-", suffix=".html", dir=folder)
         try:
