@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
-__all__ = ["STATES", "Coverage", "coverage", "spatial_axes", "states_over_cells"]
+__all__ = ["MAX_CELLS", "STATES", "Coverage", "coverage", "spatial_axes", "states_over_cells"]
 
 STATES = ("absent", "referenced", "inline", "held")
 """State codes are positions in this tuple."""
+MAX_CELLS = 16_000_000
+"""Most cells a picture is computed for (4 shares of 8 bytes each: 512 MB)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -303,6 +305,10 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
         return Axis(d, i, meta.shape[i], edges, values, None if units is None else str(units))
 
     y, x = make_axis(ay), make_axis(ax)
+    cells = (y.edges.size - 1) * (x.edges.size - 1)
+    if cells > MAX_CELLS:
+        raise BadInputError(f"{name}: {cells} chunk cells over ({y.dim}, {x.dim}) are more than a picture shows "
+                            f"(at most {MAX_CELLS})")  # fmt: skip
     lo, hi, state = _boxes(snap, meta)
     shares, steps = states_over_cells(lo, hi, state, tuple(meta.shape), (ay, ax), y.edges, x.edges, tuple(window))
     return Coverage(snap.collection.uri, snap.version, tag, name, y, x, shares, steps, time)
