@@ -32,7 +32,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "inline": (221, 132, 82),  # orange
     "held": (85, 168, 104),  # green
 }
-PLOT = (0.1, 0.16, 0.6, 0.72)  # the plot box: left, bottom, width, height (figure fractions)
+PLOT = (0.12, 0.16, 0.58, 0.72)  # the plot box: left, bottom, width, height (figure fractions)
 DPI = 100
 
 
