@@ -22,6 +22,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import refstore
@@ -53,8 +54,12 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], di
     hold(refstore.Collection.open(uri), HoldSelection(arrays=("sst",), window=parse_window("0,:,0:20,0:40")))
     create_tag(refstore.Collection.open(uri), "second", None)
     out = root / "report.html"
-    r = CliRunner().invoke(cli.app, ["-C", uri, "report", str(out), "--json"], catch_exceptions=False)
+    shown = io.StringIO()  # stderr as a terminal: with --json, still no progress bar
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "err", Console(file=shown, force_terminal=True, width=100))
+        r = CliRunner().invoke(cli.app, ["-C", uri, "report", str(out), "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
+    assert shown.getvalue() == ""
     return out, files, json.loads(r.stdout), uri
 
 
