@@ -13,8 +13,6 @@ import refstore
 from .app import JsonOpt, _collection, _dump, _progress, app, err, out
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
-
     from refstore.imports import ImportReport
 
 __all__ = ["import_app"]
@@ -24,14 +22,6 @@ import_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(import_app, name="import")
-
-
-def _quiet_with_json(as_json: bool) -> Progress:
-    """The scan's progress bar (on stderr, only on a terminal), and none with ``--json``."""
-    p = _progress()
-    if as_json:
-        p.disable = True
-    return p
 
 
 def _report(rep: ImportReport, as_json: bool) -> None:
@@ -63,7 +53,7 @@ def kerchunk_cmd(
     from refstore.imports import import_kerchunk
 
     col = refstore.Collection.open(_collection())
-    with _quiet_with_json(as_json) as p:
+    with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
         rep = import_kerchunk(col, refs, progress=lambda done, total: p.update(task, completed=done, total=total))
     _report(rep, as_json)
@@ -81,7 +71,7 @@ def icechunk_cmd(
     from refstore.imports import import_icechunk
 
     col = refstore.Collection.open(_collection())
-    with _quiet_with_json(as_json) as p:
+    with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
         rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot,
                               progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip

@@ -116,3 +116,19 @@ def test_scan_shows_its_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.Mo
     assert code == 0 and "scanning" in shown
     code, stdout, shown = _run(monkeypatch, [*args, "--json"], terminal=True)
     assert code == 0 and shown == "" and json.loads(stdout)["version"] >= 1
+
+
+def test_import_shows_its_bar_on_a_terminal(col: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from refstore.emit import emit
+
+    refs = tmp_path / "refs.json"
+    emit(refstore.Collection.open(col), "kerchunk-json", str(refs))
+    for i, (as_json, want_bar) in enumerate(((False, True), (True, False))):
+        target = str(tmp_path / f"imported-{i}")
+        refstore.init(target)
+        args = ["-C", target, "import", "kerchunk", str(refs), *(["--json"] if as_json else [])]
+        code, stdout, shown = _run(monkeypatch, args, terminal=True)
+        assert code == 0, stdout
+        assert ("identifying sources" in shown) is want_bar, shown
+        if as_json:
+            assert shown == "" and json.loads(stdout)["version"] >= 1
