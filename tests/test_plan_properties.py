@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refstore.errors import PlanError
 from refstore.plan import SourceSlab, chunk_slices, coalesce, make_plan, select
 from refstore.plan.select import needed_chunks
 from refstore.scan import ArrayMeta
@@ -119,11 +118,12 @@ def test_placement_formula_is_chunk_aligned(extents, chunk) -> None:
         start += n
 
 
-def test_misaligned_extent_is_refused_naming_the_source() -> None:
+def test_misaligned_extent_gives_a_rectilinear_grid_keyed_one_to_one() -> None:
     m = lambda n: ArrayMeta("x", ("time",), (n,), (2,), "<f4", None)
     slabs = [SourceSlab("a.nc", 0, {"x": m(3)}, 0.0, "u"), SourceSlab("b.nc", 1, {"x": m(2)}, 1.0, "u")]
-    with pytest.raises(PlanError, match=r"a\.nc.*not a multiple of the chunk size 2"):
-        make_plan(slabs, "time")
+    plan = make_plan(slabs, "time")
+    assert plan.arrays["x"].edges == ((2, 1, 2),)
+    assert plan.keys[("b.nc", "x")] == (0, (2,))
 
 
 def test_select_handles_ints_negatives_steps_and_ellipsis() -> None:

@@ -2,8 +2,9 @@
 
 Sources are ordered by their coordinate along the concat dimension (or kept in the order given
 when none has one; duplicates set aside by ``--prefer`` rules: ``series_order.py``) and placed end
-to end. A placement must fall on chunk boundaries of every
-array along that dimension, or the plan is refused: a wrong store is never written.
+to end. Where a source does not start on a chunk boundary of its era's grid (monthly files of
+daily data, chunk 10 along time), that era gets a rectilinear grid along the axis: the union of
+its slabs' chunk edges (``grid.py``), so every source chunk is still exactly one global chunk.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PlanError
+from .grid import edges_to_json, slab_lengths
 from .series_order import PreferRule, SetAside, order_sources
 
 if TYPE_CHECKING:
@@ -51,7 +53,11 @@ class Plan:
     placements: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
     view: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     """``view[(location, array)] = (era, offset)``: the era the slab belongs to and its offset
-    from the era's start, in elements: the global key is ``k + offset // chunk`` on the era's grid."""
+    from the era's start, in elements."""
+    keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    """``keys[(location, array)] = (era, base)``: the global chunk key of a source chunk is
+    ``k + base`` on its era's grid (``base = offset // chunk`` on a regular grid; on a rectilinear
+    one the number of chunks before the slab)."""
     set_aside: tuple[SetAside, ...] = ()
     """Sources not placed because another with the same coordinate was preferred."""
     ordered_by: str | None = None
@@ -150,6 +156,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
             plan.arrays[name] = m0
             plan.placements[(s0.location, name)] = (0,) * m0.ndim
             plan.view[(s0.location, name)] = (0, (0,) * m0.ndim)
+            plan.keys[(s0.location, name)] = (0, (0,) * m0.ndim)
             continue
         assert concat_dim is not None
         axis = m0.dims.index(concat_dim)
@@ -179,26 +186,30 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
         for k, era in enumerate(eras):
             era["stop"] = eras[k + 1]["start"] if k + 1 < len(eras) else total
         holes = _holes([(starts[s.location], s.arrays[name].shape[axis]) for s in holders], total)
-        prev_loc: str | None = None
-        for s in ordered:
-            if name in s.arrays:
-                era = eras[era_of[s.location]]
-                chunk = era["_meta"].chunks[axis]
-                start = starts[s.location]
-                if (start - era["start"]) % chunk != 0:
-                    assert prev_loc is not None
-                    raise PlanError(
-                        f"{prev_loc}: {_dim_extent(next(x for x in ordered if x.location == prev_loc), concat_dim)} "
-                        f"elements along '{concat_dim}' is not a multiple of the chunk size {chunk} of array "
-                        f"'{name}'; placing the next source would not be chunk-aligned"
-                    )
-                dest = [0] * m0.ndim
-                dest[axis] = start
-                plan.placements[(s.location, name)] = tuple(dest)
-                rel = list(dest)
-                rel[axis] = start - era["start"]
-                plan.view[(s.location, name)] = (era["index"], tuple(rel))
-            prev_loc = s.location
+        rect: dict[int, list[int]] = {}  # era index -> chunk lengths along the axis (rectilinear eras)
+        for era in eras:
+            chunk = int(era["_meta"].chunks[axis])
+            slabs = [(starts[s.location] - era["start"], s.arrays[name].shape[axis]) for s in holders
+                     if era_of[s.location] == era["index"]]  # fmt: skip
+            if chunk and any(r % chunk for r, _ in slabs):
+                rect[era["index"]] = _era_lengths(slabs, era["stop"] - era["start"], chunk)
+        for s in holders:
+            era = eras[era_of[s.location]]
+            start = starts[s.location]
+            dest = [0] * m0.ndim
+            dest[axis] = start
+            plan.placements[(s.location, name)] = tuple(dest)
+            rel = list(dest)
+            rel[axis] = start - era["start"]
+            plan.view[(s.location, name)] = (era["index"], tuple(rel))
+            base = [0] * m0.ndim
+            lengths = rect.get(era["index"])
+            chunk = int(era["_meta"].chunks[axis])
+            if lengths is not None:
+                base[axis] = _chunks_before(lengths, rel[axis])
+            elif chunk:
+                base[axis] = rel[axis] // chunk
+            plan.keys[(s.location, name)] = (era["index"], tuple(base))
         shape = list(m0.shape)
         shape[axis] = total
         described: tuple[dict[str, Any], ...] = ()
@@ -216,11 +227,41 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
                     "codecs": list(e["_meta"].codecs),
                     "fill_value": e["_meta"].fill_value,
                     "attrs": e["_meta"].attrs,
+                    **({"edges": edges_to_json(_axis_edges(m0.ndim, axis, rect[e["index"]]))}
+                       if e["index"] in rect else {}),
                 }
                 for e in eras
             )
-        plan.arrays[name] = m0.with_shape(tuple(shape), described, holes, axis)
+        edges = _axis_edges(m0.ndim, axis, rect[0]) if 0 in rect and not described else ()
+        plan.arrays[name] = m0.with_shape(tuple(shape), described, holes, axis, edges)
     return plan
+
+
+def _era_lengths(slabs: list[tuple[int, int]], extent: int, chunk: int) -> list[int]:
+    """Chunk lengths along the axis of a rectilinear era: the union of its slabs' chunk edges
+    (``slabs``: ``(offset from the era start, extent)`` in order); stretches no slab holds are
+    cut into chunks of ``chunk`` from their start (absent chunks: fill)."""
+    out: list[int] = []
+    pos = 0
+    for r, n in slabs:
+        out += slab_lengths(r - pos, chunk)
+        out += slab_lengths(n, chunk)
+        pos = r + n
+    return out + slab_lengths(extent - pos, chunk)
+
+
+def _chunks_before(lengths: list[int], offset: int) -> int:
+    """How many chunks of ``lengths`` end at or before element ``offset`` (a chunk start)."""
+    at = 0
+    for i, n in enumerate(lengths):
+        if at >= offset:
+            return i
+        at += n
+    return len(lengths)
+
+
+def _axis_edges(ndim: int, axis: int, lengths: list[int]) -> tuple[tuple[int, ...] | None, ...]:
+    return tuple(tuple(lengths) if d == axis else None for d in range(ndim))
 
 
 def _holes(slabs: list[tuple[int, int]], total: int) -> tuple[tuple[int, int], ...]:

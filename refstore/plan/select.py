@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import BadInputError
 
-__all__ = ["Selection", "chunk_slices", "needed_chunks", "parse_window", "select"]
+__all__ = ["Selection", "box_slices", "chunk_slices", "needed_chunks", "parse_window", "select"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +111,19 @@ def chunk_slices(
     axis, ``dst_hi <= dst_lo``.
     """
     c = np.asarray(chunks, np.int64)
+    origin = keys.astype(np.int64) * c
+    return box_slices(origin, np.minimum(c, np.asarray(shape, np.int64) - origin), sel)
+
+
+def box_slices(
+    origin: np.ndarray[Any, Any], size: np.ndarray[Any, Any], sel: Selection
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``chunk_slices`` for chunks given by their element boxes (``origin``, ``size``: n x ndim,
+    the size being what each chunk contributes: ``Grid.boxes``), on any grid."""
     a = np.asarray(sel.start, np.int64)
     st = np.asarray(sel.step, np.int64)
-    origin = keys.astype(np.int64) * c
     lo = np.maximum(origin, a)
-    hi = np.minimum(np.minimum(origin + c, np.asarray(shape, np.int64)), np.asarray(sel.stop, np.int64))
+    hi = np.minimum(origin + size, np.asarray(sel.stop, np.int64))
     j0 = -((a - lo) // st)  # ceil((lo - a) / step): first selected index at or after lo
     j1 = -((a - hi) // st)
     return a + st * j0 - origin, hi - origin, j0, np.maximum(j1, j0)

@@ -23,7 +23,8 @@ from .._values import decode_attr, decode_fill
 from ..errors import BadInputError, SourceReadError, UnsupportedArrayError
 from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.eras import EraLayout
-from ..plan.select import Selection, chunk_slices, needed_chunks, select
+from ..plan.grid import Grid
+from ..plan.select import Selection, box_slices, select
 from .decode import make_decoder
 from .fetch import Fetcher
 from .fresh import SourceCheck, check_policy
@@ -177,18 +178,23 @@ class Array:
     def _read_one(self, sel: Selection, check: SourceCheck) -> np.ndarray[Any, Any]:
         """The selection (steps applied, no axis dropped) from chunks of one grid (one era)."""
         out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
-        ranges = sel.chunk_ranges(self.chunks)
+        ranges = self.grid.chunk_ranges(sel)
         if ranges is None or 0 in out.shape:
             return out
         rows = self._snap.chunk_rows(self.name, ranges, era=self._era, with_row_id=True)
         if rows.num_rows and any(s > 1 for s in sel.step):  # strided: skip chunks holding no selected element
             keep = np.ones(rows.num_rows, bool)
-            for i, need in enumerate(needed_chunks(sel, self.chunks)):
+            for i, need in enumerate(self.grid.needed(sel)):
                 keep &= np.isin(rows.column(GLOBAL_KEY_COLUMNS[i]).to_numpy(), need)
             rows = rows.filter(pa.array(keep))
         if rows.num_rows:
             self._fill(out, rows, sel, check)
         return out
+
+    @cached_property
+    def grid(self) -> Grid:
+        """The chunk grid of this array (of this era, for an era's reader): regular or rectilinear."""
+        return Grid.of(self.meta)
 
     @cached_property
     def layout(self) -> EraLayout | None:
@@ -233,11 +239,12 @@ class Array:
             keys = np.column_stack([rows.column(c).to_numpy().astype(np.int64) for c in GLOBAL_KEY_COLUMNS[:ndim]])
         else:
             keys = np.zeros((n, 0), np.int64)
-        s_lo, s_hi, d_lo, d_hi = chunk_slices(keys, self.chunks, self.shape, sel)
-        # each chunk's shape where the array's end cuts it (a TIFF's last strip is stored short)
-        c = np.asarray(self.chunks, np.int64)
-        edges = np.minimum(c, np.asarray(self.shape, np.int64) - keys * c)
-        self._edges = [tuple(e) for e in edges.tolist()]
+        origin, size = self.grid.boxes(keys)
+        s_lo, s_hi, d_lo, d_hi = box_slices(origin, size, sel)
+        # each chunk's shape where the array's end (or, on a rectilinear grid, the next chunk)
+        # cuts it: a TIFF's last strip is stored short; an HDF5 partial chunk decodes padded to
+        # the full chunk shape and is cropped by the slices above
+        self._edges = [tuple(e) for e in size.tolist()]
         decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)  # of this era
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 

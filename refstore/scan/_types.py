@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from .._cf import encoding_attrs
 from .._keys import MAX_DIMS, SOURCE_KEY_COLUMNS
+from ..plan.grid import edges_from_json, edges_to_json
 
 __all__ = ["CHUNK_BATCH_SCHEMA", "ArrayMeta", "ScanResult", "Scanner", "SourceInfo"]
 
@@ -69,6 +70,10 @@ class ArrayMeta:
     """Global arrays only: ``[start, stop)`` ranges along the concat axis ``holes_axis`` that no
     source holds (sources lacking the array); they read as fill, decoded as missing."""
     holes_axis: int = 0
+    edges: tuple[tuple[int, ...] | None, ...] = ()
+    """Global arrays only: the rectilinear chunk grid (``plan/grid.py``): per dimension None
+    (regular at ``chunks``) or every chunk's length in elements; empty: regular everywhere. Set
+    where sources are placed off their chunk boundaries (arrays with eras: per era, ``edges``)."""
 
     @property
     def ndim(self) -> int:
@@ -97,6 +102,8 @@ class ArrayMeta:
             extra["holes"] = {"axis": self.holes_axis, "ranges": [list(h) for h in self.holes]}
         if self.short_edge:
             extra["short_edge"] = True
+        if self.edges:
+            extra["chunk_edges"] = edges_to_json(self.edges)
         return json.dumps(
             {
                 **extra,
@@ -133,15 +140,16 @@ class ArrayMeta:
             short_edge=bool(d.get("short_edge", False)),
             holes=tuple((int(a), int(b)) for a, b in d.get("holes", {}).get("ranges", ())),
             holes_axis=int(d.get("holes", {}).get("axis", 0)),
+            edges=edges_from_json(d.get("chunk_edges")),
         )
 
     def with_shape(
         self, shape: tuple[int, ...], eras: tuple[dict[str, Any], ...] = (), holes: tuple[tuple[int, int], ...] = (),
-        holes_axis: int = 0,
+        holes_axis: int = 0, edges: tuple[tuple[int, ...] | None, ...] = (),
     ) -> ArrayMeta:
         return ArrayMeta(
             self.name, self.dims, shape, self.chunks, self.dtype, self.fill_value,
-            self.codecs, self.attrs, self.status, self.reason, eras, self.short_edge, holes, holes_axis,
+            self.codecs, self.attrs, self.status, self.reason, eras, self.short_edge, holes, holes_axis, edges,
         )  # fmt: skip
 
     def era_meta(self, era: dict[str, Any]) -> ArrayMeta:
@@ -151,6 +159,7 @@ class ArrayMeta:
         return ArrayMeta(
             self.name, self.dims, tuple(shape), tuple(era["chunks"]), era["dtype"], era["fill_value"],
             tuple(era["codecs"]), era["attrs"], self.status, self.reason, short_edge=self.short_edge,
+            edges=edges_from_json(era.get("edges")),
         )  # fmt: skip
 
 

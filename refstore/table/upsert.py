@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from ..errors import PlanError
 from ..plan.concat import Plan, SourceSlab, make_plan
 from ..plan.eras import EraLayout
+from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.series_order import parse_prefer
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan", "diff_counts"]
 
 View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
-"""(source, array) -> (era, offset of the source's slab from the era start, elements)."""
+"""(source, array) -> (era, chunk-key base of the source's slab on the era's grid): ``Plan.keys``."""
 
 
 class PrewrittenChunks(Protocol):
@@ -144,7 +145,8 @@ def _global_keys(
     metas: Mapping[tuple[str, str], ArrayMeta],
 ) -> dict[str, pa.Array]:
     """g0..g7 and era for chunk rows (columns ``source``, ``array``, ``k0..k7``):
-    ``k + offset // chunk`` on the era's grid where the (source, array) is in the view,
+    ``k + base`` on the era's grid where the (source, array) is in ``view`` (``Plan.keys``:
+    ``(era, base)``),
     NOT_PLACED where it is not. Vectorised: Python only loops over (source, array) pairs."""
     n = chunks.num_rows
     if n == 0:
@@ -156,7 +158,6 @@ def _global_keys(
     na = len(a_pos)
     size = len(s_pos) * na
     dest = np.zeros((size, MAX_DIMS), np.int64)
-    chunk = np.ones((size, MAX_DIMS), np.int64)
     ndim = np.zeros(size, np.int64)
     placed = np.zeros(size, bool)
     era = np.zeros(size, np.int32)
@@ -170,13 +171,12 @@ def _global_keys(
             placed[i] = True
             era[i] = v[0]
             dest[i, : m.ndim] = v[1]
-            chunk[i, : m.ndim] = m.chunks
     idx = src.indices.to_numpy().astype(np.int64) * na + arr.indices.to_numpy().astype(np.int64)
     row_placed = placed[idx]
     out: dict[str, pa.Array] = {}
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
         k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
-        g = np.where(ndim[idx] > d, k + dest[idx, d] // chunk[idx, d], NO_DIM)
+        g = np.where(ndim[idx] > d, k + dest[idx, d], NO_DIM)
         out[c] = pa.array(np.where(row_placed, g, NOT_PLACED).astype(np.int32), pa.int32())
     out["era"] = pa.array(era[idx], pa.int32())
     return out
@@ -258,6 +258,8 @@ class _State:
     sources: dict[str, dict[str, Any]]
     vars: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]]
     """(source, array) -> (metadata in that source, (era, offset from the era start) or None)."""
+    keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]]
+    """(source, array) -> (era, base) as its chunk rows were keyed (``Plan.keys``), placed ones only."""
 
 
 def _load(snap: Snapshot) -> _State:
@@ -273,6 +275,7 @@ def _load(snap: Snapshot) -> _State:
             "sort_last": meta.get("sort_last"),
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
+    keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = {}
     arrays = snap.arrays()
     var_rows = snap.vars().to_pylist()
     origins = _recorded_origins(snap, arrays, var_rows)
@@ -289,8 +292,18 @@ def _load(snap: Snapshot) -> _State:
                 axis, origin = origins[r["array"]]
                 d[axis] -= origin
             v = (int(r["era"]), tuple(d))
+            if g is not None:
+                keys[(r["source"], r["array"])] = (v[0], _base(g, v[0], v[1]))
         vars_[(r["source"], r["array"])] = (m, v)
-    return _State(snap, snap.concat_dim, sources, vars_)
+    return _State(snap, snap.concat_dim, sources, vars_, keys)
+
+
+def _base(g: ArrayMeta, era: int, offset: tuple[int, ...]) -> tuple[int, ...]:
+    """The chunk-key base of a slab at ``offset`` (from its era's start) on the recorded grid."""
+    grid = Grid.of(g.era_meta(g.eras[era]) if g.eras and era < len(g.eras) else g)
+    if len(offset) != grid.ndim:
+        return tuple(offset)
+    return tuple(int(grid.index(d, np.int64(o))) if grid.chunks[d] else 0 for d, o in enumerate(offset))
 
 
 def _needs_rekeying(snap: Snapshot) -> bool:
@@ -451,18 +464,18 @@ def _attempt(
     if prewritten is not None:
         if prewritten.locations & state.sources.keys():
             raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
-        view = {k: v for k, v in plan.view.items() if k[0] in prewritten.locations}
+        view = {k: v for k, v in plan.keys.items() if k[0] in prewritten.locations}
         extra_fragments, extra_rows = prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
     scanned = _with_source(results)
-    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.view, metas))]
+    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.keys, metas))]
     moved: list[tuple[str, str]] = []
     for (loc, name), (m, old_view) in state.vars.items():
         if loc in by_loc or loc in removed or m.status != "ok":
             continue
-        if plan.view.get((loc, name)) != old_view:
+        if plan.view.get((loc, name)) != old_view or plan.keys.get((loc, name)) != state.keys.get((loc, name)):
             moved.append((loc, name))
     old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "era", "offset", "length",
                 "filter_mask", "inline"]  # fmt: skip
@@ -475,7 +488,7 @@ def _attempt(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
         )
         moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
-        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.view, moved_metas), held=_held_of(snap, old)))
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.keys, moved_metas), held=_held_of(snap, old)))
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *removed, *(loc for loc, _ in moved)})
