@@ -120,6 +120,12 @@ def _check_common(meta: ArrayMeta) -> None:
         raise UnexpressibleError(
             f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"
         )
+    rect = [meta.dims[d] for d, ls in enumerate(meta.edges) if ls is not None]
+    if rect:
+        raise UnexpressibleError(
+            f"array {meta.name!r} has a rectilinear chunk grid along {', '.join(map(repr, rect))} (sources placed "
+            "off their chunk boundaries); a regular zarr grid cannot express it"
+        )
     if np.dtype(meta.dtype).kind not in "biufcSV":
         raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr form")
 

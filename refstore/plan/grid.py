@@ -106,6 +106,12 @@ class Grid:
         """The grid ``meta`` records (its own dimension lengths; eras: use ``meta.era_meta``)."""
         return cls(tuple(int(n) for n in meta.shape), tuple(int(c) for c in meta.chunks), tuple(meta.edges))
 
+    @classmethod
+    def of_era(cls, meta: ArrayMeta, era: int | None) -> Grid:
+        """The grid of era ``era`` of a global array (its axis counted from the era's start), or
+        of the array itself when it has no eras (``era`` ignored)."""
+        return cls.of(meta.era_meta(meta.eras[int(era or 0)]) if meta.eras else meta)
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

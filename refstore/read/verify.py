@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED
 from ..errors import SourceMissingError, SourceReadError, StaleSourceError
 from ..plan.eras import EraLayout
+from ..plan.grid import Grid
 from .array import Array, ReadOptions
 from .fetch import Fetcher, change_since_scan
 
@@ -100,15 +101,11 @@ class _Picked:
 def _boxes(meta: ArrayMeta, era: int, keys: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Element boxes [lo, hi) in the global array of the chunks ``keys`` (n, ndim) of ``era``
     (``EraLayout.chunk_box`` for many chunks at once)."""
-    limit = np.asarray([int(s) for s in meta.shape], np.int64)
     layout = EraLayout.of(meta)
-    chunks = np.asarray(layout.chunks[era] if layout is not None else meta.chunks, np.int64)
-    lo = keys.astype(np.int64) * chunks
-    if layout is not None:
-        e_lo, e_hi = layout.bounds[era]
-        lo[:, layout.axis] += e_lo
-        limit[layout.axis] = e_hi
-    return lo, np.minimum(lo + chunks, limit)
+    lo, size = Grid.of_era(meta, era if layout is not None else None).boxes(keys)
+    if layout is not None and meta.eras:
+        lo[:, layout.axis] += layout.bounds[era][0]
+    return lo, lo + size
 
 
 def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed: int) -> list[_Picked]:

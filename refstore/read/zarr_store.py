@@ -9,7 +9,7 @@ zarr's ``_get_many`` resolve all their keys at once, and single ``get`` calls th
 same event-loop turn (zarr fetches the chunks of one selection concurrently) are gathered into
 one batch, so adjacent chunks of different keys become one ranged read.
 
-Arrays zarr cannot decode as stored (several eras, a short last TIFF strip, HDF5 chunks whose
+Arrays zarr cannot decode as stored (several eras, a rectilinear grid, a short last TIFF strip, HDF5 chunks whose
 filter mask skipped a filter, JPEG or other codecs without a zarr v3 form) are served as
 *decoded* chunks: their ``zarr.json`` has a plain ``bytes`` codec and the store decodes each
 chunk with refstore's own reader (``Array.read`` of the chunk's box, fill value past the
@@ -90,8 +90,9 @@ class _Plan:
 
     @property
     def every_cell(self) -> bool:
-        """Decoded on every cell of the zarr grid (eras, or missing values where sources lack it)."""
-        return self.decoded is not None and (bool(self.meta.eras) or self.unpack)
+        """Decoded on every cell of the zarr grid (eras, a rectilinear grid served on a regular
+        one, or missing values where sources lack it)."""
+        return self.decoded is not None and (bool(self.meta.eras) or self.unpack or bool(self.meta.edges))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
 from ..plan.eras import EraLayout
+from ..plan.grid import Grid
 from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
 from ..plan.select import select
 from ..schema import HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
@@ -177,8 +178,7 @@ def _rows_in(
         for era, e_lo, e_hi in pieces:
             if any(b <= a for a, b in zip(e_lo, e_hi, strict=True)):
                 continue
-            chunks = layout.chunks[era] if era is not None and layout is not None else meta.chunks
-            rng = [(a // c, (b - 1) // c) for a, b, c in zip(e_lo, e_hi, chunks, strict=True)]
+            rng = Grid.of_era(meta, era).box_ranges(e_lo, e_hi)
             flt = snap.view_filter(name, rng if meta.shape else None, era)
             flt += " AND held_at >= 0" if held else " AND held_at < 0"
             out.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
