@@ -238,13 +238,28 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
     for a in rep["set_aside"]:
         out.print(f"set aside {a['source']} (for {a['for']})")
     t = Table("array", "dims", "shape", "chunks", "dtype", "fill", "codecs", "status")
+    rect: list[str] = []
     for name, a in rep["arrays"].items():
+        grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
+        chunks = "x".join(str(g["chunk"]) if g["kind"] == "regular" else f"~{max(_lengths(g['chunks']))}"
+                          for g in grid)  # fmt: skip
+        for g in grid:
+            if g["kind"] == "rectilinear":
+                runs = ",".join(f"{r[0]}*{r[1]}" if isinstance(r, list) else str(r) for r in g["chunks"])
+                rect.append(f"{name}: rectilinear along {g['dim']}, {g['count']} chunks: "
+                            f"{runs if len(runs) <= 120 else runs[:117] + '...'}")  # fmt: skip
         t.add_row(
-            name, ",".join(a["dims"]), "x".join(map(str, a["shape"])) or "()", "x".join(map(str, a["chunks"])) or "()",
+            name, ",".join(a["dims"]), "x".join(map(str, a["shape"])) or "()", chunks or "()",
             a["dtype"], str(a["fill_value"]), ",".join(c["id"] for c in a["codecs"]) or "-",
             a["status"] if a["status"] == "ok" else f"{a['status']}: {a['reason']}",
         )  # fmt: skip
     out.print(t)
+    for line in rect:
+        out.print(line, soft_wrap=True)
+
+
+def _lengths(runs: list[Any]) -> list[int]:
+    return [int(r[0]) if isinstance(r, list) else int(r) for r in runs]
 
 
 @app.command()

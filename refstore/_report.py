@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._values import plain_attr
+from .plan.grid import Grid
 from .schema import Kind
 
 if TYPE_CHECKING:
+    from .scan._types import ArrayMeta
     from .table.collection import Snapshot
 
 __all__ = ["info_report"]
@@ -24,6 +26,18 @@ def _held(snap: Snapshot) -> dict[str, dict[str, int]]:
     return out
 
 
+def _chunk_grid(m: ArrayMeta) -> list[dict[str, Any]]:
+    """Per dimension, the global chunk grid: ``{"dim", "kind": "regular", "chunk"}`` or
+    ``{"dim", "kind": "rectilinear", "count", "chunks": run-length lengths}`` (``plan/grid.py``)."""
+    if m.status != "ok":
+        return []
+    try:
+        desc = Grid.whole(m).describe()
+    except ValueError:
+        return []
+    return [{"dim": d, **g} for d, g in zip(m.dims, desc, strict=True)]
+
+
 def info_report(snap: Snapshot) -> dict[str, Any]:
     arrays: dict[str, Any] = {}
     holders: dict[str, set[str]] = {}
@@ -37,6 +51,7 @@ def info_report(snap: Snapshot) -> dict[str, Any]:
             "dims": list(m.dims),
             "shape": list(m.shape),
             "chunks": list(m.chunks),
+            "chunk_grid": _chunk_grid(m),
             "dtype": m.dtype,
             "fill_value": m.fill_value,
             "codecs": list(m.codecs),

@@ -112,6 +112,23 @@ class Grid:
         of the array itself when it has no eras (``era`` ignored)."""
         return cls.of(meta.era_meta(meta.eras[int(era or 0)]) if meta.eras else meta)
 
+    @classmethod
+    def whole(cls, meta: ArrayMeta) -> Grid:
+        """The grid of a whole global array. With eras, along their axis: the chunks before the
+        first era (fill: none stored) on the first era's chunk size, then each era's chunks; the
+        codec shape is then the largest chunk of any era."""
+        if not meta.eras:
+            return cls.of(meta)
+        axis = int(meta.eras[0]["axis"])
+        first = int(meta.eras[0]["start"])
+        lengths: list[int] = slab_lengths(first, int(meta.eras[0]["chunks"][axis]))
+        chunks = [int(c) for c in meta.chunks]
+        for e in meta.eras:
+            lengths += cls.of_era(meta, int(e["index"])).dim_lengths(axis)
+            chunks = [max(a, int(b)) for a, b in zip(chunks, e["chunks"], strict=True)]
+        edges = tuple(tuple(lengths) if d == axis else None for d in range(len(meta.shape)))
+        return cls(tuple(int(n) for n in meta.shape), tuple(chunks), edges)
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -189,10 +206,11 @@ class Grid:
         "chunks": [run-length lengths], "count": n}`` (what ``info`` shows)."""
         out: list[dict[str, Any]] = []
         for d in range(self.ndim):
-            if self.rectilinear(d):
-                ls = self.lengths[d]
-                assert ls is not None
+            ls = self.lengths[d] if d < len(self.lengths) else None
+            if ls is not None and (len(ls) > 1 and (len(set(ls[:-1])) > 1 or ls[-1] > ls[0])):
                 out.append({"kind": "rectilinear", "count": len(ls), "chunks": rle_encode(ls)})
+            elif ls is not None:  # a rectilinear dimension that happens to be regular
+                out.append({"kind": "regular", "chunk": int(ls[0]) if ls else int(self.chunks[d])})
             else:
                 out.append({"kind": "regular", "chunk": int(self.chunks[d])})
         return out
