@@ -20,6 +20,7 @@ import numpy as np
 
 from ._values import decode_attr, decode_fill, nc_attr
 from .errors import UnexpressibleError
+from .plan.grid import rle_encode
 
 if TYPE_CHECKING:
     from .scan._types import ArrayMeta
@@ -101,7 +102,7 @@ def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- checks
-def _check_common(meta: ArrayMeta) -> None:
+def _check_common(meta: ArrayMeta, *, rectilinear: bool = False) -> None:
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
     if len(meta.eras) == 1:
@@ -121,7 +122,7 @@ def _check_common(meta: ArrayMeta) -> None:
             f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"
         )
     rect = [meta.dims[d] for d, ls in enumerate(meta.edges) if ls is not None]
-    if rect:
+    if rect and not rectilinear:
         raise UnexpressibleError(
             f"array {meta.name!r} has a rectilinear chunk grid along {', '.join(map(repr, rect))} (sources placed "
             "off their chunk boundaries); a regular zarr grid cannot express it"
@@ -229,9 +230,10 @@ def _v3_dtype(meta: ArrayMeta, dtype: np.dtype[Any] | None = None) -> str | dict
     return name
 
 
-def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
-    """The zarr v3 codec chain (array->array, one array->bytes, bytes->bytes), in encode order."""
-    _check_common(meta)
+def v3_codecs(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, Any]]:
+    """The zarr v3 codec chain (array->array, one array->bytes, bytes->bytes), in encode order.
+    ``rectilinear``: accept a rectilinear chunk grid (zarr's rectilinear extension; else refused)."""
+    _check_common(meta, rectilinear=rectilinear)
     dt = np.dtype(meta.dtype)
     endian = "big" if dt.byteorder == ">" else "little"
     array_array: list[dict[str, Any]] = []
@@ -264,10 +266,14 @@ def v3_codecs(meta: ArrayMeta) -> list[dict[str, Any]]:
     return [*array_array, array_bytes, *bytes_bytes]
 
 
-def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None, rectilinear: bool = False) -> dict[str, Any]:
     """``zarr.json`` of the array. Attributes default to the array's, with ``_FillValue``
-    encoded the way xarray's zarr v3 backend reads it."""
-    codecs = v3_codecs(meta)
+    encoded the way xarray's zarr v3 backend reads it. ``rectilinear``: an array with a
+    rectilinear grid gets zarr's ``rectilinear`` chunk grid (its readers must enable
+    ``array.rectilinear_chunks``): rectilinear dimensions as run-length chunk lengths, regular
+    ones as enough chunks of their size (the last one overhangs the extent: padded, as on a
+    regular grid)."""
+    codecs = v3_codecs(meta, rectilinear=rectilinear)
     dt = np.dtype(meta.dtype)
     if attributes is None:
         attributes = plain_attrs(meta)
@@ -278,13 +284,25 @@ def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None) -> di
         "node_type": "array",
         "shape": [int(s) for s in meta.shape],
         "data_type": _v3_dtype(meta),
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in meta.chunks]}},
+        "chunk_grid": v3_chunk_grid(meta),
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
         "codecs": codecs,
         "attributes": attributes,
         "dimension_names": list(meta.dims),
     }
+
+
+def v3_chunk_grid(meta: ArrayMeta) -> dict[str, Any]:
+    """The ``chunk_grid`` of ``zarr.json``: regular, or rectilinear where ``meta`` has edges."""
+    if not any(ls is not None for ls in meta.edges):
+        return {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in meta.chunks]}}
+    # a regular dimension as n chunks of its size, the last one overhanging the extent (padded, as
+    # on a regular grid): zarr-python and Icechunk 2.3 read that; Icechunk refuses a bare size
+    shapes: list[Any] = [rle_encode([int(c)] * max(1, -(-int(n) // int(c)) if c else 1))
+                         if d >= len(meta.edges) or meta.edges[d] is None else rle_encode(meta.edges[d] or ())
+                         for d, (n, c) in enumerate(zip(meta.shape, meta.chunks, strict=True))]  # fmt: skip
+    return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}}
 
 
 def v3_unexpressible(meta: ArrayMeta) -> str | None:

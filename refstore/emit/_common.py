@@ -333,13 +333,14 @@ def _swap(tmp: str, out: str, *, directory: bool) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def check_zarr(src: EmitSource, meta: ArrayMeta, *, zarr_format: int) -> None:
+def check_zarr(src: EmitSource, meta: ArrayMeta, *, zarr_format: int, rectilinear: bool = False) -> None:
     """Refuse what a zarr array cannot express: unsupported arrays, eras, short last strips,
-    codecs without a zarr form, and HDF5 chunks whose filter mask skipped a filter."""
+    codecs without a zarr form, HDF5 chunks whose filter mask skipped a filter, and (unless
+    ``rectilinear``: zarr v3's rectilinear extension) a rectilinear chunk grid."""
     if zarr_format == 2:
         v2_filters(meta)
     else:
-        v3_codecs(meta)
+        v3_codecs(meta, rectilinear=rectilinear)
     n = src.masked_chunks(meta.name)
     if n:
         raise UnexpressibleError(

@@ -19,12 +19,13 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from .._values import decode_fill, encode_attr
 from ..errors import SourceReadError
+from ..plan.grid import Grid
 from ..plan.remap import RemapRule, apply_remap, remap_one
 from ..schema import Kind
 from ..table.collection import sql_str
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
@@ -117,6 +118,15 @@ class EmitSource:
         self._check = SourceCheck(snap.source_identity(), Fetcher(), checksums=snap.source_checksums(),
                                   on_stale=on_stale, action="emit")  # fmt: skip
 
+    def read_box(self, meta: ArrayMeta, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray[Any, Any]:
+        """The raw values of the element box ``[lo, hi)`` of ``meta`` as this version reads them
+        (held bytes first; sources checked once per emit), through refstore's reader."""
+        from ..plan.select import Selection
+        from ..read.array import Array
+
+        sel = Selection(tuple(int(a) for a in lo), tuple(int(b) for b in hi), (1,) * len(lo), ())
+        return Array(self.snapshot, meta).read(sel, check=self._check)
+
     # ------------------------------------------------------------------ metadata
     @property
     def uri(self) -> str:
@@ -144,7 +154,10 @@ class EmitSource:
 
     @staticmethod
     def grid(meta: ArrayMeta) -> tuple[int, ...]:
-        """Chunks per dimension."""
+        """Chunks per dimension (on a rectilinear grid, as many as it lists)."""
+        if meta.edges:
+            g = Grid.of(meta)
+            return tuple(g.nchunks(d) for d in range(g.ndim))
         return tuple(math.ceil(s / c) if c else 0 for s, c in zip(meta.shape, meta.chunks, strict=True))
 
     # ------------------------------------------------------------------ locations

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, StorageError
+from ..plan.grid import Grid
 from ..zarr_meta import attr_values, register_codecs, v3_array
 from ._common import atomic_output, check_zarr
 from ._icechunk_plan import (
@@ -97,8 +98,8 @@ def quiet_local_logs() -> Iterator[None]:
 
 
 def check(src: EmitSource, meta: ArrayMeta) -> None:
-    check_zarr(src, meta, zarr_format=3)
-    v3_array(meta)  # dtypes and fill values without a zarr v3 form
+    check_zarr(src, meta, zarr_format=3, rectilinear=True)
+    v3_array(meta, rectilinear=True)  # dtypes and fill values without a zarr v3 form
 
 
 def credentials(prefixes: list[str]) -> dict[str, Any]:
@@ -187,6 +188,9 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
               if ndim else np.zeros((n, 0), np.int64)).astype(np.int64)  # fmt: skip
     offset = t.column("offset").to_numpy()
     native = offset < 0  # inline chunks, held ones included (EmitSource.refs gives them as inline rows)
+    trim = _trimmed(meta, coords)
+    inline_rows = np.nonzero(native & ~trim)[0]
+    native = native | trim
     path = t.column("path").combine_chunks() if n else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     if not pa.types.is_dictionary(path.type):
         path = pc.dictionary_encode(path)
@@ -199,10 +203,11 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     if np.any(loc[~native] < 0):
         raise StorageError(f"array {meta.name!r}: a chunk's source is missing from the version's sources")
     rows: dict[int, bytes] = {}
-    inline_rows = np.nonzero(native)[0]
     if len(inline_rows):
         inl = t.column("inline").take(pa.array(inline_rows)).to_pylist()
         rows.update(zip(inline_rows.tolist(), inl, strict=True))
+    if trim.any():
+        rows.update(zip(np.flatnonzero(trim).tolist(), _exact_chunks(src, meta, coords[trim]), strict=True))
     state = ChunkState(
         flat=flat.astype(np.int64),
         kind=np.where(native, NATIVE, VIRTUAL).astype(np.uint8),
@@ -214,14 +219,51 @@ def _wanted(src: EmitSource, meta: ArrayMeta, locs: _Locations, url_index: dict[
     return _Wanted(state, coords, rows, src.grid(meta))
 
 
+def _trimmed(meta: ArrayMeta, coords: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Rows whose chunk is shorter than the codec's chunk along a rectilinear dimension (an HDF5
+    partial chunk mid-array, stored padded): a rectilinear zarr chunk decodes to exactly its
+    length, so these cannot be virtual references."""
+    rect = [d for d, ls in enumerate(meta.edges) if ls is not None]
+    if not rect or not len(coords):
+        return np.zeros(len(coords), bool)
+    _, size = Grid.of(meta).boxes(coords)
+    return np.any(size[:, rect] < np.asarray(meta.chunks, np.int64)[rect], axis=1)
+
+
+def _exact_chunks(src: EmitSource, meta: ArrayMeta, coords: np.ndarray[Any, Any]) -> list[bytes]:
+    """The chunks ``coords`` of a rectilinear array encoded by zarr with the array's own codecs
+    at exactly their shape (native chunks): values read through refstore, written to an
+    in-memory zarr array of the same metadata, whose stored bytes are taken."""
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+
+    origin, size = Grid.of(meta).boxes(coords)
+    store = zarr.storage.MemoryStore()
+    proto = default_buffer_prototype()
+    # write_empty_chunks: a chunk equal to the fill value is still a chunk (held or referenced)
+    with zarr.config.set({"array.rectilinear_chunks": True, "array.write_empty_chunks": True}):
+        _run(store.set("zarr.json", proto.buffer.from_bytes(_array_doc(meta))))
+        arr = zarr.open_array(store, mode="r+")
+        out = []
+        for o, n, key in zip(origin.tolist(), size.tolist(), coords.tolist(), strict=True):
+            hi = [a + b for a, b in zip(o, n, strict=True)]
+            arr[tuple(map(slice, o, hi))] = src.read_box(meta, o, hi)
+            got = _run(store.get(_key("", key)[1:], proto))
+            if got is None:
+                raise StorageError(f"array {meta.name!r}: zarr wrote no chunk {key} (rectilinear native chunk)")
+            out.append(got.to_bytes())
+    return out
+
+
 # --------------------------------------------------------------------------- metadata
 def _array_doc(meta: ArrayMeta) -> bytes:
+    import zarr
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), zarr.config.set({"array.rectilinear_chunks": True}):
         warnings.simplefilter("ignore")
-        doc = v3_array(meta)
+        doc = v3_array(meta, rectilinear=True)
         doc["attributes"] = _finite(doc.get("attributes") or {})
         md = ArrayV3Metadata.from_dict(doc)
         return md.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
