@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import UnexpressibleError
+from ..plan.grid import edges_to_json
 from ..plan.remap import to_url
 from ._common import atomic_output
 
@@ -46,6 +47,9 @@ __all__ = ["FORMAT", "METADATA_KEY", "ROW_GROUP_ROWS", "check", "metadata", "wri
 
 FORMAT = "refstore-flat-parquet/1"
 """``format`` in the metadata; a reader refuses other values."""
+FORMAT_RECTILINEAR = "refstore-flat-parquet/2"
+"""``format`` when some era has a rectilinear grid (``chunk_edges``): a /1 reader would place its
+chunks at ``key * chunk`` and read wrong, so it must refuse the file."""
 METADATA_KEY = "refstore"
 """The Parquet key-value metadata key holding the JSON document."""
 ROW_GROUP_ROWS = 8192
@@ -69,14 +73,20 @@ def _eras(meta: ArrayMeta) -> list[dict[str, Any]]:
             out.append({
                 "index": int(e["index"]), "axis": int(e["axis"]), "start": int(e["start"]), "stop": int(e["stop"]),
                 "shape": list(em.shape), "chunks": list(em.chunks), "dtype": em.dtype, "fill_value": em.fill_value,
-                "codecs": list(em.codecs), "attrs": em.attrs, **{k: e[k] for k in keep if k in e},
+                "codecs": list(em.codecs), "attrs": em.attrs, **{k: e[k] for k in keep if k in e}, **_edges(em),
             })  # fmt: skip
         return out
     return [{
         "index": 0, "axis": 0 if meta.shape else None, "start": 0, "stop": int(meta.shape[0]) if meta.shape else None,
         "shape": list(meta.shape), "chunks": list(meta.chunks), "dtype": meta.dtype, "fill_value": meta.fill_value,
-        "codecs": list(meta.codecs), "attrs": meta.attrs,
+        "codecs": list(meta.codecs), "attrs": meta.attrs, **_edges(meta),
     }]  # fmt: skip
+
+
+def _edges(meta: ArrayMeta) -> dict[str, Any]:
+    """``chunk_edges`` of a rectilinear grid (per dimension null or run-length chunk lengths;
+    ``dim_i`` keys count chunks of that list), nothing for a regular one."""
+    return {"chunk_edges": edges_to_json(meta.edges)} if meta.edges else {}
 
 
 def _array_doc(meta: ArrayMeta) -> dict[str, Any]:
@@ -100,8 +110,9 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
         for p, loc, size, mt, et in zip(*(s.column(c).to_pylist() for c in ("published", "location", "size",
                                                                            "mtime_ns", "etag")), strict=True)
     ]  # fmt: skip
+    rect = any(m.edges or any("edges" in e for e in m.eras) for m in arrays)
     return {
-        "format": FORMAT,
+        "format": FORMAT_RECTILINEAR if rect else FORMAT,
         "version": src.version,
         "tag": src.tag,
         "concat_dim": src.concat_dim,

@@ -137,6 +137,15 @@ class _Array:
         if era["axis"] is not None:
             start[era["axis"]] = era["start"]
         eshape, chunks = era["shape"], era["chunks"]
+        # chunk start positions per dimension: rectilinear ones from their run-length lengths
+        starts = []
+        for d, c in enumerate(chunks):
+            runs = (era.get("chunk_edges") or [None] * len(chunks))[d]
+            if runs is None:
+                starts.append(None)
+                continue
+            ls = [n for r in runs for n in ([r[0]] * r[1] if isinstance(r, list) else [r])]
+            starts.append(np.concatenate([[0], np.cumsum(ls)]))
         # the window in the era's own coordinates, clipped to the era
         elo = [max(a - s, 0) for a, s in zip(lo, start, strict=True)]
         ehi = [min(b - s, n) for b, s, n in zip(hi, start, eshape, strict=True)]
@@ -144,15 +153,19 @@ class _Array:
             return
         flt = (ds.field("array_name") == self.name) & (ds.field("era") == era["index"])
         for i, (a, b, c) in enumerate(zip(elo, ehi, chunks, strict=True)):
-            flt &= (ds.field(f"dim_{i}") >= a // c) & (ds.field(f"dim_{i}") <= (b - 1) // c)
+            s = starts[i]
+            k0, k1 = (a // c, (b - 1) // c) if s is None else (int(np.searchsorted(s, a, "right")) - 1,
+                                                                int(np.searchsorted(s, b - 1, "right")) - 1)
+            flt &= (ds.field(f"dim_{i}") >= k0) & (ds.field(f"dim_{i}") <= k1)
         cols = [f"dim_{i}" for i in range(len(lo))] + ["path", "offset", "size", "inline", "filter_mask"]
         rows = ds.dataset(self.out, format="parquet").to_table(columns=cols, filter=flt).to_pylist()
         dtype = np.dtype(era["dtype"])
         for r in rows:
             key = [r[f"dim_{i}"] for i in range(len(lo))]
             raw = r["inline"] if r["path"] is None else _read(r["path"], r["offset"], r["size"])
-            c0 = [k * c for k, c in zip(key, chunks, strict=True)]
-            edge = tuple(min(c, n - k) for c, n, k in zip(chunks, eshape, c0, strict=True))
+            c0 = [k * c if s is None else int(s[k]) for k, c, s in zip(key, chunks, starts, strict=True)]
+            edge = tuple(min(c, n - k0) if s is None else int(s[k + 1] - s[k])
+                         for c, n, k0, k, s in zip(chunks, eshape, c0, key, starts, strict=True))
             block = decode_chunk(era["codecs"], raw, dtype, tuple(chunks), edge if self.doc["short_edge"] else None,
                                  r["filter_mask"])  # fmt: skip
             src, dst = [], []
@@ -167,5 +180,5 @@ def open_form(out: str, case: Any) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     doc = json.loads(pq.read_metadata(out).metadata[b"refstore"])
-    assert doc["format"] == "refstore-flat-parquet/1", doc["format"]
+    assert doc["format"] in ("refstore-flat-parquet/1", "refstore-flat-parquet/2"), doc["format"]
     return {name: _Array(out, name, a) for name, a in doc["arrays"].items()}
