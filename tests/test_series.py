@@ -124,20 +124,23 @@ def test_inserting_a_day_in_the_middle_replaces_later_sources(tmp_path: Path, ne
     assert refstore.verify(ds.snapshot).mismatched == 0
 
 
-def test_misaligned_series_is_refused_and_nothing_committed(tmp_path: Path, new_collection) -> None:
+def test_misaligned_series_is_placed_on_a_rectilinear_grid(tmp_path: Path, new_collection) -> None:
+    """Refused before issue 14; now the grid along time is the union of the slabs' chunk edges."""
     d = tmp_path / "data"
     d.mkdir()
+    parts = []
     for i, n in enumerate((3, 2)):
         with h5py.File(d / f"f{i}.h5", "w") as f:
             t = f.create_dataset("time", data=np.arange(n, dtype="f8") + 10 * i)
             t.make_scale("time")
-            x = f.create_dataset("x", data=np.ones((n, 4), "f4"), chunks=(2, 4))
+            parts.append(np.arange(n * 4, dtype="f4").reshape(n, 4) + 100 * i)
+            x = f.create_dataset("x", data=parts[-1], chunks=(2, 4))
             x.dims[0].attach_scale(t)
     col = new_collection()
-    before = lance.dataset(col).version
-    with pytest.raises(refstore.PlanError, match=r"f0\.h5"):
-        refstore.scan(col, [str(d)], concat_dim="time")
-    assert lance.dataset(col).version == before
+    refstore.scan(col, [str(d)], concat_dim="time")
+    x = refstore.open(col)["x"]
+    assert x.grid.dim_lengths(0) == (2, 1, 2)
+    assert np.array_equal(x[...], np.concatenate(parts)) and np.array_equal(x[2:4], np.concatenate(parts)[2:4])
 
 
 def _era_file(path: Path, i: int, *, comp: str | None, chunks: tuple[int, int], dtype: str, scale: float) -> Path:

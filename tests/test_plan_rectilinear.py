@@ -1,0 +1,125 @@
+"""Placement -> chunk selection on any grid (issue 14), at the pure planning level.
+
+Random slabs (extents along the concat axis that are not multiples of the chunk, sources that
+lack the array) are planned by ``make_plan``; every source chunk is decoded *padded* to the full
+chunk shape (as HDF5 stores a partial chunk: padded with the fill value), keyed ``k + base``
+(``Plan.keys``), and a window is assembled the way the readers do it (``EraLayout.parts``,
+``Grid.chunk_ranges``, ``Grid.boxes``, ``box_slices``). It must equal the same window of the
+array assembled with numpy from the slabs (fill where no source holds the array). A padded
+chunk that is not cropped to its global box writes its padding over the next slab's values, and
+a chunk placed on a wrong box moves values: both fail the comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refstore.plan import Selection, SourceSlab, make_plan
+from refstore.plan.eras import EraLayout
+from refstore.plan.grid import Grid, rle_decode, rle_encode, slab_lengths
+from refstore.plan.select import box_slices
+from refstore.scan._types import ArrayMeta
+
+FILL = -7
+
+
+def _read(meta: ArrayMeta, decoded: dict[tuple[int, tuple[int, ...]], np.ndarray[Any, Any]],
+          sel: Selection) -> np.ndarray[Any, Any]:  # fmt: skip
+    """The window from decoded (padded) chunks keyed ``(era, global key)``."""
+    out = np.full(sel.shape, FILL, np.int32)
+    layout = EraLayout.of(meta)
+    parts = [(p.era, p.out, p.local) for p in layout.parts(sel)] if layout is not None else [(0, slice(None), sel)]
+    for era, where, local in parts:
+        if era is None:
+            continue
+        grid = Grid.of_era(meta, era)
+        ranges = grid.chunk_ranges(local)
+        if ranges is None:
+            continue
+        keys = np.array([k for (e, k) in decoded if e == era and all(a <= x <= b for x, (a, b) in
+                                                                      zip(k, ranges, strict=True))], np.int64)  # fmt: skip
+        if not len(keys):
+            continue
+        origin, size = grid.boxes(keys)
+        assert (size <= np.asarray(meta.chunks)).all()
+        s_lo, s_hi, d_lo, d_hi = box_slices(origin, size, local)
+        part = out[(where, slice(None))]
+        for i, k in enumerate(keys.tolist()):
+            chunk = decoded[(era, tuple(k))]
+            src = tuple(map(slice, s_lo[i], s_hi[i], local.step))
+            dst = tuple(map(slice, d_lo[i], d_hi[i]))
+            part[dst] = chunk[src]
+    return out
+
+
+slabs_st = st.lists(st.tuples(st.integers(1, 13), st.booleans()), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(slabs=slabs_st, c0=st.integers(1, 5), c1=st.integers(1, 3), width=st.integers(1, 4),
+       window=st.tuples(st.integers(0, 80), st.integers(0, 80), st.integers(1, 4)), seed=st.integers(0, 2**16))  # fmt: skip
+def test_any_placement_reads_its_window(slabs: list[tuple[int, bool]], c0: int, c1: int, width: int,
+                                        window: tuple[int, int, int], seed: int) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    sources, data = [], []
+    for i, (n, has) in enumerate(slabs):
+        arrays = {"t": ArrayMeta("t", ("time",), (n,), (1,), "<f8", None)}
+        if has:
+            arrays["x"] = ArrayMeta("x", ("time", "y"), (n, width), (c0, c1), "<i4", FILL)
+        sources.append(SourceSlab(f"s{i}", i, arrays, sort_value=float(i), sort_units="u"))
+        data.append(rng.integers(0, 1000, (n, width)).astype(np.int32) if has else None)
+    if not any(has for _, has in slabs):
+        return
+    plan = make_plan(sources, "time")
+    meta = plan.arrays["x"]
+    whole = np.concatenate([d if d is not None else np.full((n, width), FILL, np.int32)
+                            for d, (n, _) in zip(data, slabs, strict=True)])  # fmt: skip
+    assert meta.shape == whole.shape
+
+    decoded: dict[tuple[int, tuple[int, ...]], np.ndarray[Any, Any]] = {}
+    for i, d in enumerate(data):
+        if d is None:
+            continue
+        era, base = plan.keys[(f"s{i}", "x")]
+        n = d.shape[0]
+        for k0 in range(-(-n // c0)):
+            for k1 in range(-(-width // c1)):
+                chunk = np.full((c0, c1), FILL, np.int32)  # padded as HDF5 stores a partial chunk
+                piece = d[k0 * c0 : (k0 + 1) * c0, k1 * c1 : (k1 + 1) * c1]
+                chunk[: piece.shape[0], : piece.shape[1]] = piece
+                key = (k0 + base[0], k1 + base[1])
+                assert (era, key) not in decoded, "two source chunks on one global chunk"
+                decoded[(era, key)] = chunk
+
+    a, b, step = window
+    a, b = min(a, whole.shape[0]), min(max(a, b), whole.shape[0])
+    sel = Selection((a, 0), (b, width), (step, 1), ())
+    got = _read(meta, decoded, sel)
+    np.testing.assert_array_equal(got, whole[a:b:step])
+
+
+@given(st.lists(st.integers(1, 20), max_size=30))
+def test_run_length_encoding_round_trips(lengths: list[int]) -> None:
+    assert rle_decode(rle_encode(lengths)) == tuple(lengths)
+
+
+@given(extent=st.integers(0, 100), chunk=st.integers(1, 12))
+def test_slab_lengths_cover_the_extent_with_full_chunks_then_one_short(extent: int, chunk: int) -> None:
+    ls = slab_lengths(extent, chunk)
+    assert sum(ls) == extent and all(n == chunk for n in ls[:-1]) and all(0 < n <= chunk for n in ls)
+
+
+def test_grid_index_and_boxes_on_a_rectilinear_dimension() -> None:
+    g = Grid((31, 5), (10, 2), ((10, 10, 10, 1), None))
+    assert g.index(0, np.array([0, 9, 10, 29, 30])).tolist() == [0, 0, 1, 2, 3]
+    origin, size = g.boxes(np.array([[3, 2], [1, 0]]))
+    assert origin.tolist() == [[30, 4], [10, 0]] and size.tolist() == [[1, 1], [10, 2]]
+    assert g.chunk_ranges(Selection((29, 0), (31, 5), (1, 1), ())) == [(2, 3), (0, 2)]
+    assert g.describe()[0] == {"kind": "regular", "chunk": 10}  # full chunks, the last one cut by the extent
+    h = Grid((31,), (10,), ((10, 1, 10, 10),))
+    assert h.describe() == [{"kind": "rectilinear", "count": 4, "chunks": [10, 1, [10, 2]]}]
+    assert h.index(0, np.array([10, 11])).tolist() == [1, 2]
