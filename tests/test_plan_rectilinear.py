@@ -40,8 +40,8 @@ def _read(meta: ArrayMeta, decoded: dict[tuple[int, tuple[int, ...]], np.ndarray
         ranges = grid.chunk_ranges(local)
         if ranges is None:
             continue
-        keys = np.array([k for (e, k) in decoded if e == era and all(a <= x <= b for x, (a, b) in
-                                                                      zip(k, ranges, strict=True))], np.int64)  # fmt: skip
+        inside = [k for (e, k) in decoded if e == era and all(a <= x <= b for x, (a, b) in zip(k, ranges, strict=True))]
+        keys = np.array(inside, np.int64)
         if not len(keys):
             continue
         origin, size = grid.boxes(keys)
@@ -61,7 +61,8 @@ slabs_st = st.lists(st.tuples(st.integers(1, 13), st.booleans()), min_size=1, ma
 
 @settings(max_examples=150, deadline=None)
 @given(slabs=slabs_st, c0=st.integers(1, 5), c1=st.integers(1, 3), width=st.integers(1, 4),
-       window=st.tuples(st.integers(0, 80), st.integers(0, 80), st.integers(1, 4)), seed=st.integers(0, 2**16))  # fmt: skip
+       window=st.tuples(st.integers(0, 80), st.integers(0, 80), st.integers(1, 4)),
+       seed=st.integers(0, 2**16))  # fmt: skip
 def test_any_placement_reads_its_window(slabs: list[tuple[int, bool]], c0: int, c1: int, width: int,
                                         window: tuple[int, int, int], seed: int) -> None:  # fmt: skip
     rng = np.random.default_rng(seed)

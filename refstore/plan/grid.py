@@ -160,21 +160,19 @@ class Grid:
             return p // self.chunks[dim]
         return np.searchsorted(s, p, side="right") - 1
 
+    def index_of(self, dim: int, pos: int) -> int:
+        """Chunk index holding element ``pos`` along ``dim``."""
+        return int(self.index(dim, np.asarray([pos], np.int64))[0])
+
     def chunk_ranges(self, sel: Selection) -> list[tuple[int, int]] | None:
         """Inclusive chunk-index range per dimension of the selection's box, None if empty."""
-        if any(b <= a for a, b in zip(sel.start, sel.stop, strict=True)):
-            return None
-        return [
-            (int(self.index(d, np.int64(a))), int(self.index(d, np.int64(b - 1))))
-            for d, (a, b) in enumerate(zip(sel.start, sel.stop, strict=True))
-        ]
+        return self.box_ranges(sel.start, sel.stop)
 
     def box_ranges(self, lo: Sequence[int], hi: Sequence[int]) -> list[tuple[int, int]] | None:
         """Inclusive chunk-index range per dimension of the element box ``[lo, hi)``."""
         if any(b <= a for a, b in zip(lo, hi, strict=True)):
             return None
-        return [(int(self.index(d, np.int64(a))), int(self.index(d, np.int64(b - 1)))) for d, (a, b) in
-                enumerate(zip(lo, hi, strict=True))]  # fmt: skip
+        return [(self.index_of(d, a), self.index_of(d, b - 1)) for d, (a, b) in enumerate(zip(lo, hi, strict=True))]
 
     def needed(self, sel: Selection) -> list[np.ndarray[Any, Any]]:
         """Per dimension, the chunk indices holding at least one selected element."""

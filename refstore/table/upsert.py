@@ -303,7 +303,7 @@ def _base(g: ArrayMeta, era: int, offset: tuple[int, ...]) -> tuple[int, ...]:
     grid = Grid.of(g.era_meta(g.eras[era]) if g.eras and era < len(g.eras) else g)
     if len(offset) != grid.ndim:
         return tuple(offset)
-    return tuple(int(grid.index(d, np.int64(o))) if grid.chunks[d] else 0 for d, o in enumerate(offset))
+    return tuple(grid.index_of(d, int(o)) if grid.chunks[d] else 0 for d, o in enumerate(offset))
 
 
 def _needs_rekeying(snap: Snapshot) -> bool:
