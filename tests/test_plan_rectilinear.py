@@ -15,12 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from refstore.plan import Selection, SourceSlab, make_plan
+from refstore.errors import PlanError
+from refstore.plan import Plan, Selection, SourceSlab, make_plan
 from refstore.plan.eras import EraLayout
 from refstore.plan.grid import Grid, rle_decode, rle_encode, slab_lengths
+from refstore.plan.placement import complete_grid
 from refstore.plan.select import box_slices
 from refstore.scan._types import ArrayMeta
 
@@ -124,3 +127,78 @@ def test_grid_index_and_boxes_on_a_rectilinear_dimension() -> None:
     h = Grid((31,), (10,), ((10, 1, 10, 10),))
     assert h.describe() == [{"kind": "rectilinear", "count": 4, "chunks": [10, 1, [10, 2]]}]
     assert h.index(0, np.array([10, 11])).tolist() == [1, 2]
+
+
+# --------------------------------------------------------------------------- N-D placements (mosaics)
+def _mosaic_plan(tiles: dict[str, tuple[tuple[int, int], np.ndarray[Any, Any]]], shape: tuple[int, int],
+                 chunks: tuple[int, int]) -> tuple[Plan, list[SourceSlab]]:  # fmt: skip
+    """A plan as ``plan/mosaic.py`` builds one: placements and view only, no keys."""
+    g = ArrayMeta("image", ("y", "x"), shape, chunks, "<i4", FILL)
+    plan = Plan(concat_dim=None, order=tuple(tiles), arrays={"image": g})
+    slabs = []
+    for i, (loc, (off, data)) in enumerate(tiles.items()):
+        slabs.append(SourceSlab(loc, i, {"image": ArrayMeta("image", ("y", "x"), data.shape, chunks, "<i4", FILL)}))
+        plan.placements[(loc, "image")] = off
+        plan.view[(loc, "image")] = (0, off)
+    return plan, slabs
+
+
+@settings(max_examples=150, deadline=None)
+@given(heights=st.lists(st.integers(1, 9), min_size=1, max_size=3), widths=st.lists(st.integers(1, 9), min_size=1,
+       max_size=3), gap=st.integers(0, 3), c0=st.integers(1, 4), c1=st.integers(1, 4),
+       present=st.lists(st.booleans(), min_size=9, max_size=9), window=st.tuples(*[st.integers(0, 40)] * 4),
+       seed=st.integers(0, 2**16))  # fmt: skip
+@example(heights=[3, 3], widths=[2], gap=1, c0=2, c1=2, present=[True] * 9, window=(0, 40, 0, 40), seed=1)
+def test_tiles_in_rows_and_columns_read_their_window(heights: list[int], widths: list[int], gap: int, c0: int,
+                                                      c1: int, present: list[bool], window: tuple[int, ...],
+                                                      seed: int) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    ys = np.concatenate([[0], np.cumsum([h + gap for h in heights])]).tolist()
+    xs = np.concatenate([[0], np.cumsum([w + gap for w in widths])]).tolist()
+    shape = (ys[-1] - gap, xs[-1] - gap)
+    canvas = np.full(shape, FILL, np.int32)
+    tiles = {}
+    for r, h in enumerate(heights):
+        for c, w in enumerate(widths):
+            if not present[r * 3 + c]:
+                continue
+            data = rng.integers(0, 1000, (h, w)).astype(np.int32)
+            tiles[f"t{r}{c}"] = ((ys[r], xs[c]), data)
+            canvas[ys[r] : ys[r] + h, xs[c] : xs[c] + w] = data
+    if not tiles:
+        return
+    plan, slabs = _mosaic_plan(tiles, shape, (c0, c1))
+    complete_grid(plan, slabs)
+    meta = plan.arrays["image"]
+    decoded: dict[tuple[int, tuple[int, ...]], np.ndarray[Any, Any]] = {}
+    for loc, (_off, data) in tiles.items():
+        era, base = plan.keys[(loc, "image")]
+        for k0 in range(-(-data.shape[0] // c0)):
+            for k1 in range(-(-data.shape[1] // c1)):
+                chunk = np.full((c0, c1), -99, np.int32)  # a TIFF edge tile's padding is not the nodata value
+                piece = data[k0 * c0 : (k0 + 1) * c0, k1 * c1 : (k1 + 1) * c1]
+                chunk[: piece.shape[0], : piece.shape[1]] = piece
+                key = (k0 + base[0], k1 + base[1])
+                assert (era, key) not in decoded, "two source chunks on one global chunk"
+                decoded[(era, key)] = chunk
+    y0, y1, x0, x1 = window
+    y0, y1 = min(y0, shape[0]), min(max(y0, y1), shape[0])
+    x0, x1 = min(x0, shape[1]), min(max(x0, x1), shape[1])
+    sel = Selection((y0, x0), (y1, x1), (1, 1), ())
+    np.testing.assert_array_equal(_read(meta, decoded, sel), canvas[y0:y1, x0:x1])
+
+
+def test_aligned_tiles_keep_a_regular_grid() -> None:
+    tiles = {f"t{i}": ((0, 4 * i), np.zeros((4, 4), np.int32)) for i in range(3)}
+    plan, slabs = _mosaic_plan(tiles, (4, 12), (2, 2))
+    complete_grid(plan, slabs)
+    assert plan.arrays["image"].edges == () and plan.keys[("t2", "image")] == (0, (0, 4))
+
+
+def test_tiles_whose_chunks_cross_are_refused_naming_both() -> None:
+    # t1 starts at row 1 beside t0: t0's chunk rows [0, 2) would span t1's edge at 1
+    tiles = {"t0.tif": ((0, 0), np.zeros((4, 2), np.int32)), "t1.tif": ((1, 2), np.zeros((3, 2), np.int32))}
+    plan, slabs = _mosaic_plan(tiles, (4, 4), (2, 2))
+    with pytest.raises(PlanError, match=r"^t0\.tif: its chunks of 'image' along 'y' do not line up with those of "
+                                        r"t1\.tif \(offsets 0 and 1, chunk 2\)"):  # fmt: skip
+        complete_grid(plan, slabs)

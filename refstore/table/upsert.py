@@ -24,6 +24,7 @@ from ..plan.concat import Plan, SourceSlab, make_plan
 from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
+from ..plan.placement import complete_grid
 from ..plan.series_order import parse_prefer
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
@@ -459,6 +460,7 @@ def _attempt(
         plan, mosaic_info = mp.plan, mp.summary()
     else:
         plan = make_plan(slabs, dim, prefer=rules)
+    plan = complete_grid(plan, slabs)  # grids and keys for plans that give placements only (mosaics)
     extra_fragments: list[Any] = []
     extra_rows = 0
     if prewritten is not None:

@@ -1,0 +1,126 @@
+"""Chunk grids for slabs placed anywhere in N dimensions (mosaics). Pure.
+
+``make_plan`` keys the slabs of a concatenation itself (``Plan.keys``). A plan built elsewhere
+(``plan/mosaic.py``: tiles at element offsets in ``(row, col)`` or ``(date, row, col)``) gives
+only placements; ``complete_grid`` then chooses each array's global grid and keys:
+
+- per dimension, when every slab starts on a multiple of the chunk size and ends on one (or at
+  the array's end), the grid stays regular and ``base = offset // chunk``;
+- otherwise that dimension is rectilinear: its chunk edges are the union of every slab's chunk
+  edges (stretches no slab covers are cut into chunks of the chunk size from their start), and a
+  slab's ``base`` is the number of chunks before its offset;
+- this keeps one global chunk per source chunk only when no edge of another slab falls inside
+  a slab's chunk (tiles in rows and columns that line up). When one does (tiles at arbitrary
+  2-D offsets), the placement is refused naming both sources: the table's global key cannot
+  express it (``design/schema.md``, "Placements no grid expresses", says how it would).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import PlanError
+from .grid import slab_lengths
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .concat import Plan, SourceSlab
+
+__all__ = ["complete_grid", "dimension_edges"]
+
+
+def dimension_edges(
+    slabs: Sequence[tuple[int, int]], extent: int, chunk: int
+) -> tuple[tuple[int, ...] | None, list[int]]:
+    """One dimension: ``slabs`` as ``(offset, extent)`` in elements. Returns the rectilinear chunk
+    lengths (None: the regular grid of ``chunk`` fits every slab: each starts on a chunk boundary
+    and ends on one or at the array's end) and each slab's key base."""
+    if all(o % chunk == 0 and ((o + n) % chunk == 0 or o + n == extent) for o, n in slabs):
+        return None, [o // chunk for o, _ in slabs]
+    cuts = {0, extent}
+    for o, n in slabs:
+        cuts.update(range(o, o + n, chunk))
+        cuts.add(o + n)
+    # stretches no slab covers: chunks of ``chunk`` from their start (absent: fill)
+    covered = np.zeros(extent, bool)
+    for o, n in slabs:
+        covered[o : o + n] = True
+    edges = sorted(cuts)
+    out: list[int] = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if covered[a]:
+            out.append(b - a)
+        else:
+            out += slab_lengths(b - a, chunk)
+    starts = np.concatenate([[0], np.cumsum(out)])
+    bases = [int(np.searchsorted(starts, o)) for o, _ in slabs]
+    return tuple(out), bases
+
+
+def _split_chunk(slabs: Sequence[tuple[int, int]], lengths: tuple[int, ...], chunk: int) -> int | None:
+    """The first slab one of whose chunks spans more than one chunk of ``lengths``, else None."""
+    starts = set(np.concatenate([[0], np.cumsum(lengths)]).tolist())
+    for i, (o, n) in enumerate(slabs):
+        own = set(range(o, o + n, chunk)) | {o + n}
+        inside = {s for s in starts if o < s < o + n}
+        if not inside <= own:
+            return i
+    return None
+
+
+def complete_grid(plan: Plan, slabs: Sequence[SourceSlab]) -> Plan:
+    """``plan`` with a grid and keys for every placed slab that ``Plan.keys`` lacks (in place:
+    the plan's dicts are updated and the plan returned). Arrays with eras are keyed by
+    ``make_plan`` already and are left alone."""
+    metas = {(s.location, name): m for s in slabs for name, m in s.arrays.items()}
+    by_array: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for (loc, name), (_era, offset) in plan.view.items():
+        if (loc, name) not in plan.keys:
+            by_array.setdefault(name, []).append((loc, offset))
+    for name, placed in sorted(by_array.items()):
+        g = plan.arrays[name]
+        if g.status != "ok" or g.eras:
+            for loc, offset in placed:
+                plan.keys[(loc, name)] = (0, tuple(0 for _ in offset))
+            continue
+        chunks = tuple(int(c) for c in g.chunks)
+        bases = [[0] * g.ndim for _ in placed]
+        edges: list[tuple[int, ...] | None] = []
+        for d in range(g.ndim):
+            dim_slabs = [(int(off[d]), int(metas[(loc, name)].shape[d])) for loc, off in placed]
+            if not chunks[d]:
+                edges.append(None)
+                continue
+            lengths, b = dimension_edges(dim_slabs, int(g.shape[d]), chunks[d])
+            if lengths is not None:
+                bad = _split_chunk(dim_slabs, lengths, chunks[d])
+                if bad is not None:
+                    other = _crossing(dim_slabs, bad, chunks[d])
+                    raise PlanError(
+                        f"{placed[bad][0]}: its chunks of '{name}' along '{g.dims[d]}' do not line up with those of "
+                        f"{placed[other][0]} (offsets {dim_slabs[bad][0]} and {dim_slabs[other][0]}, chunk "
+                        f"{chunks[d]}); one global chunk per source chunk is needed (tiles in rows and columns)"
+                    )
+            edges.append(lengths)
+            for i, base in enumerate(b):
+                bases[i][d] = base
+        for (loc, _), base in zip(placed, bases, strict=True):
+            plan.keys[(loc, name)] = (0, tuple(base))
+        if any(e is not None for e in edges):
+            plan.arrays[name] = dataclasses.replace(g, edges=tuple(edges))
+    return plan
+
+
+def _crossing(slabs: Sequence[tuple[int, int]], bad: int, chunk: int) -> int:
+    """A slab whose chunk edge falls inside a chunk of slab ``bad``."""
+    o, n = slabs[bad]
+    own = set(range(o, o + n, chunk)) | {o + n}
+    for j, (p, m) in enumerate(slabs):
+        theirs = set(range(p, p + m, chunk)) | {p + m}
+        if j != bad and any(o < s < o + n and s not in own for s in theirs):
+            return j
+    return bad
