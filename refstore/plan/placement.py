@@ -18,6 +18,7 @@ only placements; ``complete_grid`` then chooses each array's global grid and key
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,7 +52,7 @@ def dimension_edges(
         covered[o : o + n] = True
     edges = sorted(cuts)
     out: list[int] = []
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in pairwise(edges):
         if covered[a]:
             out.append(b - a)
         else:
