@@ -107,10 +107,10 @@ def complete_grid(plan: Plan, slabs: Sequence[SourceSlab]) -> Plan:
                         f"{chunks[d]}); one global chunk per source chunk is needed (tiles in rows and columns)"
                     )
             edges.append(lengths)
-            for i, base in enumerate(b):
-                bases[i][d] = base
-        for (loc, _), base in zip(placed, bases, strict=True):
-            plan.keys[(loc, name)] = (0, tuple(base))
+            for i, k in enumerate(b):
+                bases[i][d] = k
+        for (loc, _), slab_base in zip(placed, bases, strict=True):
+            plan.keys[(loc, name)] = (0, tuple(slab_base))
         if any(e is not None for e in edges):
             plan.arrays[name] = dataclasses.replace(g, edges=tuple(edges))
     return plan
