@@ -9,6 +9,8 @@ dataset with the collection's encodings (zstd on the integer columns) and scalar
 - ``per-slab``: placements only in the slab rows (``d0, d1``), chunk rows keyed within their
   source (``k0, k1``): the slabs meeting the box are found first (a few thousand var rows), then
   ``array = ? AND ((source = s AND k0 BETWEEN .. AND k1 BETWEEN ..) OR ...)``.
+- ``slab-in``: the same slabs as one ``source IN (...)`` (BITMAP index) and the union of their
+  key ranges, each slab's own ranges then applied to the rows returned.
 - ``origins``: each chunk row carries its element origin in the global array (``o0, o1`` int64):
   ``array = ? AND o0 BETWEEN lo0 - c0 + 1 AND hi0 - 1 AND o1 BETWEEN ..`` (chunk shape fixed per array).
 
@@ -47,8 +49,9 @@ def _table(t: int, b: int, tile_px: int, chunk: int, shift: int) -> pa.Table:
     cols = {
         "kind": pa.array(np.full(len(rk0), "chunk")),
         "array": pa.array(np.full(len(rk0), "image")),
-        "source": pa.DictionaryArray.from_arrays(pa.array(np.repeat(tiles, n_tile).astype(np.int32)),
-                                                 pa.array(names)).cast(pa.string()),  # fmt: skip
+        "source": pa.DictionaryArray.from_arrays(
+            pa.array(np.repeat(tiles, n_tile).astype(np.int32)), pa.array(names)
+        ).cast(pa.string()),
         "k0": pa.array(rk0.astype(np.int32)),
         "k1": pa.array(rk1.astype(np.int32)),
         "g0": pa.array((rows_ty * per_tile + rk0).astype(np.int32)),
@@ -114,6 +117,37 @@ def main() -> None:
         f_orig = (f"kind = 'chunk' AND array = 'image' AND o0 BETWEEN {lo[0] - c + 1} AND {hi[0] - 1} "
                   f"AND o1 BETWEEN {lo[1] - c + 1} AND {hi[1] - 1}")  # fmt: skip
 
+        def slab_terms() -> list[tuple[str, int, int, int, int]]:
+            step_ = step
+            ty = np.arange(t)
+            starts = ty * step_
+            rows = ty[(starts < hi[0]) & (starts + tile_px > lo[0])]
+            cols = ty[(starts < hi[1]) & (starts + tile_px > lo[1])]
+            out = []
+            for r in rows.tolist():
+                for q in cols.tolist():
+                    out.append((f"/data/rema/tile_{r * t + q:05d}.tif",
+                                max(0, (int(lo[0]) - r * step_) // c), min(b - 1, (int(hi[0]) - 1 - r * step_) // c),
+                                max(0, (int(lo[1]) - q * step_) // c), min(b - 1, (int(hi[1]) - 1 - q * step_) // c)))
+            return out
+
+        def per_slab_in() -> int:
+            # one IN on the BITMAP-indexed source column plus the union of the key ranges, then
+            # each slab's own ranges applied to the few rows that come back (numpy)
+            terms = slab_terms()
+            srcs = ", ".join(f"'{s}'" for s, *_ in terms)
+            k0a, k0b = min(x[1] for x in terms), max(x[2] for x in terms)
+            k1a, k1b = min(x[3] for x in terms), max(x[4] for x in terms)
+            flt = (f"kind = 'chunk' AND array = 'image' AND source IN ({srcs}) AND k0 BETWEEN {k0a} AND {k0b} "
+                   f"AND k1 BETWEEN {k1a} AND {k1b}")  # fmt: skip
+            got = ds.to_table(columns=["source", "k0", "k1", "offset", "length"], filter=flt)
+            src = np.asarray(got.column("source").to_pylist())
+            k0, k1 = got.column("k0").to_numpy(), got.column("k1").to_numpy()
+            keep = np.zeros(got.num_rows, bool)
+            for s_, a0, b0, a1, b1 in terms:
+                keep |= (src == s_) & (k0 >= a0) & (k0 <= b0) & (k1 >= a1) & (k1 <= b1)
+            return int(keep.sum())
+
         def per_slab() -> int:
             # slabs meeting the box: from their placements (in refstore: the var rows, d0/d1 + shape)
             ty = np.arange(t)
@@ -135,7 +169,8 @@ def main() -> None:
         def run(flt: str) -> Any:
             return lambda: ds.to_table(columns=["source", "offset", "length"], filter=flt).num_rows
 
-        for name, fn in (("global", run(f_global)), ("per-slab", per_slab), ("origins", run(f_orig))):
+        for name, fn in (("global", run(f_global)), ("per-slab", per_slab), ("slab-in", per_slab_in),
+                         ("origins", run(f_orig))):  # fmt: skip
             s, n = _median(fn, a.repeat)
             print(f"{name:9s} {s * 1000:8.1f} ms  {n} chunks")
     finally:
