@@ -206,3 +206,8 @@ def test_tiles_whose_chunks_cross_are_refused_naming_both() -> None:
     with pytest.raises(PlanError, match=r"^t0\.tif: its chunks of 'image' along 'y' do not line up with those of "
                                         r"t1\.tif \(offsets 0 and 1, chunk 2\)"):  # fmt: skip
         complete_grid(plan, slabs)
+
+
+def test_grid_boxes_of_a_scalar_array() -> None:
+    origin, size = Grid((), ()).boxes(np.zeros((3, 0), np.int64))
+    assert origin.shape == size.shape == (3, 0)

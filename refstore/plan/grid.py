@@ -185,7 +185,7 @@ class Grid:
         """Element boxes of chunks ``keys`` (n x ndim): ``origin`` and ``size`` (n x ndim), the
         size being what the chunk contributes (``data_size``: cut by the extent or by the next
         chunk's start), never more than ``chunks``."""
-        k = np.asarray(keys, np.int64).reshape(-1, self.ndim)
+        k = np.asarray(keys, np.int64).reshape(len(keys), self.ndim)
         origin = np.empty_like(k)
         size = np.empty_like(k)
         for d in range(self.ndim):
