@@ -211,3 +211,16 @@ def test_tiles_whose_chunks_cross_are_refused_naming_both() -> None:
 def test_grid_boxes_of_a_scalar_array() -> None:
     origin, size = Grid((), ()).boxes(np.zeros((3, 0), np.int64))
     assert origin.shape == size.shape == (3, 0)
+
+
+def test_whole_grid_of_an_array_with_eras_joins_their_grids() -> None:
+    m = lambda n, c: ArrayMeta("x", ("time",), (n,), (c,), "<i4", FILL)
+    t = lambda n: ArrayMeta("t", ("time",), (n,), (1,), "<f8", None)
+    # 3 elements on chunks of 2, then (new era: chunk 3) 4 and 2 elements: the second era is misaligned
+    slabs = [SourceSlab(f"s{i}", i, {"x": m(n, c), "t": t(n)}, sort_value=float(i), sort_units="u")
+             for i, (n, c) in enumerate([(3, 2), (4, 3), (2, 3)])]  # fmt: skip
+    meta = make_plan(slabs, "time").arrays["x"]
+    assert [e["start"] for e in meta.eras] == [0, 3] and "edges" in meta.eras[1] and "edges" not in meta.eras[0]
+    assert Grid.of_era(meta, 1).dim_lengths(0) == (3, 1, 2)
+    whole = Grid.whole(meta)
+    assert whole.dim_lengths(0) == (2, 1, 3, 1, 2) and whole.describe()[0]["kind"] == "rectilinear"

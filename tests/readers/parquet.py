@@ -139,7 +139,7 @@ class _Array:
         eshape, chunks = era["shape"], era["chunks"]
         # chunk start positions per dimension: rectilinear ones from their run-length lengths
         starts = []
-        for d, c in enumerate(chunks):
+        for d in range(len(chunks)):
             runs = (era.get("chunk_edges") or [None] * len(chunks))[d]
             if runs is None:
                 starts.append(None)
