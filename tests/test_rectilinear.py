@@ -98,6 +98,21 @@ def test_zarr_store_serves_it_decoded(monthly: tuple[str, list[Path]]) -> None:
         assert_same(g[name][25:95], want[25:95], name)
 
 
+def test_zarr_store_serves_its_rectilinear_grid_on_request(monthly: tuple[str, list[Path]]) -> None:
+    import zarr
+
+    uri, files = monthly
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        g = zarr.open_group(refstore.zarr_store(uri, rectilinear=True), mode="r")
+        tas = g["tas"]
+        assert type(tas.metadata.chunk_grid).__name__.startswith("Rectilinear")
+        assert tas.metadata.chunk_grid.chunk_shapes[0][:4] == (10, 10, 10, 1)  # January: its 31st day alone
+        for name in NAMES:
+            want = oracle(files, name)
+            assert_same(g[name][...], want, name)
+            assert_same(g[name][25:95], want[25:95], name)
+
+
 def test_verify_hold_and_read_held_chunks(tmp_path: Path, monthly: tuple[str, list[Path]]) -> None:
     import shutil
 

@@ -42,6 +42,7 @@ from zarr.core.buffer import default_buffer_prototype
 from .._keys import GLOBAL_KEY_COLUMNS, NO_OFFSET
 from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
+from ..plan.grid import Grid
 from ..plan.select import Selection
 from .array import Array, ReadOptions
 from .fetch import Fetcher
@@ -70,10 +71,14 @@ def zarr_store(
     *,
     options: ReadOptions | None = None,
     storage_options: dict[str, str] | None = None,
+    rectilinear: bool = False,
 ) -> RefstoreZarrStore:
     """A read-only zarr v3 store over the collection at ``path`` as of a version or tag (latest
-    when None, resolved now: the store keeps reading that version)."""
-    return RefstoreZarrStore(path, as_of, options=options, storage_options=storage_options)
+    when None, resolved now: the store keeps reading that version). ``rectilinear``: serve an
+    array on a rectilinear grid (sources off their chunk boundaries) on that grid, zarr's
+    ``rectilinear`` chunk grid (readers set ``zarr.config.set({"array.rectilinear_chunks":
+    True})``; xarray does not read it yet); default: on the regular grid of its chunk shape."""
+    return RefstoreZarrStore(path, as_of, options=options, storage_options=storage_options, rectilinear=rectilinear)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,20 @@ class _Plan:
     grid: tuple[int, ...]
     dtype: np.dtype[Any]
     unpack: bool = False  # eras differ in packing or sources lack it: values CF-decoded per era (module doc)
+    rgrid: Grid | None = None  # served on its rectilinear grid (``zarr_store(rectilinear=True)``)
+
+    def box(self, index: Sequence[int]) -> tuple[list[int], list[int], tuple[int, ...]]:
+        """Element box ``[lo, hi)`` of zarr chunk ``index`` and the shape its bytes have: the
+        full chunk shape (cut by the array's end: padded), on a rectilinear dimension exactly
+        the chunk's length."""
+        if self.rgrid is None:
+            lo = [i * c for i, c in zip(index, self.chunks, strict=True)]
+            hi = [min(a + c, s) for a, c, s in zip(lo, self.chunks, self.meta.shape, strict=True)]
+            return lo, hi, self.chunks
+        origin, size = self.rgrid.boxes(np.asarray([index], np.int64))
+        lo, n = origin[0].tolist(), size[0].tolist()
+        shape = tuple(n[d] if self.rgrid.rectilinear(d) else c for d, c in enumerate(self.chunks))
+        return lo, [a + b for a, b in zip(lo, n, strict=True)], shape
 
     @property
     def every_cell(self) -> bool:
@@ -112,8 +131,16 @@ class _Refs:
 class _State:
     """Everything the store derives from the snapshot (built on first use, not pickled)."""
 
-    def __init__(self, snap: Snapshot, options: ReadOptions) -> None:
-        from ..zarr_meta import attr_values, register_codecs, v3_array, v3_decoded_array, v3_group, v3_unexpressible
+    def __init__(self, snap: Snapshot, options: ReadOptions, *, rectilinear: bool = False) -> None:
+        from ..zarr_meta import (
+            attr_values,
+            register_codecs,
+            v3_array,
+            v3_chunk_grid,
+            v3_decoded_array,
+            v3_group,
+            v3_unexpressible,
+        )
 
         register_codecs()
         self.snap = snap
@@ -137,13 +164,17 @@ class _State:
                 reason = f"array {name!r}: some chunks skip a filter (HDF5 filter mask)"
             chunks = tuple(int(c) for c in (meta.eras[0]["chunks"] if meta.eras else meta.chunks))
             grid = tuple(-(-int(s) // c) if c else 0 for s, c in zip(meta.shape, chunks, strict=True))
+            rgrid = Grid.of(meta) if rectilinear and meta.edges and not meta.eras else None
             if reason is None:
                 doc, dtype = v3_array(meta), np.dtype(meta.dtype)
             else:
                 dtype = Array(snap, meta).dtype
                 dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 and dtype.kind in "biufc" else dtype
                 doc = v3_decoded_array(meta, dtype, chunks)
-            self.plans[name] = _Plan(meta, reason, chunks, grid, dtype)
+            if rgrid is not None:
+                doc["chunk_grid"] = v3_chunk_grid(meta)
+                grid = tuple(rgrid.nchunks(d) for d in range(rgrid.ndim))
+            self.plans[name] = _Plan(meta, reason, chunks, grid, dtype, rgrid=rgrid)
             self.meta[f"{name}/{META}"] = _dumps(doc)
         groups = snap.group_attrs()
         paths = {""} | set(groups)
@@ -333,7 +364,7 @@ class _State:
     def _decoded_many(self, plan: _Plan, indices: list[tuple[int, ...]], check: SourceCheck) -> list[bytes]:
         """Chunks of a plan decoded on every cell: the box holding them all read and decoded
         once (one table query, not one per chunk) when it is at most twice their size."""
-        if len(indices) < 2:
+        if len(indices) < 2 or plan.rgrid is not None:
             return [self._decoded(plan, i, check) for i in indices]
         idx = np.asarray(indices, np.int64)
         lo_k, hi_k = idx.min(axis=0), idx.max(axis=0) + 1
@@ -361,15 +392,16 @@ class _State:
 
     def _decoded(self, plan: _Plan, index: tuple[int, ...], check: SourceCheck) -> bytes:
         """One zarr chunk decoded by refstore's reader, full chunk shape (fill past the end)."""
-        lo = [i * c for i, c in zip(index, plan.chunks, strict=True)]
-        hi = [min(a + c, s) for a, c, s in zip(lo, plan.chunks, plan.meta.shape, strict=True)]
-        return self._full_chunk(plan, self._decode_box(plan, lo, hi, check))
+        lo, hi, shape = plan.box(index)
+        return self._full_chunk(plan, self._decode_box(plan, lo, hi, check), shape)
 
-    def _full_chunk(self, plan: _Plan, part: np.ndarray[Any, Any]) -> bytes:
-        """A decoded chunk's bytes at the full chunk shape (padded past the array's end)."""
-        if part.shape != plan.chunks:
+    def _full_chunk(self, plan: _Plan, part: np.ndarray[Any, Any], shape: tuple[int, ...] | None = None) -> bytes:
+        """A decoded chunk's bytes at the full chunk shape (padded past the array's end), or at
+        ``shape`` (a chunk of a rectilinear grid)."""
+        shape = plan.chunks if shape is None else shape
+        if part.shape != shape:
             fill = np.nan if plan.unpack else Array(self.snap, plan.meta).fill_value
-            full = np.full(plan.chunks, fill, dtype=plan.dtype)
+            full = np.full(shape, fill, dtype=plan.dtype)
             full[tuple(slice(0, n) for n in part.shape)] = part
             part = full
         return np.ascontiguousarray(part, dtype=plan.dtype).tobytes()
@@ -382,7 +414,7 @@ class _State:
             return None
         plan = self.plans[parsed[0]]
         if plan.every_cell:
-            return int(np.prod(plan.chunks, dtype=np.int64)) * plan.dtype.itemsize
+            return int(np.prod(plan.box(parsed[1])[2], dtype=np.int64)) * plan.dtype.itemsize
         refs = self.array_refs(parsed[0])
         f = int(np.ravel_multi_index(parsed[1], plan.grid)) if plan.grid else 0
         p = int(np.searchsorted(refs.flat, f))
@@ -474,6 +506,7 @@ class RefstoreZarrStore(Store):
         read_only: bool = True,
         options: ReadOptions | None = None,
         storage_options: dict[str, str] | None = None,
+        rectilinear: bool = False,
     ) -> None:
         if not read_only:
             raise BadInputError(f"{uri}: a refstore zarr store is read-only")
@@ -485,6 +518,7 @@ class RefstoreZarrStore(Store):
         self.version = col.resolve(as_of)
         self.options = options or ReadOptions()
         self.storage_options = storage_options
+        self.rectilinear = rectilinear
         self._state: _State | None = None
         self._state_lock = threading.Lock()
         self._batcher = _Batcher(self._read)
@@ -492,11 +526,13 @@ class RefstoreZarrStore(Store):
     # ------------------------------------------------------------------ identity
     def __getstate__(self) -> dict[str, Any]:
         return {"uri": self.uri, "version": self.version, "options": self.options,
-                "storage_options": self.storage_options, "is_open": self._is_open}  # fmt: skip
+                "storage_options": self.storage_options, "is_open": self._is_open,
+                "rectilinear": self.rectilinear}  # fmt: skip
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.uri, self.version, self.options = state["uri"], state["version"], state["options"]
         self.storage_options = state["storage_options"]
+        self.rectilinear = bool(state.get("rectilinear", False))
         self._read_only = True
         self._is_open = state["is_open"]
         self._state = None
@@ -504,8 +540,8 @@ class RefstoreZarrStore(Store):
         self._batcher = _Batcher(self._read)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, RefstoreZarrStore) and (self.uri, self.version, self.options)
-                == (other.uri, other.version, other.options))  # fmt: skip
+        return (isinstance(other, RefstoreZarrStore) and (self.uri, self.version, self.options, self.rectilinear)
+                == (other.uri, other.version, other.options, other.rectilinear))  # fmt: skip
 
     def __hash__(self) -> int:
         return hash((self.uri, self.version))
@@ -523,7 +559,7 @@ class RefstoreZarrStore(Store):
                 from ..table.collection import Collection
 
                 snap = Collection.open(self.uri, storage_options=self.storage_options).snapshot(self.version)
-                self._state = _State(snap, self.options)
+                self._state = _State(snap, self.options, rectilinear=self.rectilinear)
             return self._state
 
     def _read(self, keys: Sequence[str]) -> list[Any]:
