@@ -187,22 +187,44 @@ def test_misaligned_tiles_are_placed_at_their_srcwin_offsets(cut) -> None:
         i, j = int(Path(s.location).stem[6]), int(Path(s.location).stem[8])
         assert mp.plan.placements[(s.location, "image")] == (MISALIGNED[0][i], MISALIGNED[1][j])
     assert mp.gaps == ()
-    with pytest.raises(PlanError, match="issue 14 part A"):
-        make_mosaic_plan(slabs)
+    with pytest.raises(PlanError, match="off its 64x64 block grid"):
+        make_mosaic_plan(slabs, require_aligned=True)
 
 
-PART_A = (
-    "issue 14 part A (branch mosaic): chunk keys and reads at any element offset are not on main yet; "
-    "until then a misaligned mosaic is refused (exit 2), never stored wrong"
-)
-
-
-@pytest.mark.xfail(strict=True, raises=PlanError, reason=PART_A)
 def test_misaligned_mosaic_reads_as_the_original(cut, tmp_path: Path, new_collection) -> None:
     folder = _folder(cut, tmp_path, "misaligned")
     col = new_collection()
     refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
-    assert_same(refstore.open(col)["image"][...], _original(cut, MISALIGNED), "misaligned mosaic")
+    expected = _original(cut, MISALIGNED)
+    ds = refstore.open(col)
+    assert_same(ds["image"][...], expected, "misaligned mosaic")
+    assert_same(ds["image"][37:251, 13:377], expected[37:251, 13:377], "window across misaligned tiles")
+    grid = json.loads(run("-C", col, "info", "--json").stdout)["arrays"]["image"]["chunk_grid"]
+    assert "rectilinear" in json.dumps(grid)
+    import xarray as xr
+    import zarr
+
+    from refstore.read.verify import verify
+
+    assert_same(xr.open_dataset(col, engine="refstore", mask_and_scale=False)["image"].values, expected, "xarray")
+    assert_same(zarr.open_group(refstore.zarr_store(col), mode="r")["image"][...], expected, "zarr store")
+    v = verify(ds.snapshot)
+    assert v.checked > 0 and v.mismatched == 0
+    r = run("-C", col, "emit", "kerchunk-json", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "image" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    if shutil.which("gdalmdimtranslate") is not None:
+        import netCDF4
+
+        from refstore.emit import emit
+
+        from .readers.vrt import translate
+
+        emit(refstore.Collection.open(col), "vrt", str(tmp_path / "m.vrt"))
+        translate(str(tmp_path / "m.vrt"), str(tmp_path / "m.nc"))
+        with netCDF4.Dataset(tmp_path / "m.nc") as nc:
+            var = nc["image"]
+            var.set_auto_maskandscale(False)
+            assert_same(np.asarray(var[...]), expected, "VRT through gdalmdimtranslate")
 
 
 def test_mosaic_per_date_stacked_along_time(cut, tmp_path: Path, new_collection) -> None:

@@ -320,14 +320,14 @@ def make_mosaic_plan(
     concat_dim: str | None = None,
     *,
     prefer: Sequence[PreferRule] = (),
-    require_aligned: bool = True,
+    require_aligned: bool = False,
     tolerance: float = TOLERANCE,
 ) -> MosaicPlan:
     """Place GeoTIFF tiles on their common grid (see the module docstring), or raise PlanError
-    naming the files. ``require_aligned``: a tile of a level must start, and end unless at the
-    mosaic's edge, on that level's block grid (the table's chunk keys are ``k + offset // block``
-    until the generic placement of issue 14 part A): a misaligned ``image`` is refused, other
-    misaligned levels are dropped with the reason."""
+    naming the files. ``require_aligned`` (off by default: ``plan/placement.complete_grid`` gives
+    misaligned tiles a rectilinear grid): a tile of a level must start, and end unless at the
+    mosaic's edge, on that level's block grid; a misaligned ``image`` is refused, other misaligned
+    levels are dropped with the reason."""
     tiles = sorted(slabs, key=lambda s: s.order)
     if not tiles:
         return MosaicPlan(Plan(concat_dim=concat_dim, order=()), None, {})
@@ -482,7 +482,7 @@ def _level_problem(
                     return (
                         f"{s.location}: '{name}' would sit at element ({r}, {c}) of the mosaic, "
                         f"{'starting' if start % block else 'ending'} off its {cy}x{cx} block grid; placements "
-                        "off the block grid need the generic placement reader (issue 14 part A)"
+                        "off the block grid are refused with require_aligned"
                     )
     return level
 

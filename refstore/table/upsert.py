@@ -456,7 +456,7 @@ def _attempt(
                                 r.sort_last, r.source.mtime_ns))  # fmt: skip
     mosaic_info: dict[str, Any] | None = None
     if mosaic:
-        mp = make_mosaic_plan(slabs, dim, prefer=rules)
+        mp = make_mosaic_plan(slabs, dim, prefer=rules, require_aligned=False)
         plan, mosaic_info = mp.plan, mp.summary()
     else:
         plan = make_plan(slabs, dim, prefer=rules)
