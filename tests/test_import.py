@@ -615,3 +615,56 @@ def test_inline_fill_chunks_of_a_kerchunk_form_decode(tmp_path: Path) -> None:
     rep = import_kerchunk(refstore.Collection.open(str(tmp_path / "d")), str(tmp_path / "o.json"))
     assert rep.to_json()["chunks"] == {"referenced": 1, "inline": 3}
     assert_same(refstore.open(str(tmp_path / "d"))["a"][...], hdf5_read(f, "a"), "a")
+
+
+def _etag_repo(tmp_path: Path, name: str, f: str, etag: str) -> str:
+    """An Icechunk repository with one virtual reference into ``f`` carrying the etag checksum."""
+    import h5py
+    import icechunk as ic
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    folder = os.path.dirname(f)
+    with h5py.File(f, "r") as h:
+        off, size = h["a"].id.get_offset(), h["a"].id.get_storage_size()
+    cfg = ic.RepositoryConfig.default()
+    cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{folder}/", ic.local_filesystem_store(folder)))
+    where = str(tmp_path / f"{name}.icechunk")
+    repo = ic.Repository.create(ic.local_filesystem_storage(where), config=cfg)
+    s = repo.writable_session("main")
+    g = zarr.create_group(s.store, zarr_format=3)
+    g.create_array("a", shape=(4, 4), chunks=(4, 4), dtype="<i4", serializer=BytesCodec(endian="little"),
+                   compressors=None)  # fmt: skip
+    s.store.set_virtual_ref("a/c/0/0", "file://" + f, offset=off, length=size, checksum=etag)
+    s.commit(name)
+    return where
+
+
+def test_icechunk_reference_whose_etag_differs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reference whose Icechunk checksum is an etag the file no longer has: Icechunk itself
+    refuses to read it ("the checksum of the object owning the virtual chunk has changed"), so
+    the import refuses it naming the file; the file's current etag imports and reads as h5py."""
+    import h5py
+    import icechunk as ic
+    import obstore
+    import zarr
+    from obstore.store import LocalStore
+
+    f = str(tmp_path / "e.h5")
+    with h5py.File(f, "w") as h:
+        h.create_dataset("a", data=np.arange(16, dtype="<i4").reshape(4, 4))
+    stale = _etag_repo(tmp_path, "stale", f, "0-0-40")
+    access = {f"file://{tmp_path}/": ic.credentials.LocalFileSystemAccess}
+    r = ic.Repository.open(ic.local_filesystem_storage(stale), authorize_virtual_chunk_access=access)
+    with pytest.raises(Exception, match="checksum"):  # the oracle: Icechunk will not read it
+        zarr.open_group(r.readonly_session("main").store, mode="r")["a"][...]
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    _refuses(capsys, uri, ["icechunk", stale], f, "etag")
+
+    now = str(obstore.head(LocalStore(str(tmp_path)), "e.h5")["e_tag"])
+    c = _import("icechunk", _etag_repo(tmp_path, "now", f, now), tmp_path / "d")
+    assert_same(refstore.open(str(tmp_path / "d"))["a"][...], hdf5_read(f, "a"), "a")
+    assert c.snapshot().sources().column("source").to_pylist() == [f]

@@ -117,6 +117,26 @@ def identify_sources(
     return out
 
 
+def _local_etag(location: str) -> str | None:
+    """A local file's etag as object_store (Icechunk's storage layer) computes it, None for a
+    remote location (its etag comes from the HEAD request)."""
+    import os
+
+    import obstore
+    from obstore.store import LocalStore
+
+    from .. import _objstore
+
+    if _objstore.is_remote(location):
+        return None
+    path = os.path.abspath(location.removeprefix("file://"))
+    try:
+        tag = obstore.head(LocalStore(os.path.dirname(path)), os.path.basename(path)).get("e_tag")
+    except Exception:  # gone or unreadable since it was identified: no etag to compare
+        return None
+    return None if tag is None else str(tag)
+
+
 _Arr = np.ndarray[Any, Any]
 
 
@@ -328,6 +348,15 @@ def commit_import(
         if src is not None and src.mtime_ns >= 0 and src.mtime_ns > stamp * 1_000_000_000:
             raise BadInputError(f"{parsed.location}: its references into {src.location} were recorded for the file as "
                                 f"of {stamp} s since the epoch; the file was modified since")  # fmt: skip
+    for loc, recorded in parsed.etags.items():
+        src = sources.get(normalize_location(loc))
+        if src is None:
+            continue
+        now = src.etag or _local_etag(src.location)
+        if now is None or now.strip('"') != recorded.strip('"'):
+            raise BadInputError(f"{parsed.location}: its references into {src.location} were recorded for the "
+                                f"file with etag {recorded}; its etag is now {now or 'unknown'} "
+                                "(modified since)")  # fmt: skip
     store = normalize_location(parsed.location)
     if store in sources:
         raise BadInputError(f"{parsed.location}: references itself")

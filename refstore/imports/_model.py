@@ -52,6 +52,10 @@ class ParsedStore:
     """Location (as the store spells it) -> seconds since the epoch: the store read that file as
     it was no later than this (Icechunk's ``checksum_last_modified``); a file modified since is
     refused, as Icechunk itself would refuse to read it."""
+    etags: dict[str, str] = field(default_factory=dict)
+    """Location (as the store spells it) -> the etag the store recorded for it (Icechunk's
+    ``checksum_etag``); a file whose etag is now another is refused, as Icechunk itself refuses
+    to read it ("the checksum of the object owning the virtual chunk has changed")."""
 
 
 class RefColumns:

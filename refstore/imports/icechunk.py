@@ -158,6 +158,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     cols = RefColumns()
     native: list[tuple[str, tuple[int, ...], int]] = []
     before: dict[str, int] = {}
+    etags: dict[str, str] = {}
     virtual = 0
     for info in r.list_manifest_files(s.snapshot_id):
         where = f"manifests/{info.id}"
@@ -185,6 +186,10 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
                     stamp = ref.scalar(7, "I")
                     if stamp:
                         before[location] = min(before.get(location, stamp), stamp)
+                    etag = ref.string(6)
+                    if etag and etags.setdefault(location, etag) != etag:
+                        raise BadInputError(f"{repo}: its references into {location} record two etags "
+                                            f"({etags[location]} and {etag}); one of them is stale")  # fmt: skip
                     virtual += 1
                 else:
                     native.append((name, key, ref.scalar(3, "Q")))
@@ -197,7 +202,9 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
               **({"tag": tag} if tag else {})}  # fmt: skip
     resolved = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(before), pa.string())}))
     stamps = dict(zip(resolved.column("path").to_pylist(), (before[k] for k in sorted(before)), strict=True))
-    return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail, stamps)
+    tagged = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(etags), pa.string())}))
+    etag_of = dict(zip(tagged.column("path").to_pylist(), (etags[k] for k in sorted(etags)), strict=True))
+    return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail, stamps, etag_of)
 
 
 def _decompress_location(repo: str, data: bytes, dictionary: bytes | None) -> str:
