@@ -668,3 +668,22 @@ def test_icechunk_reference_whose_etag_differs_is_refused(
     c = _import("icechunk", _etag_repo(tmp_path, "now", f, now), tmp_path / "d")
     assert_same(refstore.open(str(tmp_path / "d"))["a"][...], hdf5_read(f, "a"), "a")
     assert c.snapshot().sources().column("source").to_pylist() == [f]
+
+
+def test_two_keys_naming_one_chunk_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``a/0.0`` and ``a/00.0`` parse to the same chunk: zarr reads only ``a/0.0``; keeping both
+    rows would leave which bytes a read gets to chance, so the import refuses naming the chunk."""
+    import h5py
+
+    f = str(tmp_path / "d.h5")
+    with h5py.File(f, "w") as h:
+        d = h.create_dataset("a", data=np.arange(16, dtype="<i4").reshape(4, 4), chunks=(2, 4))
+        offs = [d.id.get_chunk_info(i).byte_offset for i in range(2)]
+    spec = {".zgroup": json.dumps({"zarr_format": 2}),
+            "a/.zarray": json.dumps({"zarr_format": 2, "shape": [4, 4], "chunks": [2, 4], "dtype": "<i4",
+                                     "compressor": None, "filters": None, "fill_value": 0, "order": "C"}),
+            "a/0.0": [f, offs[0], 32], "a/00.0": [f, offs[1], 32], "a/1.0": [f, offs[1], 32]}  # fmt: skip
+    (tmp_path / "dup.json").write_text(json.dumps(spec))
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    _refuses(capsys, uri, ["kerchunk", str(tmp_path / "dup.json")], "dup.json", "a/00.0", "a/0.0")

@@ -95,9 +95,11 @@ class RefColumns:
         )
 
 
-def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta]) -> None:
+def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta], keys: Sequence[str] | None = None) -> None:
     """Refuse (``BadInputError`` naming the store, the array and the key) a reference whose key
-    lies outside its array's chunk grid, or that names no array."""
+    lies outside its array's chunk grid, that names no array, or a chunk two references name
+    (``a/0.0`` and ``a/00.0``: zarr reads one of them; which bytes a read got would be chance).
+    ``keys``: the store's spelling of each row's key, to name both."""
     if refs.num_rows == 0:
         return
     codes = refs.column("array").combine_chunks().dictionary_encode()
@@ -119,3 +121,16 @@ def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta]) -> N
                 f"{location}: chunk {'.'.join(map(str, key)) or '0'} of {name!r} is outside its chunk grid "
                 f"{tuple(grid)} (shape {tuple(meta.shape)}, chunks {tuple(meta.chunks)})"
             )
+        cols = [refs.column(c).to_numpy()[rows] for c in GLOBAL_KEY_COLUMNS[: meta.ndim]]
+        if len(rows) > 1:
+            order = np.lexsort(cols[::-1]) if cols else np.arange(len(rows))
+            same = np.ones(len(rows) - 1, bool)
+            for k in cols:
+                same &= k[order][1:] == k[order][:-1]
+            if same.any():
+                m = int(np.flatnonzero(same)[0])
+                a, b = int(rows[order[m]]), int(rows[order[m + 1]])
+                chunk = ".".join(str(int(k[order][m])) for k in cols) or "0"
+                named = f" ({keys[a]!r} and {keys[b]!r})" if keys is not None else ""
+                raise BadInputError(f"{location}: two references name chunk {chunk} of {name!r}{named}; "
+                                    "a chunk has one reference")  # fmt: skip

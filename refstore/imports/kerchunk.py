@@ -177,7 +177,7 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
     arrays, groups, seps = _structure(location, metadata)
     keys = [k for k in refs if not k.endswith(_META) and not k.rsplit("/", 1)[-1].startswith(".z")]
     refs_t = _json_refs(location, refs, keys, arrays, seps, templates)
-    check_grid(location, refs_t, arrays)
+    check_grid(location, refs_t, arrays, keys)
     return ParsedStore("kerchunk-json", location, arrays, groups, refs_t, {"version": version or 0})
 
 
@@ -332,9 +332,15 @@ def _read_json_v3(location: str, refs: dict[str, Any], templates: dict[str, str]
         v2 = pc.if_else(pc.and_(ok, pc.is_in(found.field("array"), pa.array(sorted(arrays), pa.string()))), joined, v2)
     renamed = v2.to_pylist() if len(keys) else []
     by_new = dict(zip(renamed, keys, strict=True))
+    if len(by_new) < len(renamed):  # two spellings of one chunk (c/0/0 and c.0.0, 0 and 00)
+        first: dict[str, str] = {}
+        for new, old_key in zip(renamed, keys, strict=True):
+            if first.setdefault(new, old_key) != old_key:
+                raise BadInputError(f"{location}: two references name chunk {new!r} ({first[new]!r} and "
+                                    f"{old_key!r}); a chunk has one reference")  # fmt: skip
     seps = {a: "." for a in arrays}
     refs_t = _json_refs(location, {new: refs[old] for new, old in by_new.items()}, renamed, arrays, seps, templates)
-    check_grid(location, refs_t, arrays)
+    check_grid(location, refs_t, arrays, keys)
     return ParsedStore("kerchunk-json", location, arrays, dict(sorted(groups.items())), refs_t,
                        {"version": version, "zarr_format": 3})  # fmt: skip
 
