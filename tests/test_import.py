@@ -617,7 +617,7 @@ def test_inline_fill_chunks_of_a_kerchunk_form_decode(tmp_path: Path) -> None:
     assert_same(refstore.open(str(tmp_path / "d"))["a"][...], hdf5_read(f, "a"), "a")
 
 
-def _etag_repo(tmp_path: Path, name: str, f: str, etag: str) -> str:
+def _etag_repo(tmp_path: Path, name: str, f: str, etag: str | None) -> str:
     """An Icechunk repository with one virtual reference into ``f`` carrying the etag checksum."""
     import h5py
     import icechunk as ic
@@ -687,3 +687,29 @@ def test_two_keys_naming_one_chunk_are_refused(tmp_path: Path, capsys: pytest.Ca
     uri = str(tmp_path / "c")
     refstore.init(uri)
     _refuses(capsys, uri, ["kerchunk", str(tmp_path / "dup.json")], "dup.json", "a/00.0", "a/0.0")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "scrambled"])
+def test_a_damaged_icechunk_manifest_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 damage: str) -> None:  # fmt: skip
+    """A manifest cut short (Icechunk's own reader fails) or with its tables scrambled (the
+    references parsed are not the count the snapshot lists for it): refused naming the
+    repository, never a traceback, never fewer chunks than the snapshot holds."""
+    import h5py
+    import imagecodecs
+
+    f = str(tmp_path / "e.h5")
+    with h5py.File(f, "w") as h:
+        h.create_dataset("a", data=np.arange(16, dtype="<i4").reshape(4, 4))
+    repo = _etag_repo(tmp_path, "r", f, None)
+    (m,) = (tmp_path / "r.icechunk" / "manifests").iterdir()
+    raw = m.read_bytes()
+    body = bytearray(imagecodecs.zstd_decode(raw[39:]))
+    if damage == "truncated":
+        body = body[: len(body) // 2]
+    else:  # the root table's offset points at its vtable's neighbourhood: the tables read as others
+        body[0:4] = (int.from_bytes(body[0:4], "little") + 8).to_bytes(4, "little")
+    m.write_bytes(raw[:39] + imagecodecs.zstd_encode(bytes(body)))
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    _refuses(capsys, uri, ["icechunk", repo], repo)

@@ -35,7 +35,10 @@ def manifest_payload(raw: bytes, *, what: str) -> bytes:
         raise ValueError(f"{what}: unknown compression {compression}")
     import imagecodecs
 
-    return bytes(imagecodecs.zstd_decode(body))
+    try:
+        return bytes(imagecodecs.zstd_decode(body))
+    except Exception as e:  # imagecodecs.ZstdError: a damaged file
+        raise ValueError(f"{what}: its zstd payload cannot be decompressed ({e})") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -132,6 +133,8 @@ def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = Non
         ic.set_logs_filter("warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error")
     try:
         return _read(repo, branch, tag, snapshot)
+    except ic.IcechunkError as e:  # a damaged repository: Icechunk's own reader fails on it
+        raise BadInputError(f"{repo}: cannot be read ({_first_line(str(e))})") from None
     finally:
         if "ICECHUNK_LOG" not in os.environ:
             ic.set_logs_filter(None)
@@ -164,35 +167,13 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
         where = f"manifests/{info.id}"
         try:
             m = Table.root(manifest_payload(_read_file(root, where), what=f"{repo}/{where}"))
-        except (ValueError, IndexError) as e:
+            seen, n_virtual = _manifest_refs(repo, m, ids, cols, native, before, etags)
+        except (ValueError, IndexError, struct.error) as e:
             raise BadInputError(f"{repo}: manifest {info.id} cannot be read ({e})") from None
-        codec_dict = m.bytes(2)
-        for am in m.tables(1):
-            raw_id = am.inline_bytes(0, 8)
-            name = ids.get(_node_id(raw_id)) if raw_id is not None else None
-            if name is None:
-                continue  # an array of another snapshot sharing the manifest
-            for ref in am.tables(1):
-                key = ref.uints(0)
-                data = ref.bytes(1)
-                if data is not None:
-                    cols.add(name, key, None, -1, len(data), bytes(data))
-                    continue
-                location = ref.string(5)
-                if location is None and ref.bytes(8) is not None:
-                    location = _decompress_location(repo, bytes(ref.bytes(8) or b""), codec_dict)
-                if location is not None:
-                    cols.add(name, key, location, ref.scalar(2, "Q"), ref.scalar(3, "Q"), b"")
-                    stamp = ref.scalar(7, "I")
-                    if stamp:
-                        before[location] = min(before.get(location, stamp), stamp)
-                    etag = ref.string(6)
-                    if etag and etags.setdefault(location, etag) != etag:
-                        raise BadInputError(f"{repo}: its references into {location} record two etags "
-                                            f"({etags[location]} and {etag}); one of them is stale")  # fmt: skip
-                    virtual += 1
-                else:
-                    native.append((name, key, ref.scalar(3, "Q")))
+        if seen != info.num_chunk_refs:
+            raise BadInputError(f"{repo}: manifest {info.id} cannot be read ({seen} chunk references found, "
+                                f"the snapshot lists {info.num_chunk_refs})")  # fmt: skip
+        virtual += n_virtual
     if not virtual:
         raise BadInputError(f"{repo}: no virtual chunks in this snapshot; nothing refers to source files")
     _native_as_inline(repo, s.store, nodes, native, cols)
@@ -205,6 +186,48 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     tagged = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(etags), pa.string())}))
     etag_of = dict(zip(tagged.column("path").to_pylist(), (etags[k] for k in sorted(etags)), strict=True))
     return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail, stamps, etag_of)
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no detail")
+
+
+def _manifest_refs(repo: str, m: Table, ids: dict[str, str], cols: RefColumns,
+                   native: list[tuple[str, tuple[int, ...], int]], before: dict[str, int],
+                   etags: dict[str, str]) -> tuple[int, int]:  # fmt: skip
+    """The references of one manifest into ``cols`` (native ones into ``native``), recorded
+    checksums into ``before``/``etags``: (references in the manifest, of them virtual)."""
+    codec_dict = m.bytes(2)
+    seen = virtual = 0
+    for am in m.tables(1):
+        raw_id = am.inline_bytes(0, 8)
+        name = ids.get(_node_id(raw_id)) if raw_id is not None else None
+        refs = am.tables(1)
+        seen += len(refs)
+        if name is None:
+            continue  # an array of another snapshot sharing the manifest
+        for ref in refs:
+            key = ref.uints(0)
+            data = ref.bytes(1)
+            if data is not None:
+                cols.add(name, key, None, -1, len(data), bytes(data))
+                continue
+            location = ref.string(5)
+            if location is None and ref.bytes(8) is not None:
+                location = _decompress_location(repo, bytes(ref.bytes(8) or b""), codec_dict)
+            if location is not None:
+                cols.add(name, key, location, ref.scalar(2, "Q"), ref.scalar(3, "Q"), b"")
+                stamp = ref.scalar(7, "I")
+                if stamp:
+                    before[location] = min(before.get(location, stamp), stamp)
+                etag = ref.string(6)
+                if etag and etags.setdefault(location, etag) != etag:
+                    raise BadInputError(f"{repo}: its references into {location} record two etags "
+                                        f"({etags[location]} and {etag}); one of them is stale")  # fmt: skip
+                virtual += 1
+            else:
+                native.append((name, key, ref.scalar(3, "Q")))
+    return seen, virtual
 
 
 def _decompress_location(repo: str, data: bytes, dictionary: bytes | None) -> str:
