@@ -335,3 +335,33 @@ def test_a_geotiff_on_its_transform(tmp_path: Path) -> None:
     rep, img_px = _coverage(uri, tmp_path / "tif.png", "image")
     assert rep["dims"] == ["y", "x"] and rep["cells"] == [ny, nx]
     _check_pixels(rep, img_px, shares, (ys, xs))
+
+
+def test_time_on_a_coordinate_not_named_by_its_dimension(tmp_path: Path) -> None:
+    """NOAA's sea-ice CDR spells time ``time(tdim)``: ``--time`` finds it by its dimension, and
+    selects the steps netCDF4 + cftime place in that day (chunks: one step each; h5py says which
+    are stored)."""
+    import cftime
+    import netCDF4
+
+    f = tmp_path / "ice.nc"
+    with netCDF4.Dataset(f, "w") as nc:
+        nc.createDimension("tdim", 3)
+        nc.createDimension("y", 4)
+        nc.createDimension("x", 5)
+        t = nc.createVariable("time", "f4", ("tdim",))
+        t.units, t.calendar, t.standard_name = "days since 1601-01-01 00:00:00", "gregorian", "time"
+        t[:] = [153764.0, 153765.0, 153766.0]
+        v = nc.createVariable("conc", "u1", ("tdim", "y", "x"), chunksizes=(1, 4, 5))
+        v[2] = np.ones((4, 5), np.uint8)
+    with netCDF4.Dataset(f) as nc:  # the oracle: which steps fall on 2021-12-31
+        days = cftime.num2date(nc["time"][:], nc["time"].units, nc["time"].calendar)
+        steps = [i for i, d in enumerate(days) if (d.year, d.month, d.day) == (2021, 12, 31)]
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    refstore.scan(uri, [str(f)], workers=1)
+    rep, _img = _coverage(uri, tmp_path / "one.png", "conc", "--time", "2021-12-31")
+    assert steps == [2] and rep["steps"] == len(steps) and rep["time"] == "2021-12-31"
+    with h5py.File(f, "r") as h:  # the steps whose chunk is stored
+        stored = {h["conc"].id.get_chunk_info(i).chunk_offset[0] for i in range(h["conc"].id.get_num_chunks())}
+    assert rep["shares"]["referenced"] == pytest.approx(float(all(s in stored for s in steps)))

@@ -229,8 +229,12 @@ def _time_window(snap: Snapshot, meta: ArrayMeta, when: str) -> tuple[int, tuple
     text = when if "/" in when else f"{when}/{when}"
     start, end = parse_time_range(text)
     for i, d in enumerate(meta.dims):
-        c = arrays.get(d)
-        if c is None or len(c.shape) != 1 or _coord_kind(c) != "time":
+        # the dimension's coordinate, else a 1-D time array along it (``time(tdim)``)
+        named = arrays.get(d)
+        along = [a for a in arrays.values() if tuple(a.dims) == (d,) and a.name != meta.name]
+        c = next((a for a in ([named] if named is not None else []) + along
+                  if len(a.shape) == 1 and _coord_kind(a) == "time"), None)  # fmt: skip
+        if c is None:
             continue
         units, cal = str(_attr(c, "units")), str(_attr(c, "calendar") or "standard")
         values = _unpacked(c, _read(snap, c))
