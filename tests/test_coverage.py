@@ -365,3 +365,30 @@ def test_time_on_a_coordinate_not_named_by_its_dimension(tmp_path: Path) -> None
     with h5py.File(f, "r") as h:  # the steps whose chunk is stored
         stored = {h["conc"].id.get_chunk_info(i).chunk_offset[0] for i in range(h["conc"].id.get_num_chunks())}
     assert rep["shares"]["referenced"] == pytest.approx(float(all(s in stored for s in steps)))
+
+
+def test_a_mosaic_of_tiles_off_the_block_grid(tmp_path: Path) -> None:
+    """Tiles cut at column 100 (blocks of 64): the mosaic's grid is rectilinear. The shares are
+    the tiles' footprints (tifffile's sizes at the offsets their tags give) painted on a canvas;
+    the quarter no tile holds is absent."""
+    import tifffile
+
+    from refstore.fixtures.tiff import geotags
+
+    boxes = {"a": (0, 0, 128, 100), "b": (0, 100, 128, 100), "c": (128, 0, 72, 100)}  # row, col, rows, cols
+    for n, (r, c, h, w) in boxes.items():
+        with tifffile.TiffWriter(tmp_path / f"{n}.tif") as tw:
+            tw.write(np.full((h, w), 7, "u1"), extratags=geotags(x0=float(c), y0=-float(r), dx=1.0, dy=1.0),
+                     tile=(64, 64), metadata=None)  # fmt: skip
+    canvas = np.zeros((200, 200), bool)
+    for n in boxes:
+        with tifffile.TiffFile(tmp_path / f"{n}.tif") as tf:
+            page = tf.pages[0]
+            c, r = (int(v) for v in page.tags["ModelTiepointTag"].value[3:5])
+            canvas[-r : -r + page.imagelength, c : c + page.imagewidth] = True
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(tmp_path / f"{n}.tif") for n in boxes], mosaic=True, timeout=None)
+    rep, _img = _coverage(uri, tmp_path / "m.png", "image")
+    assert rep["shares"]["referenced"] == pytest.approx(canvas.mean())
+    assert rep["shares"]["absent"] == pytest.approx(1 - canvas.mean())

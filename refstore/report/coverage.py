@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError
 from ..plan.eras import EraLayout
+from ..plan.grid import Grid
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -179,14 +180,15 @@ def states_over_cells(
     return counts, steps
 
 
-def _edges(size: int, segments: list[tuple[int, int, int]]) -> np.ndarray[Any, Any]:
-    """Every chunk boundary along one axis: ``segments`` are ``(start, stop, chunk)`` in
-    elements (one per era along the era axis; one ``(0, size, chunk)`` per era elsewhere)."""
+def _edges(size: int, segments: list[tuple[int, tuple[int, ...]]]) -> np.ndarray[Any, Any]:
+    """Every chunk boundary along one axis: ``segments`` are ``(start, chunk lengths)`` in
+    elements (one per era along the era axis, each from the era's start; one ``(0, lengths)``
+    per era elsewhere); lengths regular or rectilinear (``plan.grid``)."""
     cuts = {0, size}
-    for a, b, c in segments:
-        cuts.update(range(a, b, max(1, c)))
-        cuts.add(b)
-    return np.array(sorted(cuts), np.int64)
+    for a, lengths in segments:
+        cuts.update((a + np.cumsum(np.asarray(lengths, np.int64))).tolist())
+        cuts.add(a)
+    return np.array(sorted(c for c in cuts if 0 <= c <= size), np.int64)
 
 
 # --------------------------------------------------------------------------- I/O
@@ -200,23 +202,18 @@ def _boxes(snap: Snapshot, meta: ArrayMeta) -> tuple[np.ndarray[Any, Any], np.nd
     inline = t.column("offset").to_numpy(zero_copy_only=False) < 0
     state = np.where(held, 3, np.where(inline, 2, 1)).astype(np.int64)
     era = t.column("era").to_numpy(zero_copy_only=False).astype(np.int64)
-    shape = np.array(meta.shape, np.int64)
     layout = EraLayout.of(meta)
     lo = np.zeros_like(keys)
     hi = np.zeros_like(keys)
     if layout is None:
-        chunks = np.array(meta.chunks, np.int64)
-        lo = keys * chunks
-        hi = np.minimum(lo + chunks, shape)
+        origin, size = Grid.of(meta).boxes(keys)
+        lo, hi = origin, origin + size
     else:
-        for e, (start, stop) in enumerate(layout.bounds):
+        for e, (start, _stop) in enumerate(layout.bounds):
             m = era == e
-            chunks = np.array(layout.chunks[e], np.int64)
-            limit = shape.copy()
-            limit[layout.axis] = stop
-            lo[m] = keys[m] * chunks
-            lo[m, layout.axis] += start
-            hi[m] = np.minimum(lo[m] + chunks, limit)
+            origin, size = Grid.of_era(meta, e).boxes(keys[m])  # regular or rectilinear, cut at the era's end
+            origin[:, layout.axis] += start
+            lo[m], hi[m] = origin, origin + size
     return lo, hi, state
 
 
@@ -290,11 +287,11 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
         d = meta.dims[i]
         n = meta.shape[i]
         if layout is None:
-            segments = [(0, n, meta.chunks[i])]
+            segments = [(0, Grid.of(meta).dim_lengths(i))]
         elif layout.axis == i:  # eras along this axis: each era's grid starts at the era
-            segments = [(a, b, c[i]) for (a, b), c in zip(layout.bounds, layout.chunks, strict=True)]
+            segments = [(a, Grid.of_era(meta, e).dim_lengths(i)) for e, (a, _b) in enumerate(layout.bounds)]
         else:
-            segments = [(0, n, c[i]) for c in layout.chunks]
+            segments = [(0, Grid.of_era(meta, e).dim_lengths(i)) for e in range(len(layout.bounds))]
         edges = _edges(n, segments)
         c = coords.get(d)
         if c is None:
