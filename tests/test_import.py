@@ -713,3 +713,23 @@ def test_a_damaged_icechunk_manifest_is_one_line(tmp_path: Path, capsys: pytest.
     uri = str(tmp_path / "c")
     refstore.init(uri)
     _refuses(capsys, uri, ["icechunk", repo], repo)
+
+
+def test_a_reference_without_a_url_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``[null, offset, length]`` means fsspec's ``target`` option, which the file does not
+    carry: refused naming the key (it was committed as an empty inline chunk that cannot decode)."""
+    import h5py
+
+    f = str(tmp_path / "d.h5")
+    with h5py.File(f, "w") as h:
+        d = h.create_dataset("a", data=np.arange(16, dtype="<i4").reshape(4, 4), chunks=(2, 4))
+        offs = [d.id.get_chunk_info(i).byte_offset for i in range(2)]
+    zarray = {"zarr_format": 2, "shape": [4, 4], "chunks": [2, 4], "dtype": "<i4", "compressor": None,
+              "filters": None, "fill_value": 0, "order": "C"}  # fmt: skip
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    for name, value in (("three", [None, offs[0], 32]), ("one", [None])):
+        spec = {".zgroup": json.dumps({"zarr_format": 2}), "a/.zarray": json.dumps(zarray),
+                "a/0.0": value, "a/1.0": [f, offs[1], 32]}  # fmt: skip
+        (tmp_path / f"{name}.json").write_text(json.dumps(spec))
+        _refuses(capsys, uri, ["kerchunk", str(tmp_path / f"{name}.json")], f"{name}.json", "a/0.0", "no URL")

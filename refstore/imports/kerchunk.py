@@ -200,6 +200,8 @@ def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dic
                 raise _not_spec(location, f"reference {key!r} is not valid base64") from None
             inline[i], lens[i] = data, len(data)
             continue
+        if type(v) is list and v and v[0] is None:  # fsspec's `target` option, not in the file
+            raise _not_spec(location, f"reference {key!r} has no URL (null: the reader's 'target' option)")
         if type(v) is list and len(v) == 3:
             urls[i], offs[i], lens[i] = v[0], v[1], v[2]
         elif type(v) is str:
