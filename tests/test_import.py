@@ -733,3 +733,33 @@ def test_a_reference_without_a_url_is_refused(tmp_path: Path, capsys: pytest.Cap
                 "a/0.0": value, "a/1.0": [f, offs[1], 32]}  # fmt: skip
         (tmp_path / f"{name}.json").write_text(json.dumps(spec))
         _refuses(capsys, uri, ["kerchunk", str(tmp_path / f"{name}.json")], f"{name}.json", "a/0.0", "no URL")
+
+
+def test_an_import_over_a_mosaic_is_no_longer_a_mosaic(tmp_path: Path) -> None:
+    """An import replaces the collection's arrays and sources: it clears the mosaic setting as it
+    clears ``concat_dim`` (a later scan of the imported files would otherwise be planned as
+    GeoTIFF tiles and refused)."""
+    import h5py
+    import tifffile
+
+    from refstore.fixtures.tiff import geotags
+
+    tif = tmp_path / "t.tif"
+    tifffile.imwrite(tif, np.zeros((64, 64), "u1"), extratags=geotags(x0=0.0, y0=0.0, dx=1.0, dy=1.0),
+                     tile=(64, 64), metadata=None)  # fmt: skip
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    refstore.scan(uri, [str(tif)], mosaic=True, timeout=None)
+    assert refstore.Collection.open(uri).snapshot().config().get("mosaic")
+    f = str(tmp_path / "d.h5")
+    with h5py.File(f, "w") as h:
+        d = h.create_dataset("a", data=np.arange(8, dtype="<i4").reshape(2, 4), chunks=(2, 4))
+        off = d.id.get_chunk_info(0).byte_offset
+    zarray = {"zarr_format": 2, "shape": [2, 4], "chunks": [2, 4], "dtype": "<i4", "compressor": None,
+              "filters": None, "fill_value": 0, "order": "C"}  # fmt: skip
+    spec = {".zgroup": json.dumps({"zarr_format": 2}), "a/.zarray": json.dumps(zarray), "a/0.0": [f, off, 32]}
+    (tmp_path / "k.json").write_text(json.dumps(spec))
+    import_kerchunk(refstore.Collection.open(uri), str(tmp_path / "k.json"))
+    assert not refstore.Collection.open(uri).snapshot().config().get("mosaic")
+    refstore.scan(uri, [f], timeout=None)  # the imported file scanned again: an HDF5 file, not a tile
+    assert_same(refstore.open(uri)["a"][...], hdf5_read(f, "a"), "a")

@@ -307,7 +307,7 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
               for i, s in enumerate(ordered)],
     )  # fmt: skip
     imported = {"form": parsed.form, "store": parsed.location, **parsed.detail}
-    head = head_row(snap, {"concat_dim": None, "set_aside": {}, "prefer": [], "time_from_name": None,
+    head = head_row(snap, {"concat_dim": None, "mosaic": None, "set_aside": {}, "prefer": [], "time_from_name": None,
                            "imported": imported, "groups": parsed.groups})  # fmt: skip
     cols = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length", "inline"]
     old = snap.rows(Kind.CHUNK, cols, "g0 >= -1")
