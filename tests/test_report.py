@@ -204,3 +204,38 @@ def test_as_of_a_tag_reports_that_version_and_what_came_before(
     rows = {r[0]: r for r in p.rows if r}
     assert rows["sst"][2] == "2 x 1 x 45 x 90"
     assert calls[-1][0] == calls[-1][1] > 0 and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_a_rectilinear_grid_is_shown_as_such(tmp_path: Path) -> None:
+    """Tiles cut at column 100 (blocks of 64): the page's chunks column shows the rectilinear
+    dimension (largest chunk, count) as ``info`` does, not the codec's regular 64 x 64; the
+    chunk edges expected are the tiles' block edges (tifffile's sizes at their tag offsets)."""
+    import tifffile
+
+    from refstore.cli import app as cli
+    from refstore.fixtures.tiff import geotags
+
+    boxes = {"a": (0, 0, 128, 100), "b": (0, 100, 128, 100), "c": (128, 0, 72, 100)}  # row, col, rows, cols
+    for n, (r, c, h, w) in boxes.items():
+        with tifffile.TiffWriter(tmp_path / f"{n}.tif") as tw:
+            tw.write(np.full((h, w), 7, "u1"), extratags=geotags(x0=float(c), y0=-float(r), dx=1.0, dy=1.0),
+                     tile=(64, 64), metadata=None)  # fmt: skip
+    cuts: tuple[set[int], set[int]] = ({0}, {0})
+    for n in boxes:
+        with tifffile.TiffFile(tmp_path / f"{n}.tif") as tf:
+            p = tf.pages[0]
+            c, r = (int(v) for v in p.tags["ModelTiepointTag"].value[3:5])
+            for axis, start, size, block in ((0, -r, p.imagelength, p.tilelength), (1, c, p.imagewidth, p.tilewidth)):
+                cuts[axis].update(range(start, start + size, block))
+                cuts[axis].add(start + size)
+    lengths = [np.diff(sorted(cs)) for cs in cuts]
+    want = [str(int(ls[0])) if len(set(ls[:-1].tolist())) <= 1 and ls[-1] <= ls[0] else f"~{int(ls.max())}"
+            for ls in lengths]  # fmt: skip
+    assert want[1].startswith("~")  # the oracle says x is rectilinear (64, 36, 64, 36)
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(tmp_path / f"{n}.tif") for n in boxes], mosaic=True, timeout=None)
+    r = CliRunner().invoke(cli.app, ["-C", uri, "report", str(tmp_path / "r.html")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    row = next(r for r in _parse((tmp_path / "r.html").read_text()).rows if r and r[0] == "image")
+    assert row[3].split(" x ") == want, row

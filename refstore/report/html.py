@@ -53,6 +53,19 @@ def _codecs(codecs: Any) -> str:
     return ", ".join(str(c.get("id", "?")) for c in codecs) or "none"
 
 
+def _chunks(a: dict[str, Any]) -> str:
+    """The chunk shape as ``info`` shows it: a rectilinear dimension as ``~largest chunk``."""
+    grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
+    out = []
+    for g in grid:
+        if g["kind"] == "regular":
+            out.append(str(g["chunk"]))
+        else:
+            runs = [r if isinstance(r, list) else [r, 1] for r in g["chunks"]]
+            out.append(f"~{max(int(r[0]) for r in runs)}")
+    return " x ".join(out) or "()"
+
+
 def _arrays_section(snap: Snapshot, info: dict[str, Any]) -> str:
     rows = []
     for name, a in info["arrays"].items():
@@ -65,7 +78,7 @@ def _arrays_section(snap: Snapshot, info: dict[str, Any]) -> str:
         rows.append(
             f"<tr><td><code>{_e(name)}</code></td><td>{_e(', '.join(a['dims']))}</td>"
             f"<td>{_e(' x '.join(map(str, a['shape'])) or '()')}</td>"
-            f"<td>{_e(' x '.join(map(str, a['chunks'])) or '()')}</td><td>{_e(a['dtype'])}</td>"
+            f"<td>{_e(_chunks(a))}</td><td>{_e(a['dtype'])}</td>"
             f"<td>{_e(_codecs(a['codecs']))}</td><td>{era_txt}</td><td class=n>{a['refs']}</td>"
             f"<td class=n>{a['held']['chunks']}</td><td>{_e(status)}</td></tr>"
         )
