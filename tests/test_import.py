@@ -763,3 +763,46 @@ def test_an_import_over_a_mosaic_is_no_longer_a_mosaic(tmp_path: Path) -> None:
     assert not refstore.Collection.open(uri).snapshot().config().get("mosaic")
     refstore.scan(uri, [f], timeout=None)  # the imported file scanned again: an HDF5 file, not a tile
     assert_same(refstore.open(uri)["a"][...], hdf5_read(f, "a"), "a")
+
+
+def test_a_manifest_array_not_recognised_is_refused_not_read_as_fill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest's entries for an array whose node id is not recognised are skipped (they may
+    belong to another snapshot sharing the manifest). Were a node id read wrong, that array's
+    chunks would read as fill: the chunks parsed per array must be the chunks Icechunk lists for
+    it (its own listing is the oracle), else refused naming the array."""
+    import h5py
+    import icechunk as ic
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    import refstore.imports.icechunk as ice
+
+    f = str(tmp_path / "e.h5")
+    with h5py.File(f, "w") as h:
+        for name in ("a", "b"):
+            h.create_dataset(name, data=np.arange(16, dtype="<i4").reshape(4, 4) * (2 if name == "b" else 1))
+        ranges = {n: (h[n].id.get_offset(), h[n].id.get_storage_size()) for n in ("a", "b")}
+    cfg = ic.RepositoryConfig.default()
+    store = ic.local_filesystem_store(str(tmp_path))
+    cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(f"file://{tmp_path}/", store))
+    repo = str(tmp_path / "two.icechunk")
+    r = ic.Repository.create(ic.local_filesystem_storage(repo), config=cfg)
+    s = r.writable_session("main")
+    g = zarr.create_group(s.store, zarr_format=3)
+    for name, (off, size) in ranges.items():
+        g.create_array(name, shape=(4, 4), chunks=(4, 4), dtype="<i4", serializer=BytesCodec(endian="little"),
+                       compressors=None)  # fmt: skip
+        s.store.set_virtual_ref(f"{name}/c/0/0", "file://" + f, offset=off, length=size)
+    s.commit("two")
+    b_id = r.readonly_session("main").get_node_id("/b")
+    _import("icechunk", repo, tmp_path / "ok")  # read as it is: imports, both arrays as h5py reads them
+    ds = refstore.open(str(tmp_path / "ok"))
+    assert_same(ds["a"][...], hdf5_read(f, "a"), "a")
+    assert_same(ds["b"][...], hdf5_read(f, "b"), "b")
+    real = ice._node_id
+    monkeypatch.setattr(ice, "_node_id", lambda raw: "misread" if real(raw) == b_id else real(raw))
+    uri = str(tmp_path / "c")
+    refstore.init(uri)
+    _refuses(capsys, uri, ["icechunk", repo], repo, "'b'", "0 chunk references", "lists 1")

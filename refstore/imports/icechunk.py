@@ -107,20 +107,41 @@ def _session(repo: str, branch: str | None, tag: str | None, snapshot: str | Non
     return (r, s), root
 
 
-def _metadata(store: Any) -> dict[str, dict[str, Any]]:
-    """Every node's ``zarr.json`` (parsed), by path without the leading ``/`` (``""``: root)."""
+def _metadata(store: Any) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Every node's ``zarr.json`` (parsed), by path without the leading ``/`` (``""``: root),
+    and every other key the snapshot lists (its chunk keys, as Icechunk itself lists them)."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    async def read_all() -> dict[str, dict[str, Any]]:
-        keys = [k async for k in store.list() if k == "zarr.json" or k.endswith("/zarr.json")]
+    async def read_all() -> tuple[dict[str, dict[str, Any]], list[str]]:
+        listed = [k async for k in store.list()]
+        keys = [k for k in listed if k == "zarr.json" or k.endswith("/zarr.json")]
         out: dict[str, dict[str, Any]] = {}
         for k in sorted(keys):
             buf = await store.get(k, prototype=default_buffer_prototype())
             out[k.removesuffix("zarr.json").rstrip("/")] = json.loads(buf.to_bytes()) if buf is not None else {}
-        return out
+        return out, [k for k in listed if not (k == "zarr.json" or k.endswith("/zarr.json"))]
 
     return sync(read_all())
+
+
+def _check_counts(repo: str, refs: pa.Table, arrays: dict[str, ArrayMeta], chunk_keys: list[str]) -> None:
+    """The chunks parsed from the manifests, per array, are the chunks Icechunk lists for it:
+    a manifest entry whose array was not recognised (skipped as another snapshot's) would
+    otherwise read as fill without a word."""
+    listed: dict[str, int] = dict.fromkeys(arrays, 0)
+    for k in chunk_keys:
+        path, sep, _ = k.rpartition("/c/") if "/c/" in k else ("", "", "")
+        if not sep and k.endswith("/c"):  # a 0-d array's one chunk
+            path, sep = k[:-2], "/c"
+        if sep and path in listed:
+            listed[path] += 1
+    counts = pc.value_counts(refs.column("array").combine_chunks())
+    parsed = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    for name in sorted(arrays):
+        if parsed.get(name, 0) != listed[name]:
+            raise BadInputError(f"{repo}: array {name!r}: {parsed.get(name, 0)} chunk references read from its "
+                                f"manifests, the snapshot lists {listed[name]} chunks")  # fmt: skip
 
 
 def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = None,
@@ -142,7 +163,7 @@ def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = Non
 
 def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) -> ParsedStore:
     (r, s), root = _session(repo, branch, tag, snapshot)
-    nodes = _metadata(s.store)
+    nodes, chunk_keys = _metadata(s.store)
     arrays: dict[str, ArrayMeta] = {}
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     ids: dict[str, str] = {}
@@ -179,6 +200,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     _native_as_inline(repo, s.store, nodes, native, cols)
     refs = _resolve_named(repo, r, cols.table())
     check_grid(repo, refs, arrays)
+    _check_counts(repo, refs, arrays, chunk_keys)
     detail = {"snapshot": s.snapshot_id, **({"branch": branch or "main"} if not (tag or snapshot) else {}),
               **({"tag": tag} if tag else {})}  # fmt: skip
     resolved = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(before), pa.string())}))
