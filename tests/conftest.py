@@ -11,7 +11,7 @@ import pytest
 from ._s3 import s3, s3_server  # noqa: F401  (fixtures: a loopback S3 server, a bucket with the AWS env set)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("REFSTORE_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -40,6 +40,30 @@ def netcdf3_files_in_shared() -> list[Path]:
             if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
                 out.append(p)
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _scans_in_this_process() -> Iterator[None]:
+    """``refstore.scan`` called by a test without ``timeout`` scans in the test's own process
+    (``timeout=None``), not in a worker process with a deadline: a worker's interpreter start
+    costs ~0.8 s per scan, and most tests check what a scan records, not how it is supervised.
+    The worker path stays covered where it matters: every ``refstore scan`` command (the CLI
+    passes its ``--timeout``), ``test_hostile`` (hangs, crashes), ``test_series``'s parallel
+    scan, and every test passing ``timeout`` itself (``timeout=DEFAULT_TIMEOUT``: the default)."""
+    import functools
+
+    import refstore
+
+    real = refstore.scan
+
+    @functools.wraps(real)
+    def scan(*args: Any, **kw: Any) -> Any:
+        kw.setdefault("timeout", None)
+        return real(*args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(refstore, "scan", scan)
+        yield
 
 
 @pytest.fixture
