@@ -19,7 +19,7 @@ import pytest
 import refstore
 from refstore.emit import emit
 from refstore.fixtures.oisst import write_series
-from tests._cli import run
+from tests._cli import invoke as run  # in this process: the commands are under test, not the process
 
 pystac = pytest.importorskip("pystac")
 xr = pytest.importorskip("xarray")

@@ -1,4 +1,5 @@
-"""The command line as users and CI run it: exit codes, --json shapes, one-line errors."""
+"""The command line as users and CI run it: exit codes, --json shapes, one-line errors (in a real
+process where the process matters: errors, the demo; in this process otherwise, `_cli.invoke`)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,21 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ._cli import run
+from ._cli import invoke, run
 from ._oracle import assert_same
 
 
 def test_user_workflow(tmp_path: Path, series) -> None:
     files = series(3)
     col = str(tmp_path / "oisst")
-    assert run("-C", col, "init").returncode == 0
-    r = run("-C", col, "scan", str(files[0].parent), "--concat-dim", "time", "--json")
+    assert invoke("-C", col, "init").returncode == 0
+    r = invoke("-C", col, "scan", str(files[0].parent), "--concat-dim", "time", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["sources"] == {"new": 3, "changed": 0, "unchanged": 0, "failed": 0}
     assert rep["refs"]["inserted"] > 0 and isinstance(rep["version"], int)
 
-    r = run("info", "--json", env={"REFSTORE_COLLECTION": col})
+    r = invoke("info", "--json", env={"REFSTORE_COLLECTION": col})
     info = json.loads(r.stdout)
     assert info["version"] == rep["version"] and info["sources"] == 3 and info["refs"] > 0
     sst = info["arrays"]["sst"]
@@ -33,7 +34,7 @@ def test_user_workflow(tmp_path: Path, series) -> None:
     assert info["held"] == {"chunks": 0, "bytes": 0}
 
     out = tmp_path / "box.npy"
-    r = run("read", "sst", "--window", "0:3,0,10:30,20:40", "--out", str(out), cwd=Path(col))
+    r = invoke("read", "sst", "--window", "0:3,0,10:30,20:40", "--out", str(out), cwd=Path(col))
     assert r.returncode == 0, r.stderr
     box = np.load(out)
     expected = []
@@ -42,13 +43,13 @@ def test_user_workflow(tmp_path: Path, series) -> None:
             expected.append(f["sst"][:, 0, 10:30, 20:40])
     assert_same(box, np.concatenate(expected), "read --window --out")
 
-    r = run("-C", col, "verify", "--sample", "20", "--json")
+    r = invoke("-C", col, "verify", "--sample", "20", "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"checked": 20, "mismatched": 0, "mismatches": []}
 
-    r = run("-C", col, "scan", str(files[0].parent), "--json")
+    r = invoke("-C", col, "scan", str(files[0].parent), "--json")
     assert json.loads(r.stdout)["sources"]["unchanged"] == 3
 
-    r = run("-C", col, "log", "--json")
+    r = invoke("-C", col, "log", "--json")
     log = json.loads(r.stdout)
     assert [e["version"] for e in log] == [2, 1] and [e["operation"] for e in log] == ["scan", "init"]
     assert all(set(e) >= {"version", "timestamp", "operation", "tags"} for e in log)
@@ -85,7 +86,7 @@ def test_errors_are_one_line_exit_2_and_commit_nothing(tmp_path: Path) -> None:
 
 def test_init_refuses_a_non_empty_folder(tmp_path: Path) -> None:
     (tmp_path / "stuff.txt").write_text("hi")
-    r = run("-C", str(tmp_path), "init")
+    r = invoke("-C", str(tmp_path), "init")
     assert r.returncode == 2 and "not empty" in r.stderr
 
 
@@ -96,11 +97,11 @@ def test_verify_exits_1_when_a_source_changed_under_the_table(tmp_path: Path, se
 
     files = series(2)
     col = str(tmp_path / "c")
-    run("-C", col, "init")
-    run("-C", col, "scan", str(files[0].parent), "--concat-dim", "time")
+    invoke("-C", col, "init")
+    invoke("-C", col, "scan", str(files[0].parent), "--concat-dim", "time")
     # the file is replaced by another day's bytes; the table still points at the old layout
     write_day(files[1], date(2024, 1, 2), seed=99)
-    r = run("-C", col, "verify", "--json")
+    r = invoke("-C", col, "verify", "--json")
     assert r.returncode == 1
     rep = json.loads(r.stdout)
     assert rep["mismatched"] > 0 and all("source" in m for m in rep["mismatches"])

@@ -17,7 +17,7 @@ from refstore.emit import emit
 from refstore.errors import BadInputError, StorageError
 from refstore.fixtures.tiff import write_tiff
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from refstore.errors import BadInputError
 from refstore.plan.remap import RemapRule, apply_remap, canonical_prefix, remap_one
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._oracle import assert_same, series_read
 from .readers import kerchunk_json, kerchunk_parquet
 

@@ -27,7 +27,7 @@ from refstore.errors import StaleSourceError, StaleSourceWarning, UnexpressibleE
 from refstore.fixtures.oisst import write_day, write_series
 from refstore.table import HoldSelection, create_tag, hold
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._emit_cases import assert_same
 
 REFERENCE_FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk", "parquet", "sqlite")

@@ -23,7 +23,7 @@ from refstore.emit import emit
 from refstore.emit.vrt import gdal_path, gdal_type
 from refstore.errors import BadInputError, UnexpressibleError
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._emit_cases import Case
 from ._golden import check
 from ._oracle import assert_same, hdf5_read

@@ -18,7 +18,7 @@ from refstore.fixtures.tiff import write_tiff
 from refstore.plan.region import date_to_cf, interval_ranges, lon_ranges, parse_bbox, parse_time_range
 from refstore.table import HoldSelection, create_tag, hold, release
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._oracle import assert_same
 
 

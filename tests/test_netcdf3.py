@@ -12,7 +12,7 @@ import pytest
 import refstore
 from refstore.fixtures.netcdf3 import write_obs_file, write_obs_series
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._oracle import _netcdf4, assert_same
 from ._oracle import netcdf3_read as _oracle
 from .conftest import netcdf3_files_in_shared

@@ -1,5 +1,6 @@
 """Races and crashes at chosen system calls (``_faults.py``): a write lands in the latest version
-or fails; a killed gc leaves only readable versions; nothing held is dropped by a retry."""
+or fails; a killed gc leaves only readable versions; nothing held is dropped by a retry. The
+command under fault runs in a real process; the others run in this one (``_cli.invoke``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import refstore
 
-from ._cli import run
+from ._cli import invoke
 from ._faults import Paused, killed_at, manifest, needs_strace, pause_before_linking
 
 
@@ -33,8 +34,8 @@ def test_a_scan_losing_to_a_scan_of_the_same_files_changes_nothing(series, new_c
     folder = str(series(2)[0].parent)
     col = new_collection()
     loser = pause_before_linking(2, col, "scan", folder, "--concat-dim", "time")
-    assert run("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0  # version 2
-    assert run("-C", col, "hold", "--array", "sst").returncode == 0  # version 3
+    assert invoke("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0  # version 2
+    assert invoke("-C", col, "hold", "--array", "sst").returncode == 0  # version 3
     held = _held(col)
     assert held > 0
     r = loser.resume()
@@ -52,11 +53,11 @@ def test_a_scan_racing_gc_lands_in_the_latest_version_or_fails(series, new_colle
     first = series(1, folder="a")
     later = [series(1, folder=f, start=date(2024, 1, d)) for f, d in (("b", 2), ("c", 3), ("d", 4))]
     col = new_collection()
-    assert run("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0  # 2
+    assert invoke("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0  # 2
     racer = pause_before_linking(3, col, "scan", str(later[0][0].parent))
     for files in later[1:]:  # versions 3 and 4
-        assert run("-C", col, "scan", str(files[0].parent)).returncode == 0
-    r = run("-C", col, "gc", "--keep-last", "1", "--grace", "0", "--json")
+        assert invoke("-C", col, "scan", str(files[0].parent)).returncode == 0
+    r = invoke("-C", col, "gc", "--keep-last", "1", "--grace", "0", "--json")
     assert r.returncode == 0 and 3 in json.loads(r.stdout)["versions_removed"]
     r = racer.resume()
     assert r.returncode == 0, r.stderr
@@ -72,10 +73,10 @@ def test_gc_within_the_grace_period_frees_no_version_a_writer_may_take(series, n
     first = series(1, folder="a")
     later = [series(1, folder=f, start=date(2024, 1, d)) for f, d in (("b", 2), ("c", 3))]
     col = new_collection()
-    assert run("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0
+    assert invoke("-C", col, "scan", str(first[0].parent), "--concat-dim", "time").returncode == 0
     racer = pause_before_linking(3, col, "scan", str(later[0][0].parent))
-    assert run("-C", col, "scan", str(later[1][0].parent)).returncode == 0  # version 3
-    r = run("-C", col, "gc", "--keep-last", "1", "--json")
+    assert invoke("-C", col, "scan", str(later[1][0].parent)).returncode == 0  # version 3
+    r = invoke("-C", col, "gc", "--keep-last", "1", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["versions_removed"] == []
     r = racer.resume()
     assert r.returncode == 0 and "version 4:" in r.stdout, r.stdout + r.stderr
@@ -83,7 +84,7 @@ def test_gc_within_the_grace_period_frees_no_version_a_writer_may_take(series, n
 
 
 def _versions(col: str) -> list[int]:
-    return [int(e["version"]) for e in json.loads(run("-C", col, "log", "--json").stdout)]
+    return [int(e["version"]) for e in json.loads(invoke("-C", col, "log", "--json").stdout)]
 
 
 def _history(series, col: str) -> None:
@@ -127,7 +128,7 @@ def test_a_gc_killed_part_way_leaves_only_readable_versions(series, new_collecti
         assert r.returncode != 0  # killed
         listed = [int(v["version"]) for v in lance.dataset(col).versions()]
         assert [v for v in listed if not _reads(col, v)] == [], at
-        assert run("-C", col, "gc", "--keep-last", "1", "--grace", "0").returncode == 0
+        assert invoke("-C", col, "gc", "--keep-last", "1", "--grace", "0").returncode == 0
         assert [int(v["version"]) for v in lance.dataset(col).versions()] == [6]
         assert _reads(col, 6)
 
@@ -144,11 +145,11 @@ def test_an_unreadable_version_is_refused_in_one_line(series, new_collection) ->
     (Path(col) / gone).unlink()  # what Lance's own cleanup deletes first
     for args in (["info", "--as-of", "3"], ["read", "sst", "--as-of", "3", "--out", str(Path(col).parent / "x")],
                  ["verify", "--as-of", "3"], ["diff", "3"], ["tag", "old", "--as-of", "3"]):  # fmt: skip
-        r = run("-C", col, *args)
+        r = invoke("-C", col, *args)
         assert r.returncode == 2 and "cannot be read" in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1
-    assert "old" not in run("-C", col, "tags").stdout
-    assert run("-C", col, "info", "--as-of", "4").returncode == 0
+    assert "old" not in invoke("-C", col, "tags").stdout
+    assert invoke("-C", col, "info", "--as-of", "4").returncode == 0
 
 
 @needs_strace
@@ -163,13 +164,13 @@ def test_gc_removes_the_files_of_a_failed_commit(series, new_collection) -> None
     assert Path(manifest(col, 2) + "#1").exists()  # written, never linked
     data = {p.name for p in (Path(col) / "data").iterdir()}
     assert len(data) > 1  # the init's file and the failed scan's
-    assert run("-C", col, "gc", "--json").returncode == 0  # within the grace period: kept
+    assert invoke("-C", col, "gc", "--json").returncode == 0  # within the grace period: kept
     assert {p.name for p in (Path(col) / "data").iterdir()} == data
-    assert run("-C", col, "gc", "--grace", "0").returncode == 0
+    assert invoke("-C", col, "gc", "--grace", "0").returncode == 0
     needed = {f.path for frag in lance.dataset(col).get_fragments() for f in frag.metadata.files}
     assert {p.name for p in (Path(col) / "data").iterdir()} == needed
-    assert run("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0  # takes version 2
-    assert run("-C", col, "gc", "--grace", "0").returncode == 0  # the unlinked manifest can never link now
+    assert invoke("-C", col, "scan", folder, "--concat-dim", "time").returncode == 0  # takes version 2
+    assert invoke("-C", col, "gc", "--grace", "0").returncode == 0  # the unlinked manifest can never link now
     assert not [p for p in (Path(col) / "_versions").iterdir() if "#" in p.name]
 
 
@@ -180,10 +181,10 @@ def test_an_interrupted_icechunk_update_never_moves_main_without_its_tag(series,
     or at the new one with its ``refstore-vN`` tag; a rerun leaves both at the new one."""
     ic = pytest.importorskip("icechunk")
     col = new_collection()
-    assert run("-C", col, "scan", str(series(2)[0].parent), "--concat-dim", "time").returncode == 0
+    assert invoke("-C", col, "scan", str(series(2)[0].parent), "--concat-dim", "time").returncode == 0
     base = tmp_path / "base.icechunk"
-    assert run("-C", col, "emit", "icechunk", str(base)).returncode == 0  # version 2
-    assert run("-C", col, "hold", "--array", "sst").returncode == 0  # version 3
+    assert invoke("-C", col, "emit", "icechunk", str(base)).returncode == 0  # version 2
+    assert invoke("-C", col, "hold", "--array", "sst").returncode == 0  # version 3
 
     def state(out: Path) -> tuple[int, str, dict[str, str]]:
         repo = ic.Repository.open(ic.local_filesystem_storage(str(out)))
@@ -207,7 +208,7 @@ def test_an_interrupted_icechunk_update_never_moves_main_without_its_tag(series,
         assert version in (2, 3)
         if version == 3:
             assert tags.get("refstore-v3") == tip, k
-        r = run("-C", col, "emit", "icechunk", str(out))
+        r = invoke("-C", col, "emit", "icechunk", str(out))
         assert r.returncode == 0, r.stderr
         version, tip, tags = state(out)
         assert version == 3 and tags.get("refstore-v3") == tip, k

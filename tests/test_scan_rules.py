@@ -27,7 +27,7 @@ from refstore.fixtures.netcdf3 import write_obs_file
 from refstore.fixtures.oisst import write_day, write_series
 from refstore.plan import SourceSlab
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,7 +18,7 @@ import refstore
 from refstore.schema import MERGE_KEY, SCHEMA
 from refstore.table import HoldSelection, hold
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 
 
 def _series(folder: Path, n: int = 2) -> list[Path]:

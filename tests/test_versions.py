@@ -17,7 +17,7 @@ import refstore
 from refstore.fixtures.oisst import write_day
 from refstore.table import compact, create_tag, diff, gc, list_tags
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._oracle import assert_same, series_read
 
 
