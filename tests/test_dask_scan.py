@@ -119,13 +119,13 @@ def test_workers_that_cannot_write_commit_nothing(s3: S3, tmp_path: Path, series
 def test_cli_scan_on_a_dask_scheduler(client, tmp_path: Path, series) -> None:
     import json
 
-    from ._cli import run
+    from ._cli import invoke
 
     files = series(3)
     col = str(tmp_path / "col")
-    assert run("-C", col, "init").returncode == 0
+    assert invoke("-C", col, "init").returncode == 0
     address = client.scheduler.address
-    r = run("-C", col, "scan", str(files[0].parent), "--concat-dim", "time", "--dask", address, "--json")
+    r = invoke("-C", col, "scan", str(files[0].parent), "--concat-dim", "time", "--dask", address, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sources"]["new"] == 3
     assert refstore.open(col)["sst"].shape == (3, 1, 45, 90)

@@ -443,7 +443,7 @@ def test_source_folders_with_characters_that_need_escaping(tmp_path: Path, new_c
 def test_older_smaller_version_into_the_same_repository(tmp_path: Path, new_collection: Any) -> None:
     """An older version whose arrays are shorter: chunks past the new grid are deleted, the
     repository reads as that version, and the CLI does it without a traceback."""
-    from ._cli import run
+    from ._cli import invoke
 
     data = tmp_path / "oisst"
     days = write_series(data, 3)
@@ -454,7 +454,7 @@ def test_older_smaller_version_into_the_same_repository(tmp_path: Path, new_coll
     out = str(tmp_path / "repo.icechunk")
     emit(refstore.Collection.open(col), "icechunk", out)
     assert open_form(out, None)["sst"].shape[0] == 3
-    r = run("-C", col, "emit", "icechunk", out, "--as-of", "two")
+    r = invoke("-C", col, "emit", "icechunk", out, "--as-of", "two")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     got = open_form(out, None)
     ds = refstore.open(col, as_of="two")
