@@ -10,7 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ._cli import run
+from ._cli import invoke as run  # in this process: the commands are under test, not the process
 from ._oracle import assert_same
 from ._s3 import S3
 
