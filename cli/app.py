@@ -241,8 +241,11 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
     rect: list[str] = []
     for name, a in rep["arrays"].items():
         grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
-        chunks = "x".join(str(g["chunk"]) if g["kind"] == "regular" else f"~{max(_lengths(g['chunks']))}"
+        chunks = "x".join(f"~{max(_lengths(g['chunks']))}" if g["kind"] == "rectilinear" else str(g["chunk"])
                           for g in grid)  # fmt: skip
+        if grid and all(g["kind"] == "none" for g in grid):
+            rect.append(f"{name}: no chunk grid (tiles placed off each other's chunk edges: each chunk "
+                        "placed by its tile)")  # fmt: skip
         for g in grid:
             if g["kind"] == "rectilinear":
                 runs = ",".join(f"{r[0]}*{r[1]}" if isinstance(r, list) else str(r) for r in g["chunks"])

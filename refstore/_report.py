@@ -28,9 +28,13 @@ def _held(snap: Snapshot) -> dict[str, dict[str, int]]:
 
 def _chunk_grid(m: ArrayMeta) -> list[dict[str, Any]]:
     """Per dimension, the global chunk grid: ``{"dim", "kind": "regular", "chunk"}`` or
-    ``{"dim", "kind": "rectilinear", "count", "chunks": run-length lengths}`` (``plan/grid.py``)."""
+    ``{"dim", "kind": "rectilinear", "count", "chunks": run-length lengths}`` (``plan/grid.py``),
+    or ``{"dim", "kind": "none", "chunk"}`` for a gridless array (chunks placed by their slab:
+    ``plan/slabs.py``)."""
     if m.status != "ok":
         return []
+    if m.gridless:
+        return [{"dim": d, "kind": "none", "chunk": int(c)} for d, c in zip(m.dims, m.chunks, strict=True)]
     try:
         desc = Grid.whole(m).describe()
     except ValueError:

@@ -121,6 +121,11 @@ def _check_common(meta: ArrayMeta, *, rectilinear: bool = False) -> None:
         raise UnexpressibleError(
             f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"
         )
+    if meta.gridless:
+        raise UnexpressibleError(
+            f"array {meta.name!r} has no chunk grid: its sources' chunks cross each other's chunk edges (tiles "
+            "placed at arbitrary offsets); a zarr array's chunks lie on one grid"
+        )
     rect = [meta.dims[d] for d, ls in enumerate(meta.edges) if ls is not None]
     if rect and not rectilinear:
         raise UnexpressibleError(

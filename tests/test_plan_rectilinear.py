@@ -15,16 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from refstore.errors import PlanError
 from refstore.plan import Plan, Selection, SourceSlab, make_plan
 from refstore.plan.eras import EraLayout
 from refstore.plan.grid import Grid, rle_decode, rle_encode, slab_lengths
 from refstore.plan.placement import complete_grid
 from refstore.plan.select import box_slices
+from refstore.plan.slabs import SlabLayout
 from refstore.scan._types import ArrayMeta
 
 FILL = -7
@@ -199,13 +198,129 @@ def test_aligned_tiles_keep_a_regular_grid() -> None:
     assert plan.arrays["image"].edges == () and plan.keys[("t2", "image")] == (0, (0, 4))
 
 
-def test_tiles_whose_chunks_cross_are_refused_naming_both() -> None:
+def test_tiles_whose_chunks_cross_have_no_grid_and_coarse_keys() -> None:
     # t1 starts at row 1 beside t0: t0's chunk rows [0, 2) would span t1's edge at 1
     tiles = {"t0.tif": ((0, 0), np.zeros((4, 2), np.int32)), "t1.tif": ((1, 2), np.zeros((3, 2), np.int32))}
     plan, slabs = _mosaic_plan(tiles, (4, 4), (2, 2))
-    with pytest.raises(PlanError, match=r"^t0\.tif: its chunks of 'image' along 'y' do not line up with those of "
-                                        r"t1\.tif \(offsets 0 and 1, chunk 2\)"):  # fmt: skip
-        complete_grid(plan, slabs)
+    complete_grid(plan, slabs)
+    meta = plan.arrays["image"]
+    assert meta.gridless and meta.edges == ()
+    assert plan.keys[("t1.tif", "image")] == (0, (0, 1))  # origin (1, 2) lies in cell (1 // 2, 2 // 2)
+    assert ArrayMeta.from_json(meta.to_json()).gridless
+
+
+def _paint_gridless(plan: Plan, tiles: dict[str, tuple[tuple[int, int], np.ndarray[Any, Any]]],
+                    chunks: tuple[int, int], sel: Selection) -> np.ndarray[Any, Any]:  # fmt: skip
+    """A window of a gridless array the way the readers assemble it: the rows whose coarse keys
+    (``k + base``, the plan's keys) fall in ``SlabLayout.key_ranges`` (the table's pushdown),
+    placed by ``SlabLayout.boxes``, the margin's rows dropped by ``touching``, cropped by
+    ``box_slices``. Chunks are padded with -99 (a tile's padding is not the nodata value)."""
+    meta = plan.arrays["image"]
+    lay = SlabLayout.of(meta.shape, chunks, [(loc, off, d.shape) for loc, (off, d) in tiles.items()])
+    out = np.full(sel.shape, FILL, np.int32)
+    ranges = lay.key_ranges(sel.start, sel.stop)
+    if ranges is None:
+        return out
+    slab, keys, coarse, data = [], [], [], []
+    for loc, (_off, d) in tiles.items():
+        _era, base = plan.keys[(loc, "image")]
+        for k0 in range(-(-d.shape[0] // chunks[0])):
+            for k1 in range(-(-d.shape[1] // chunks[1])):
+                chunk = np.full(chunks, -99, np.int32)
+                piece = d[k0 * chunks[0] : (k0 + 1) * chunks[0], k1 * chunks[1] : (k1 + 1) * chunks[1]]
+                chunk[: piece.shape[0], : piece.shape[1]] = piece
+                slab.append(lay.sources.index(loc))
+                keys.append((k0, k1))
+                coarse.append((k0 + base[0], k1 + base[1]))
+                data.append(chunk)
+    g = np.asarray(coarse, np.int64)
+    rows = np.flatnonzero(np.all([(g[:, d] >= a) & (g[:, d] <= b) for d, (a, b) in enumerate(ranges)], axis=0))
+    if not len(rows):
+        return out
+    origin, size = lay.boxes(np.asarray(slab)[rows], np.asarray(keys, np.int64)[rows])
+    assert (size <= np.asarray(chunks)).all() and (size > 0).all()
+    keep = SlabLayout.touching(origin, size, sel)
+    s_lo, s_hi, d_lo, d_hi = box_slices(origin[keep], size[keep], sel)
+    for i, row in enumerate(rows[keep].tolist()):
+        out[tuple(map(slice, d_lo[i], d_hi[i]))] = data[row][tuple(map(slice, s_lo[i], s_hi[i], sel.step))]
+    return out
+
+
+rects_st = st.lists(st.tuples(st.integers(0, 24), st.integers(0, 24), st.integers(1, 11), st.integers(1, 11)),
+                    min_size=1, max_size=8)  # fmt: skip
+"""Candidate tiles ``(row, col, height, width)``; those overlapping an earlier one are dropped."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(rects=rects_st, c0=st.integers(1, 5), c1=st.integers(1, 5), margin=st.integers(0, 3),
+       window=st.tuples(*[st.integers(0, 40)] * 4, st.integers(1, 3), st.integers(1, 3)),
+       seed=st.integers(0, 2**16))  # fmt: skip
+@example(rects=[(0, 0, 4, 6), (0, 6, 4, 6), (4, 3, 4, 6), (4, 9, 4, 3), (4, 0, 4, 3)], c0=4, c1=4, margin=0,
+         window=(0, 40, 0, 40, 1, 1), seed=3)  # a brick layout: the second row shifted by half a tile
+@example(rects=[(0, 0, 4, 3), (0, 3, 4, 6), (4, 0, 4, 6)], c0=4, c1=4, margin=0, window=(0, 8, 5, 9, 1, 1),
+         seed=0)  # the chunk at column 3 (coarse key 0) holds columns 5-6: found only through the margin
+def test_slabs_placed_anywhere_read_their_window(rects: list[tuple[int, int, int, int]], c0: int, c1: int,
+                                                 margin: int, window: tuple[int, ...], seed: int) -> None:  # fmt: skip
+    """Any 2-D placement without overlaps, any chunk shape: a window read through the plan's
+    keys and grid (regular, rectilinear, or none: ``SlabLayout``) equals the painted canvas."""
+    rng = np.random.default_rng(seed)
+    placed: list[tuple[int, int, int, int]] = []
+    for y, x, h, w in rects:
+        if all(y + h <= b or b + d <= y or x + w <= a or a + e <= x for b, a, d, e in placed):
+            placed.append((y, x, h, w))
+    shape = (max(y + h for y, _, h, _ in placed) + margin, max(x + w for _, x, _, w in placed) + margin)
+    canvas = np.full(shape, FILL, np.int32)
+    tiles = {}
+    for i, (y, x, h, w) in enumerate(placed):
+        data = rng.integers(0, 1000, (h, w)).astype(np.int32)
+        tiles[f"t{i}"] = ((y, x), data)
+        canvas[y : y + h, x : x + w] = data
+    plan, slabs = _mosaic_plan(tiles, shape, (c0, c1))
+    complete_grid(plan, slabs)
+    meta = plan.arrays["image"]
+    y0, y1, x0, x1, sy, sx = window
+    y0, y1 = min(y0, shape[0]), min(max(y0, y1), shape[0])
+    x0, x1 = min(x0, shape[1]), min(max(x0, x1), shape[1])
+    sel = Selection((y0, x0), (y1, x1), (sy, sx), ())
+    if meta.gridless:
+        for loc, ((y, x), _) in tiles.items():
+            assert plan.keys[(loc, "image")] == (0, (y // c0, x // c1))
+        got = _paint_gridless(plan, tiles, (c0, c1), sel)
+    else:
+        decoded: dict[tuple[int, tuple[int, ...]], np.ndarray[Any, Any]] = {}
+        for loc, (_off, data) in tiles.items():
+            era, base = plan.keys[(loc, "image")]
+            for k0 in range(-(-data.shape[0] // c0)):
+                for k1 in range(-(-data.shape[1] // c1)):
+                    chunk = np.full((c0, c1), -99, np.int32)
+                    piece = data[k0 * c0 : (k0 + 1) * c0, k1 * c1 : (k1 + 1) * c1]
+                    chunk[: piece.shape[0], : piece.shape[1]] = piece
+                    key = (k0 + base[0], k1 + base[1])
+                    assert (era, key) not in decoded, "two source chunks on one global chunk"
+                    decoded[(era, key)] = chunk
+        got = _read_strided(meta, decoded, sel)
+    np.testing.assert_array_equal(got, canvas[y0:y1:sy, x0:x1:sx])
+
+
+def _read_strided(meta: ArrayMeta, decoded: dict[tuple[int, tuple[int, ...]], np.ndarray[Any, Any]],
+                  sel: Selection) -> np.ndarray[Any, Any]:  # fmt: skip
+    """``_read`` with steps: chunks holding no selected element are skipped as the reader does."""
+    grid = Grid.of(meta)
+    out = np.full(sel.shape, FILL, np.int32)
+    ranges = grid.chunk_ranges(sel)
+    if ranges is None:
+        return out
+    inside = [k for (_e, k) in decoded if all(a <= x <= b for x, (a, b) in zip(k, ranges, strict=True))]
+    if not inside:
+        return out
+    keys = np.array(inside, np.int64)
+    origin, size = grid.boxes(keys)
+    s_lo, s_hi, d_lo, d_hi = box_slices(origin, size, sel)
+    for i, k in enumerate(keys.tolist()):
+        if (d_hi[i] > d_lo[i]).all():
+            src = tuple(map(slice, s_lo[i], s_hi[i], sel.step))
+            out[tuple(map(slice, d_lo[i], d_hi[i]))] = decoded[(0, tuple(k))][src]
+    return out
 
 
 def test_grid_boxes_of_a_scalar_array() -> None:

@@ -191,10 +191,10 @@ class EmitSource:
     def refs(self, name: str, *, era: int | None = None, rows: tuple[int, int] | None = None) -> pa.Table:
         """Chunk rows of one array in the view (``rows``: only those with ``lo <= g0 < hi``),
         sorted by global key (C order):
-        ``g0..g{ndim-1}`` (int64), ``path`` (published location, dictionary-encoded; inline
-        rows keep their source), ``offset`` (-1 for inline rows), ``length``, ``inline``
-        (bytes, ``b""`` unless inline), ``filter_mask``, ``held_at`` (-1 = not held) and
-        ``_rowid``.
+        ``g0..g{ndim-1}`` (int64; of a gridless array, each chunk's element origin instead),
+        ``path`` (published location, dictionary-encoded; inline rows keep their source),
+        ``offset`` (-1 for inline rows), ``length``, ``inline`` (bytes, ``b""`` unless inline),
+        ``filter_mask``, ``held_at`` (-1 = not held) and ``_rowid``.
 
         Held chunks come as inline rows (``offset`` -1, their held bytes in ``inline``, decoded
         like fetched bytes): a form carries what its version reads, whatever the source holds
@@ -206,6 +206,9 @@ class EmitSource:
             columns=("source", "offset", "length", "filter_mask", "inline", "held_at"), with_row_id=True, era=era,
         )  # fmt: skip
         keys = [pc.cast(t.column(c), pa.int64()) for c in GLOBAL_KEY_COLUMNS[:ndim]]
+        if meta.gridless and t.num_rows:  # no grid: each chunk's element origin (``plan/slabs.py``)
+            origin, _ = self.snapshot.slab_layout(name).rows_boxes(t)
+            keys = [pa.array(origin[:, i]) for i in range(ndim)]
         path = apply_remap(t.column("source"), self.rules) if t.num_rows else pa.array([], pa.dictionary(
             pa.int32(), pa.string()))  # fmt: skip
         out = pa.table({

@@ -9,6 +9,12 @@ fetched ones; null unless inline; held chunks are written here with their held b
 Row groups of ``ROW_GROUP_ROWS`` rows with min/max statistics, so a filter on the array and
 chunk key reads one row group (pyarrow, DuckDB).
 
+An array with no chunk grid (tiles placed off each other's chunk edges, ``grid: "none"`` in its
+era, format ``/3``) has its chunks' element origins in ``dim_i`` instead of chunk keys, and its
+``slabs`` (offset and shape) in the metadata: a chunk belongs to the slab holding its origin and
+contributes ``min(chunk, slab offset + slab shape - origin)`` elements per dimension. The chunks
+touching ``[lo, hi)`` are those with ``lo - chunk < dim_i < hi``.
+
 Everything else is JSON under the Parquet key-value metadata key ``refstore`` (``METADATA_KEY``):
 format, version and the tag the caller named (``tag``: null for a version number or latest),
 sources (published and scanned locations, size, mtime, etag), the
@@ -50,6 +56,9 @@ FORMAT = "refstore-flat-parquet/1"
 FORMAT_RECTILINEAR = "refstore-flat-parquet/2"
 """``format`` when some era has a rectilinear grid (``chunk_edges``): a /1 reader would place its
 chunks at ``key * chunk`` and read wrong, so it must refuse the file."""
+FORMAT_GRIDLESS = "refstore-flat-parquet/3"
+"""``format`` when some array has no chunk grid (``gridless``): its ``dim_i`` are element origins,
+not chunk keys, so a /1 or /2 reader must refuse the file."""
 METADATA_KEY = "refstore"
 """The Parquet key-value metadata key holding the JSON document."""
 ROW_GROUP_ROWS = 8192
@@ -63,7 +72,7 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
 
 
-def _eras(meta: ArrayMeta) -> list[dict[str, Any]]:
+def _eras(src: EmitSource, meta: ArrayMeta) -> list[dict[str, Any]]:
     """Every era of the array (one covering the whole array when it has no era boundary)."""
     keep = ("first_source", "last_source")
     if meta.eras:
@@ -79,7 +88,7 @@ def _eras(meta: ArrayMeta) -> list[dict[str, Any]]:
     return [{
         "index": 0, "axis": 0 if meta.shape else None, "start": 0, "stop": int(meta.shape[0]) if meta.shape else None,
         "shape": list(meta.shape), "chunks": list(meta.chunks), "dtype": meta.dtype, "fill_value": meta.fill_value,
-        "codecs": list(meta.codecs), "attrs": meta.attrs, **_edges(meta),
+        "codecs": list(meta.codecs), "attrs": meta.attrs, **_edges(meta), **_slabs(src, meta),
     }]  # fmt: skip
 
 
@@ -89,7 +98,20 @@ def _edges(meta: ArrayMeta) -> dict[str, Any]:
     return {"chunk_edges": edges_to_json(meta.edges)} if meta.edges else {}
 
 
-def _array_doc(meta: ArrayMeta) -> dict[str, Any]:
+def _slabs(src: EmitSource, meta: ArrayMeta) -> dict[str, Any]:
+    """A gridless array's placement: ``"grid": "none"`` and its ``slabs`` (each ``offset`` and
+    ``shape`` in elements, sorted by offset). Its rows' ``dim_i`` are each chunk's element
+    origin; a chunk belongs to the slab holding its origin and contributes
+    ``min(chunk, slab offset + slab shape - origin)`` elements per dimension (the rest of its
+    decoded buffer is padding)."""
+    if not meta.gridless:
+        return {}
+    lay = src.snapshot.slab_layout(meta.name)
+    slabs = sorted(zip(lay.offset.tolist(), lay.extent.tolist(), strict=True))
+    return {"grid": "none", "slabs": [{"offset": o, "shape": n} for o, n in slabs]}
+
+
+def _array_doc(src: EmitSource, meta: ArrayMeta) -> dict[str, Any]:
     dtype = np.result_type(*[np.dtype(e["dtype"]) for e in meta.eras]).str if meta.eras else np.dtype(meta.dtype).str
     return {
         "dims": list(meta.dims),
@@ -98,7 +120,7 @@ def _array_doc(meta: ArrayMeta) -> dict[str, Any]:
         "fill_value": meta.fill_value,
         "attrs": meta.attrs,
         "short_edge": bool(meta.short_edge),
-        "eras": _eras(meta),
+        "eras": _eras(src, meta),
     }
 
 
@@ -111,8 +133,9 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
                                                                            "mtime_ns", "etag")), strict=True)
     ]  # fmt: skip
     rect = any(m.edges or any("edges" in e for e in m.eras) for m in arrays)
+    gridless = any(m.gridless for m in arrays)
     return {
-        "format": FORMAT_RECTILINEAR if rect else FORMAT,
+        "format": FORMAT_GRIDLESS if gridless else FORMAT_RECTILINEAR if rect else FORMAT,
         "version": src.version,
         "tag": src.tag,
         "concat_dim": src.concat_dim,
@@ -120,7 +143,7 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
         "remap": {"applied": bool(src.rules), "rules": [r.to_json() for r in src.rules]},
         "sources": sources,
         "groups": src.group_attrs(),
-        "arrays": {m.name: _array_doc(m) for m in arrays},
+        "arrays": {m.name: _array_doc(src, m) for m in arrays},
     }
 
 

@@ -11,8 +11,9 @@ only placements; ``complete_grid`` then chooses each array's global grid and key
   slab's ``base`` is the number of chunks before its offset;
 - this keeps one global chunk per source chunk only when no edge of another slab falls inside
   a slab's chunk (tiles in rows and columns that line up). When one does (tiles at arbitrary
-  2-D offsets), the placement is refused naming both sources: the table's global key cannot
-  express it (``design/schema.md``, "Placements no grid expresses", says how it would).
+  2-D offsets: a brick layout), no grid expresses the placement: the array is marked
+  ``gridless``, each slab keyed by its coarse base ``offset // chunk`` (``slabs.py``), and
+  readers place each chunk by its slab (``design/schema.md``, "Placements no grid expresses").
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import PlanError
 from .grid import slab_lengths
+from .slabs import coarse_base
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -91,37 +92,27 @@ def complete_grid(plan: Plan, slabs: Sequence[SourceSlab]) -> Plan:
         chunks = tuple(int(c) for c in g.chunks)
         bases = [[0] * g.ndim for _ in placed]
         edges: list[tuple[int, ...] | None] = []
+        crossing = False
         for d in range(g.ndim):
             dim_slabs = [(int(off[d]), int(metas[(loc, name)].shape[d])) for loc, off in placed]
             if not chunks[d]:
                 edges.append(None)
                 continue
             lengths, b = dimension_edges(dim_slabs, int(g.shape[d]), chunks[d])
-            if lengths is not None:
-                bad = _split_chunk(dim_slabs, lengths, chunks[d])
-                if bad is not None:
-                    other = _crossing(dim_slabs, bad, chunks[d])
-                    raise PlanError(
-                        f"{placed[bad][0]}: its chunks of '{name}' along '{g.dims[d]}' do not line up with those of "
-                        f"{placed[other][0]} (offsets {dim_slabs[bad][0]} and {dim_slabs[other][0]}, chunk "
-                        f"{chunks[d]}); one global chunk per source chunk is needed (tiles in rows and columns)"
-                    )
+            if lengths is not None and _split_chunk(dim_slabs, lengths, chunks[d]) is not None:
+                crossing = True
+                break
             edges.append(lengths)
             for i, k in enumerate(b):
                 bases[i][d] = k
+        if crossing:  # no grid has one global chunk per source chunk: coarse keys (``slabs.py``)
+            for loc, offset in placed:
+                plan.keys[(loc, name)] = (0, coarse_base(offset, chunks))
+            plan.arrays[name] = dataclasses.replace(g, edges=(), gridless=True)
+            continue
         for (loc, _), slab_base in zip(placed, bases, strict=True):
             plan.keys[(loc, name)] = (0, tuple(slab_base))
         if any(e is not None for e in edges):
             plan.arrays[name] = dataclasses.replace(g, edges=tuple(edges))
     return plan
 
-
-def _crossing(slabs: Sequence[tuple[int, int]], bad: int, chunk: int) -> int:
-    """A slab whose chunk edge falls inside a chunk of slab ``bad``."""
-    o, n = slabs[bad]
-    own = set(range(o, o + n, chunk)) | {o + n}
-    for j, (p, m) in enumerate(slabs):
-        theirs = set(range(p, p + m, chunk)) | {p + m}
-        if j != bad and any(o < s < o + n and s not in own for s in theirs):
-            return j
-    return bad

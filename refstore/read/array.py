@@ -30,6 +30,7 @@ from .fetch import Fetcher
 from .fresh import SourceCheck, check_policy
 
 if TYPE_CHECKING:
+    from ..plan.slabs import SlabLayout
     from ..scan._types import ArrayMeta
     from ..table.collection import Snapshot
 
@@ -178,6 +179,8 @@ class Array:
     def _read_one(self, sel: Selection, check: SourceCheck) -> np.ndarray[Any, Any]:
         """The selection (steps applied, no axis dropped) from chunks of one grid (one era)."""
         out = np.full(self._result_shape(sel), self.fill_value, dtype=np.dtype(self.meta.dtype))
+        if self.meta.gridless:
+            return self._read_gridless(out, sel, check)
         ranges = self.grid.chunk_ranges(sel)
         if ranges is None or 0 in out.shape:
             return out
@@ -190,6 +193,40 @@ class Array:
         if rows.num_rows:
             self._fill(out, rows, sel, check)
         return out
+
+    def _read_gridless(self, out: np.ndarray[Any, Any], sel: Selection, check: SourceCheck) -> np.ndarray[Any, Any]:
+        """No chunk grid (``plan/slabs.py``): the rows whose coarse keys may touch the box, then
+        each chunk placed by its slab; the rows that only came with the margin are dropped."""
+        ranges = self.slabs.key_ranges(sel.start, sel.stop)
+        if ranges is None or 0 in out.shape:
+            return out
+        rows = self._snap.chunk_rows(self.name, ranges, era=self._era, with_row_id=True)
+        if not rows.num_rows:
+            return out
+        origin, size = self.slabs.rows_boxes(rows)
+        keep = self.slabs.touching(origin, size, sel)
+        if not keep.all():
+            rows = rows.filter(pa.array(keep))
+        if rows.num_rows:
+            self._fill(out, rows, sel, check)
+        return out
+
+    @cached_property
+    def slabs(self) -> SlabLayout:
+        """The placed slabs of a gridless array (``plan/slabs.py``)."""
+        return self._snap.slab_layout(self.name)
+
+    def boxes(self, rows: pa.Table) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Element boxes (``origin``, ``size``: n x ndim) of chunk rows of this array (of this era):
+        on its grid by their global keys, or (gridless) by their slab and key within it."""
+        if self.meta.gridless:
+            return self.slabs.rows_boxes(rows)
+        if self.ndim:
+            cols = GLOBAL_KEY_COLUMNS[: self.ndim]
+            keys = np.column_stack([rows.column(c).to_numpy().astype(np.int64) for c in cols])
+        else:
+            keys = np.zeros((rows.num_rows, 0), np.int64)
+        return self.grid.boxes(keys)
 
     @cached_property
     def grid(self) -> Grid:
@@ -233,13 +270,8 @@ class Array:
         return out
 
     def _fill(self, out: np.ndarray[Any, Any], rows: pa.Table, sel: Selection, check: SourceCheck) -> None:
-        ndim = self.ndim
         n = rows.num_rows
-        if ndim:
-            keys = np.column_stack([rows.column(c).to_numpy().astype(np.int64) for c in GLOBAL_KEY_COLUMNS[:ndim]])
-        else:
-            keys = np.zeros((n, 0), np.int64)
-        origin, size = self.grid.boxes(keys)
+        origin, size = self.boxes(rows)
         s_lo, s_hi, d_lo, d_hi = box_slices(origin, size, sel)
         # each chunk's shape where the array's end (or, on a rectilinear grid, the next chunk)
         # cuts it: a TIFF's last strip is stored short; an HDF5 partial chunk decodes padded to

@@ -487,7 +487,11 @@ class _Run:
         for era in np.unique(eras).tolist():
             sel = np.flatnonzero(eras == era)
             sel = sel[np.lexsort(keys[sel].T[::-1])] if meta.ndim else sel
-            lo, hi = _boxes(meta, int(era), keys[sel])
+            if meta.gridless:  # boxes through the slab (``plan/slabs.py``), not a grid
+                lo, size = arr.boxes(t.take(pa.array(sel)))
+                hi = lo + size
+            else:
+                lo, hi = _boxes(meta, int(era), keys[sel])
             for part in _batches(lo, hi, arr.dtype.itemsize, self.budget):
                 rows = t.take(pa.array(sel[part]))
                 found = self._batch(oracle, arr, int(era), rows, lo[part], hi[part], dest)

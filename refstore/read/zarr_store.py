@@ -111,7 +111,9 @@ class _Plan:
     def every_cell(self) -> bool:
         """Decoded on every cell of the zarr grid (eras, a rectilinear grid served on a regular
         one, or missing values where sources lack it)."""
-        return self.decoded is not None and (bool(self.meta.eras) or self.unpack or bool(self.meta.edges))
+        return self.decoded is not None and (
+            bool(self.meta.eras) or self.unpack or bool(self.meta.edges) or self.meta.gridless
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,10 @@ def _boxes(snap: Snapshot, meta: ArrayMeta) -> tuple[np.ndarray[Any, Any], np.nd
     layout = EraLayout.of(meta)
     lo = np.zeros_like(keys)
     hi = np.zeros_like(keys)
-    if layout is None:
+    if meta.gridless:  # each chunk through its slab (``plan/slabs.py``)
+        lo, size = snap.slab_layout(meta.name).rows_boxes(t)
+        hi = lo + size
+    elif layout is None:  # regular or rectilinear
         origin, size = Grid.of(meta).boxes(keys)
         lo, hi = origin, origin + size
     else:

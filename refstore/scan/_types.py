@@ -74,6 +74,11 @@ class ArrayMeta:
     """Global arrays only: the rectilinear chunk grid (``plan/grid.py``): per dimension None
     (regular at ``chunks``) or every chunk's length in elements; empty: regular everywhere. Set
     where sources are placed off their chunk boundaries (arrays with eras: per era, ``edges``)."""
+    gridless: bool = False
+    """Global arrays only: no chunk grid expresses the placement (tiles whose chunks cross each
+    other's chunk edges: a brick layout). Each chunk sits at its slab's offset (the var row's
+    ``d0..``) plus ``k * chunks``, cut by the slab's extent (``plan/slabs.py``); the chunk rows'
+    ``g`` keys are coarse: the regular-grid cell of the chunk's origin (``k + d // chunks``)."""
 
     @property
     def ndim(self) -> int:
@@ -104,6 +109,8 @@ class ArrayMeta:
             extra["short_edge"] = True
         if self.edges:
             extra["chunk_edges"] = edges_to_json(self.edges)
+        if self.gridless:
+            extra["gridless"] = True
         return json.dumps(
             {
                 **extra,
@@ -141,6 +148,7 @@ class ArrayMeta:
             holes=tuple((int(a), int(b)) for a, b in d.get("holes", {}).get("ranges", ())),
             holes_axis=int(d.get("holes", {}).get("axis", 0)),
             edges=edges_from_json(d.get("chunk_edges")),
+            gridless=bool(d.get("gridless", False)),
         )
 
     def with_shape(

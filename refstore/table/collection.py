@@ -22,12 +22,15 @@ from ..errors import (
     NotFoundError,
     StorageError,
 )
+from ..plan.slabs import SlabLayout
 from ..scan._types import ArrayMeta
 from ..schema import (
     DATA_STORAGE_VERSION,
     FORMAT_VERSION,
     GLOBAL_KEY_COLUMNS,
+    NOT_PLACED,
     SCHEMA,
+    SOURCE_KEY_COLUMNS,
     Kind,
 )
 from ._rows import rows
@@ -199,6 +202,7 @@ class Snapshot:
         self._config: dict[str, Any] | None = None
         self._identity: dict[str, tuple[int, int, str]] | None = None
         self._checksums: dict[str, str] | None = None
+        self._slabs: dict[str, SlabLayout] = {}
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
@@ -306,14 +310,34 @@ class Snapshot:
         era: int | None = None,
     ) -> pa.Table:
         """Chunk rows of ``array`` in the view (see ``view_filter``); the global key columns of
-        the array come first (``g0..g{ndim-1}``)."""
-        ndim = len(self.array(array).shape)
+        the array come first (``g0..g{ndim-1}``). Rows of a gridless array (``plan/slabs.py``)
+        also carry ``source`` and ``k0..k{ndim-1}``; its ``ranges`` are coarse keys."""
+        meta = self.array(array)
+        ndim = len(meta.shape)
         cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
+        if meta.gridless:  # chunks are placed by their slab: the source and the key within it
+            cols += [c for c in ("source", *SOURCE_KEY_COLUMNS[:ndim]) if c not in cols]
         with storage_errors(self.collection.uri, self.version):
             return self.ds.to_table(
                 columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
                 late_materialization=True,
             )  # fmt: skip
+
+    def slab_layout(self, array: str) -> SlabLayout:
+        """The placed slabs of ``array`` (from its var rows; cached per snapshot): what places the
+        chunks of a gridless array (``plan/slabs.py``)."""
+        if array not in self._slabs:
+            from ..schema import DEST_COLUMNS
+
+            meta = self.array(array)
+            t = self.rows(Kind.VAR, ["source", "meta", *DEST_COLUMNS[: meta.ndim]],
+                          f"array = {sql_str(array)} AND d0 != {NOT_PLACED}")  # fmt: skip
+            extents = [ArrayMeta.from_json(m).shape for m in t.column("meta").to_pylist()]
+            offsets = zip(*(t.column(c).to_pylist() for c in DEST_COLUMNS[: meta.ndim]), strict=True) \
+                if meta.ndim else ((),) * t.num_rows
+            slabs = list(zip(t.column("source").to_pylist(), offsets, extents, strict=True))
+            self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs)
+        return self._slabs[array]
 
     def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
         t = self.chunk_rows(array, columns=())

@@ -18,7 +18,7 @@ from ..plan.coalesce import coalesce
 from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
-from ..plan.select import select
+from ..plan.select import Selection, select
 from ..schema import HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
 from ._commit import commit, head_row, retry_on_conflict
 from ._rows import rows
@@ -178,10 +178,19 @@ def _rows_in(
         for era, e_lo, e_hi in pieces:
             if any(b <= a for a, b in zip(e_lo, e_hi, strict=True)):
                 continue
-            rng = Grid.of_era(meta, era).box_ranges(e_lo, e_hi)
+            if meta.gridless:  # coarse keys, then each chunk's box through its slab (``plan/slabs.py``)
+                slabs = snap.slab_layout(name)
+                rng = slabs.key_ranges(e_lo, e_hi)
+            else:
+                rng = Grid.of_era(meta, era).box_ranges(e_lo, e_hi)
             flt = snap.view_filter(name, rng if meta.shape else None, era)
             flt += " AND held_at >= 0" if held else " AND held_at < 0"
-            out.append(snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt))
+            t = snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt)
+            if meta.gridless and t.num_rows:
+                origin, size = slabs.rows_boxes(t)
+                whole = Selection(tuple(e_lo), tuple(e_hi), (1,) * len(e_lo), ())
+                t = t.filter(pa.array(slabs.touching(origin, size, whole)))
+            out.append(t)
     return out
 
 
