@@ -175,10 +175,11 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
     raise UnexpressibleError(f"array {meta.name!r}: codec {cid!r} has no zarr v2 (numcodecs) form")
 
 
-def v2_filters(meta: ArrayMeta) -> list[dict[str, Any]]:
+def v2_filters(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, Any]]:
     """The pipeline as zarr v2 ``filters`` in encode order (``compressor`` stays null: v2
-    decodes the compressor first, then the filters in reverse, so this is equivalent)."""
-    _check_common(meta)
+    decodes the compressor first, then the filters in reverse, so this is equivalent).
+    ``rectilinear``: the caller's form records a rectilinear grid itself (SQLite mdim-refs/0.3)."""
+    _check_common(meta, rectilinear=rectilinear)
     return [_v2_codec(meta, c) for c in meta.codecs]
 
 

@@ -132,7 +132,7 @@ def test_hold_bbox_holds_exactly_the_blocks_under_it_and_rescan_fills_the_hole(b
     held = refstore.open(col).snapshot.rows("chunk", ["source", "k0", "k1"], "held_at >= 0").to_pylist()
     assert h.chunks == len(want) and {(r["source"], r["k0"], r["k1"]) for r in held} == want
     # the missing tile arrives: a rescan upserts its blocks only, and the mosaic is whole
-    cut_boxes(brick["src"], folder, [((0, 0), ())] + [STAGGERED[1]], skip=[(1, j) for j in range(4) if j != 2])
+    cut_boxes(brick["src"], folder, [((0, 0), ()), STAGGERED[1]], skip=[(1, j) for j in range(4) if j != 2])
     rep = refstore.scan(col, [str(folder)], timeout=None)
     assert (rep.new, rep.unchanged, rep.inserted) == (1, 9, len(_blocks([("h", 100, 200, 195, 325)])))
     assert_same(refstore.open(col)["image"][...], tifffile.imread(brick["src"]), "brick mosaic with every tile")

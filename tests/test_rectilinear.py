@@ -155,7 +155,7 @@ def test_kerchunk_refuses_naming_the_array(tmp_path: Path, monthly: tuple[str, l
     assert "array 'flag' has a rectilinear chunk grid along 'time'" in lines[0]
 
 
-@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet", "sqlite"])
+@pytest.mark.parametrize("fmt", ["kerchunk-json", "kerchunk-parquet"])
 def test_regular_grid_forms_refuse_or_skip_it(tmp_path: Path, monthly: tuple[str, list[Path]], fmt: str) -> None:
     uri, _ = monthly
     out = str(tmp_path / "out")
@@ -180,6 +180,34 @@ def test_icechunk_is_a_rectilinear_zarr_array(tmp_path: Path, monthly: tuple[str
             assert_same(arrays[name][...], oracle(files, name), name)
             assert_same(arrays[name][25:95], oracle(files, name)[25:95], name)
 
+
+
+def test_sqlite_expresses_the_grid_in_its_chunk_edges_table(tmp_path: Path, monthly: tuple[str, list[Path]]) -> None:
+    """mdim-refs/0.3, read by sqlite3 + numcodecs as documented (``tests/readers/sqlite.py``)."""
+    import sqlite3
+    from contextlib import closing
+
+    from .readers.sqlite import open_form
+
+    uri, files = monthly
+    out = str(tmp_path / "refs.sqlite")
+    emit(refstore.Collection.open(uri), "sqlite", out)
+    month_days = [oracle([p], "time").size for p in files]
+    want = [n for days in month_days for n in [10] * (days // 10) + ([days % 10] if days % 10 else [])]
+    with closing(sqlite3.connect(out)) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone() == ("mdim-refs/0.3",)
+        rows = con.execute("SELECT chunk, start, size FROM chunk_edges WHERE array = 'tas' AND dim = 0 "
+                           "ORDER BY chunk").fetchall()  # fmt: skip
+        assert con.execute("SELECT count(*) FROM chunk_edges WHERE array = 'tas' AND dim > 0").fetchone() == (0,)
+    assert [n for _, _, n in rows] == want and [a for _, a, _ in rows] == np.cumsum([0, *want[:-1]]).tolist()
+    arrays = open_form(out, None)
+    for name in NAMES:
+        w = oracle(files, name)
+        assert_same(arrays[name][...], w, name)
+        for key in WINDOWS:
+            full = key[: w.ndim] + tuple(slice(0, n) for n in w.shape[len(key) :])
+            if all(k.step in (None, 1) for k in full):
+                assert_same(arrays[name][full], w[full], f"{name}{full}")
 
 
 def test_flat_parquet_expresses_the_grid(tmp_path: Path, monthly: tuple[str, list[Path]]) -> None:

@@ -338,7 +338,7 @@ def check_zarr(src: EmitSource, meta: ArrayMeta, *, zarr_format: int, rectilinea
     codecs without a zarr form, HDF5 chunks whose filter mask skipped a filter, and (unless
     ``rectilinear``: zarr v3's rectilinear extension) a rectilinear chunk grid."""
     if zarr_format == 2:
-        v2_filters(meta)
+        v2_filters(meta, rectilinear=rectilinear)
     else:
         v3_codecs(meta, rectilinear=rectilinear)
     n = src.masked_chunks(meta.name)

@@ -1,7 +1,9 @@
 """SQLite: the mdim-refs/0.2 layout, as the public readers (hypertidy/zaro ``mdimrefs://``,
-GDAL/OGR over SQLite) expect it.
+GDAL/OGR over SQLite) expect it, and mdim-refs/0.3 when an array has a rectilinear grid.
 
-- ``meta(key TEXT PRIMARY KEY, value TEXT)``: ``format_version`` = ``mdim-refs/0.2``, plus
+- ``meta(key TEXT PRIMARY KEY, value TEXT)``: ``format_version`` = ``mdim-refs/0.2`` (``0.3``
+  when some array is rectilinear: a 0.2 reader places chunk ``k`` at ``k * chunk`` and would
+  read it wrong, so it must refuse the file), plus
   ``generator``, ``refstore_version``, ``tag`` (the tag the caller named, ``""`` for a
   version number or latest), ``concat_dim``, ``remap_rules`` and
   ``group_attrs`` (JSON).
@@ -20,11 +22,17 @@ GDAL/OGR over SQLite) expect it.
   ``data``.
 - one view per array, ``refs_<array>``: ``dim_0.., present, path, "offset", size, info,
   data`` (path NULL for inline chunks).
+- 0.3 only: ``chunk_edges(array, dim, chunk, start, size)``, primary key ``(array, dim,
+  chunk)``: for each rectilinear dimension of an array (sources placed off their chunk
+  boundaries: monthly files of daily data), every chunk along it: its start and length in
+  elements. Along such a dimension ``dim_i`` counts these chunks; a chunk still decodes to
+  ``chunks`` elements (an HDF5 partial chunk stored padded) and contributes its first ``size``.
+  Dimensions without rows are regular (chunk ``k`` at ``k * chunk``, cut by the shape).
 
 Arrays the zarr v2 model cannot express are refused (eras, short strips, filter masks, codecs
-without a numcodecs id). Rows are written in a fixed order into a fresh database with a pinned
-page size, then ``VACUUM``; journal mode DELETE (not WAL), so one version and options give
-byte-identical files.
+without a numcodecs id, arrays with no chunk grid). Rows are written in a fixed order into a
+fresh database with a pinned page size, then ``VACUUM``; journal mode DELETE (not WAL), so one
+version and options give byte-identical files.
 """
 
 from __future__ import annotations
@@ -49,9 +57,11 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
 
-__all__ = ["FORMAT_VERSION", "check", "fill_text", "quote", "write"]
+__all__ = ["FORMAT_VERSION", "FORMAT_VERSION_RECTILINEAR", "check", "fill_text", "quote", "write"]
 
 FORMAT_VERSION = "mdim-refs/0.2"
+FORMAT_VERSION_RECTILINEAR = "mdim-refs/0.3"
+"""``format_version`` when some array has a rectilinear grid (the ``chunk_edges`` table)."""
 PAGE_SIZE = 4096
 BATCH_ROWS = 50_000
 
@@ -60,7 +70,7 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     if any(c["id"] == "refstore.grib" for c in meta.codecs):
         raise UnexpressibleError(f"array {meta.name!r}: GRIB messages decode only with refstore's codec "
                                  "(refstore.grib, through ecCodes); mdim-refs readers lack it")  # fmt: skip
-    check_zarr(src, meta, zarr_format=2)
+    check_zarr(src, meta, zarr_format=2, rectilinear=True)
 
 
 def quote(name: str) -> str:
@@ -126,6 +136,25 @@ CREATE TABLE arrays(array TEXT PRIMARY KEY, kind TEXT, storage TEXT, dims TEXT, 
 """
 
 
+_EDGES_DDL = """CREATE TABLE chunk_edges(array TEXT NOT NULL, dim INTEGER NOT NULL, chunk INTEGER NOT NULL,
+  start BIGINT NOT NULL, size BIGINT NOT NULL, PRIMARY KEY (array, dim, chunk)) WITHOUT ROWID"""
+
+
+def _rectilinear(meta: ArrayMeta) -> bool:
+    return any(ls is not None for ls in meta.edges)
+
+
+def _edge_rows(meta: ArrayMeta) -> list[tuple[str, int, int, int, int]]:
+    """``chunk_edges`` rows of one array: every chunk along each rectilinear dimension."""
+    out: list[tuple[str, int, int, int, int]] = []
+    for d, ls in enumerate(meta.edges):
+        if ls is None:
+            continue
+        starts = np.concatenate([[0], np.cumsum(np.asarray(ls, np.int64))[:-1]]).tolist()
+        out += [(meta.name, d, k, int(a), int(n)) for k, (a, n) in enumerate(zip(starts, ls, strict=True))]
+    return out
+
+
 def _chunk_ddl(meta: ArrayMeta) -> tuple[str, str]:
     dims = [f"dim_{i}" for i in range(meta.ndim)]
     table, view = quote(f"chunks_{meta.name}"), quote(f"refs_{meta.name}")
@@ -167,7 +196,7 @@ def _chunk_rows(src: EmitSource, meta: ArrayMeta, ids: dict[str, int]) -> Iterat
 
 
 def _array_row(meta: ArrayMeta) -> tuple[Any, ...]:
-    filters = v2_filters(meta)
+    filters = v2_filters(meta, rectilinear=True)  # the chunk_edges table records the grid
     attrs = plain_attrs(meta)
     return (
         meta.name, _kind(meta), "referenced", _dumps(list(meta.dims)), _dumps([int(s) for s in meta.shape]),
@@ -176,10 +205,10 @@ def _array_row(meta: ArrayMeta) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _meta_rows(src: EmitSource) -> list[tuple[str, str]]:
+def _meta_rows(src: EmitSource, arrays: list[ArrayMeta]) -> list[tuple[str, str]]:
     groups = {g: attr_values(a) for g, a in src.group_attrs().items()}
     rows = {
-        "format_version": FORMAT_VERSION,
+        "format_version": FORMAT_VERSION_RECTILINEAR if any(map(_rectilinear, arrays)) else FORMAT_VERSION,
         "generator": "refstore",
         "refstore_version": str(src.version),
         "tag": src.tag or "",
@@ -200,7 +229,10 @@ def _fill_db(
     for stmt in _SCHEMA.strip().split(";"):
         if stmt.strip():
             con.execute(stmt)
-    con.executemany("INSERT INTO meta VALUES (?, ?)", _meta_rows(src))
+    con.executemany("INSERT INTO meta VALUES (?, ?)", _meta_rows(src, arrays))
+    if any(map(_rectilinear, arrays)):
+        con.execute(_EDGES_DDL)
+        con.executemany("INSERT INTO chunk_edges VALUES (?, ?, ?, ?, ?)", [r for m in arrays for r in _edge_rows(m)])
     etags = [e or None for e in s.column("etag").to_pylist()]
     extra = (s.column("size").to_pylist(), s.column("mtime_ns").to_pylist(), etags)
     con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)",

@@ -2,7 +2,9 @@
 standard library's sqlite3: array metadata from ``arrays``, chunk rows from the ``refs_<array>``
 views, plain byte-range reads of ``path``, and decoding by the zarr v2 ``codec`` column through
 numcodecs ids alone (``numcodecs.get_codec``; imagecodecs registers its ``imagecodecs_*`` ids).
-Nothing of refstore is used."""
+mdim-refs/0.3 as documented (``refstore/emit/sqlite.py``): along a dimension with rows in
+``chunk_edges``, chunk ``dim_i`` starts at its ``start`` and contributes ``size`` elements of
+its decoded (full ``chunks``) buffer. Nothing of refstore is used."""
 
 from __future__ import annotations
 
@@ -39,8 +41,10 @@ def _quote(name: str) -> str:
 
 
 class _Array:
-    def __init__(self, out: str, row: tuple[Any, ...]) -> None:
+    def __init__(self, out: str, row: tuple[Any, ...], edges: dict[int, list[tuple[int, int]]]) -> None:
         import numcodecs
+
+        self.edges = edges  # rectilinear dimension -> (start, size) of each chunk along it
 
         name, dims, shape, chunks, dtype, fill, codec = row
         self.out, self.name = out, name
@@ -62,6 +66,12 @@ class _Array:
         return np.frombuffer(bytes(np.asarray(buf).tobytes()) if not isinstance(buf, bytes) else buf,
                              self.dtype).reshape(self.chunks)  # fmt: skip
 
+    def _index(self, d: int, pos: int) -> int:
+        """The chunk along dimension ``d`` holding element ``pos``."""
+        if d not in self.edges:
+            return pos // self.chunks[d]
+        return next(k for k, (a, n) in enumerate(self.edges[d]) if a <= pos < a + n)
+
     def __getitem__(self, sel: Any) -> np.ndarray[Any, Any]:
         if sel is Ellipsis:
             sel = tuple(slice(0, n) for n in self.shape)
@@ -72,7 +82,8 @@ class _Array:
             return out
         ndim = len(self.shape)
         where = " AND ".join(f"dim_{i} BETWEEN ? AND ?" for i in range(ndim)) or "1"
-        args = [v for a, b, c in zip(lo, hi, self.chunks, strict=True) for v in (a // c, (b - 1) // c)]
+        args = [v for d, (a, b) in enumerate(zip(lo, hi, strict=True))
+                for v in (self._index(d, a), self._index(d, b - 1))]
         keys = "".join(f"dim_{i}, " for i in range(ndim))
         sql = f'SELECT {keys}present, path, "offset", size, data FROM {_quote("refs_" + self.name)} WHERE {where}'
         with closing(sqlite3.connect(f"file:{self.out}?mode=ro", uri=True)) as con:
@@ -84,8 +95,8 @@ class _Array:
             block = self._decode(data if path is None else _read(path, offset, size))
             src, dst = [], []
             for d in range(ndim):
-                c0 = key[d] * self.chunks[d]
-                a, b = max(c0, lo[d]), min(c0 + self.chunks[d], hi[d])
+                c0, n = self.edges[d][key[d]] if d in self.edges else (key[d] * self.chunks[d], self.chunks[d])
+                a, b = max(c0, lo[d]), min(c0 + n, hi[d])
                 src.append(slice(a - c0, b - c0))
                 dst.append(slice(a - lo[d], b - lo[d]))
             out[tuple(dst)] = block[tuple(src)]
@@ -98,7 +109,11 @@ def open_form(out: str, case: Any) -> dict[str, Any]:
     imagecodecs.numcodecs.register_codecs(verbose=False)
     with closing(sqlite3.connect(f"file:{out}?mode=ro", uri=True)) as con:
         (fmt,) = con.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
-        assert fmt.startswith("mdim-refs/"), fmt
+        assert fmt in ("mdim-refs/0.2", "mdim-refs/0.3"), fmt
         rows = con.execute("SELECT array, dims, shape, chunks, dtype, fill, codec FROM arrays "
                            "WHERE storage = 'referenced'").fetchall()  # fmt: skip
-    return {r[0]: _Array(out, r) for r in rows}
+        edges: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        if fmt == "mdim-refs/0.3":
+            for name, dim, _k, start, size in con.execute("SELECT * FROM chunk_edges ORDER BY array, dim, chunk"):
+                edges.setdefault(name, {}).setdefault(dim, []).append((start, size))
+    return {r[0]: _Array(out, r, edges.get(r[0], {})) for r in rows}
