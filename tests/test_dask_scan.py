@@ -130,3 +130,39 @@ def test_cli_scan_on_a_dask_scheduler(client, tmp_path: Path, series) -> None:
     assert json.loads(r.stdout)["sources"]["new"] == 3
     assert refstore.open(col)["sst"].shape == (3, 1, 45, 90)
 
+
+
+@pytest.mark.skipif(shutil.which("gdal_translate") is None, reason="GDAL's tools are not installed")
+@pytest.mark.parametrize("layout", ["misaligned", "staggered"])
+def test_dask_scan_of_a_mosaic_equals_local_scan(client, tmp_path: Path, new_collection, layout: str) -> None:
+    """``scan --mosaic --dask``: tiles off the block grid (a rectilinear grid) or in a brick
+    layout (no grid: coarse keys) keyed by the workers exactly as a local scan keys them; the
+    mosaic reads as the raster the tiles were cut from (tifffile)."""
+    import tifffile
+
+    from refstore.fixtures.mosaic import MISALIGNED, STAGGERED, cut_boxes, cut_tiles, write_raster
+
+    src = write_raster(tmp_path / "original.tif")
+    tiles = tmp_path / "tiles"
+    if layout == "misaligned":
+        cut_tiles(src, tiles, MISALIGNED)
+    else:
+        cut_boxes(src, tiles, STAGGERED)
+    first = tmp_path / "first"  # without the first row of tiles: adding it moves every placement
+    first.mkdir()
+    for p in tiles.glob("tile_r[!0]*.tif"):
+        shutil.copy2(p, first / p.name)
+    local, remote = new_collection("local"), new_collection("dask")
+    refstore.scan(local, [str(first)], mosaic=True, workers=1)
+    refstore.scan(remote, [str(first)], mosaic=True, client=client)
+    assert _rows(remote) == _rows(local)
+    for p in tiles.glob("tile_r0*.tif"):
+        shutil.copy2(p, first / p.name)
+    a = refstore.scan(local, [str(first)], workers=1)
+    b = refstore.scan(remote, [str(first)], client=client)
+    assert (b.new, b.committed, b.inserted, b.updated) == (len(list(tiles.glob("tile_r0*"))), True, a.inserted,
+                                                           a.updated)  # fmt: skip
+    assert b.updated > 0 and _rows(remote) == _rows(local)
+    img = refstore.open(remote)["image"]
+    assert img.meta.gridless == (layout == "staggered") and bool(img.meta.edges) == (layout == "misaligned")
+    assert_same(img[...], tifffile.imread(src), f"{layout} mosaic scanned by dask workers")
