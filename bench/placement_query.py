@@ -13,6 +13,11 @@ dataset with the collection's encodings (zstd on the integer columns) and scalar
   key ranges, each slab's own ranges then applied to the rows returned.
 - ``origins``: each chunk row carries its element origin in the global array (``o0, o1`` int64):
   ``array = ? AND o0 BETWEEN lo0 - c0 + 1 AND hi0 - 1 AND o1 BETWEEN ..`` (chunk shape fixed per array).
+- ``coarse``: what refstore builds for placements no grid expresses (``plan/slabs.py``): the key
+  columns hold the regular-grid cell of each chunk's origin (``h = k + d // c``, here ``h0, h1``
+  int32 so the other designs keep ``g``): ``array = ? AND h0 BETWEEN lo0 // c - 1 AND (hi0 - 1)
+  // c AND h1 ..``, then ``SlabLayout`` places the rows returned (source, k) and keeps those
+  touching the box.
 
 Tiles are offset by a misalignment (``--shift``, elements) so the per-slab and origins designs
 handle arbitrary offsets; ``global`` assumes keys exist. Prints median times over repeats and the
@@ -58,6 +63,8 @@ def _table(t: int, b: int, tile_px: int, chunk: int, shift: int) -> pa.Table:
         "g1": pa.array((rows_tx * per_tile + rk1).astype(np.int32)),
         "o0": pa.array((d0 + rk0 * chunk).astype(np.int64)),
         "o1": pa.array((d1 + rk1 * chunk).astype(np.int64)),
+        "h0": pa.array((d0 // chunk + rk0).astype(np.int32)),
+        "h1": pa.array((d1 // chunk + rk1).astype(np.int32)),
         "offset": pa.array((rk0 * b + rk1).astype(np.int64) * 5000),
         "length": pa.array(np.full(len(rk0), 4000, np.int64)),
     }
@@ -95,7 +102,7 @@ def main() -> None:
                                  max_rows_per_file=1 << 21)  # fmt: skip
         write_s = time.perf_counter() - t0
         for col, kind in (("kind", "BITMAP"), ("source", "BITMAP"), ("array", "BITMAP"), ("g0", "ZONEMAP"),
-                          ("o0", "ZONEMAP")):  # fmt: skip
+                          ("o0", "ZONEMAP"), ("h0", "ZONEMAP")):  # fmt: skip
             ds.create_scalar_index(col, kind, name=f"{col}_idx")
             ds = lance.dataset(str(root / "t.lance"))
         sizes: dict[str, int] = {}
@@ -166,11 +173,28 @@ def main() -> None:
             flt = "kind = 'chunk' AND array = 'image' AND (" + " OR ".join(terms) + ")"
             return ds.to_table(columns=["source", "offset", "length"], filter=flt).num_rows
 
+        from refstore.plan.select import Selection
+        from refstore.plan.slabs import SlabLayout
+
+        names = [f"/data/rema/tile_{i:05d}.tif" for i in range(t * t)]
+        layout = SlabLayout.of((t * step, t * step), (c, c),
+                               [(names[i], (i // t * step, i % t * step), (tile_px, tile_px)) for i in range(t * t)])
+        box = Selection(tuple(int(x) for x in lo), tuple(int(x) for x in hi), (1, 1), ())
+        ranges = layout.key_ranges(box.start, box.stop)
+        assert ranges is not None
+        f_coarse = (f"kind = 'chunk' AND array = 'image' AND h0 BETWEEN {ranges[0][0]} AND {ranges[0][1]} "
+                    f"AND h1 BETWEEN {ranges[1][0]} AND {ranges[1][1]}")  # fmt: skip
+
+        def coarse() -> int:
+            got = ds.to_table(columns=["source", "k0", "k1", "offset", "length"], filter=f_coarse)
+            origin, size = layout.rows_boxes(got)
+            return int(SlabLayout.touching(origin, size, box).sum())
+
         def run(flt: str) -> Any:
             return lambda: ds.to_table(columns=["source", "offset", "length"], filter=flt).num_rows
 
         for name, fn in (("global", run(f_global)), ("per-slab", per_slab), ("slab-in", per_slab_in),
-                         ("origins", run(f_orig))):  # fmt: skip
+                         ("origins", run(f_orig)), ("coarse", coarse)):  # fmt: skip
             s, n = _median(fn, a.repeat)
             print(f"{name:9s} {s * 1000:8.1f} ms  {n} chunks")
     finally:
