@@ -136,3 +136,35 @@ def test_hold_bbox_holds_exactly_the_blocks_under_it_and_rescan_fills_the_hole(b
     rep = refstore.scan(col, [str(folder)], timeout=None)
     assert (rep.new, rep.unchanged, rep.inserted) == (1, 9, len(_blocks([("h", 100, 200, 195, 325)])))
     assert_same(refstore.open(col)["image"][...], tifffile.imread(brick["src"]), "brick mosaic with every tile")
+
+
+def test_a_mosaic_going_gridless_and_back_rekeys_its_tiles(brick, new_collection) -> None:
+    """Rows 0 and 2 of the brick line up (a rectilinear grid); the shifted middle row makes the
+    mosaic gridless (every tile re-keyed to coarse keys); pruning it makes it rectilinear again.
+    Each version reads as the original with the missing rows as nodata."""
+    folder = brick["dir"] / "transition"
+    folder.mkdir()
+    for p in brick["folder"].glob("tile_r[02]*.tif"):
+        shutil.copy2(p, folder / p.name)
+    col = new_collection()
+    full = tifffile.imread(brick["src"])
+    without = full.copy()
+    without[100:200] = NODATA
+    refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    img = refstore.open(col)["image"]
+    assert not img.meta.gridless and img.meta.edges
+    assert_same(img[...], without, "rows 0 and 2: rectilinear")
+    for p in brick["folder"].glob("tile_r1*.tif"):
+        shutil.copy2(p, folder / p.name)
+    rep = refstore.scan(col, [str(folder)], timeout=None)
+    assert rep.new == 3 and rep.updated > 0  # the first rows' chunks moved to coarse keys
+    img = refstore.open(col)["image"]
+    assert img.meta.gridless
+    assert_same(img[...], brick["expected"], "brick: gridless")
+    for p in folder.glob("tile_r1*.tif"):
+        p.unlink()
+    rep = refstore.scan(col, [str(folder)], prune=True, timeout=None)
+    assert len(rep.removed) == 3 and rep.updated > 0
+    img = refstore.open(col)["image"]
+    assert not img.meta.gridless and img.meta.edges
+    assert_same(img[...], without, "rows 0 and 2 again: rectilinear")
