@@ -168,3 +168,26 @@ def test_a_mosaic_going_gridless_and_back_rekeys_its_tiles(brick, new_collection
     img = refstore.open(col)["image"]
     assert not img.meta.gridless and img.meta.edges
     assert_same(img[...], without, "rows 0 and 2 again: rectilinear")
+
+
+def test_coverage_and_the_html_report_show_the_brick(brick, tmp_path: Path) -> None:
+    """The coverage shares come from each block's box (through its tile): referenced = the
+    pixels the cut tiles cover, over the raster (from the cut boxes alone)."""
+    from refstore.report.coverage import coverage
+
+    cov = coverage(refstore.open(brick["col"]).snapshot, "image")
+    covered = sum((r1 - r0) * (c1 - c0) for _, r0, r1, c0, c1 in _tiles())
+    shares = cov.totals()
+    assert shares["referenced"] == pytest.approx(covered / (300 * 400))
+    assert shares["absent"] == pytest.approx(1 - covered / (300 * 400))
+
+
+def test_the_html_report_shows_the_tiles_chunk_shape(brick, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from typer.testing import CliRunner
+
+    from refstore.cli import app as cli
+
+    r = CliRunner().invoke(cli.app, ["-C", brick["col"], "report", str(tmp_path / "r.html")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "<td>64 x 64</td>" in (tmp_path / "r.html").read_text()

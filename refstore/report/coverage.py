@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError
 from ..plan.eras import EraLayout
-from ..plan.grid import Grid
+from ..plan.grid import Grid, slab_lengths
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -289,7 +289,11 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
     def make_axis(i: int) -> Axis:
         d = meta.dims[i]
         n = meta.shape[i]
-        if layout is None:
+        if meta.gridless:  # every tile's own chunk edges (``plan/slabs.py``)
+            slabs = snap.slab_layout(name)
+            segments = [(int(o), tuple(slab_lengths(int(e), int(meta.chunks[i]))))
+                        for o, e in zip(slabs.offset[:, i].tolist(), slabs.extent[:, i].tolist(), strict=True)]
+        elif layout is None:
             segments = [(0, Grid.of(meta).dim_lengths(i))]
         elif layout.axis == i:  # eras along this axis: each era's grid starts at the era
             segments = [(a, Grid.of_era(meta, e).dim_lengths(i)) for e, (a, _b) in enumerate(layout.bounds)]

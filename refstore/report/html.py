@@ -58,7 +58,7 @@ def _chunks(a: dict[str, Any]) -> str:
     grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
     out = []
     for g in grid:
-        if g["kind"] == "regular":
+        if g["kind"] != "rectilinear":  # regular, or none (gridless: the chunk shape of every tile)
             out.append(str(g["chunk"]))
         else:
             runs = [r if isinstance(r, list) else [r, 1] for r in g["chunks"]]
