@@ -191,3 +191,29 @@ def test_the_html_report_shows_the_tiles_chunk_shape(brick, tmp_path: Path) -> N
     r = CliRunner().invoke(cli.app, ["-C", brick["col"], "report", str(tmp_path / "r.html")], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert "<td>64 x 64</td>" in (tmp_path / "r.html").read_text()
+
+
+def test_a_brick_mosaic_per_date_stacked_along_time(brick, tmp_path: Path, new_collection) -> None:
+    """Two dates of brick tiles (the second raster another seed, one tile missing on day 1):
+    one gridless (time, y, x) array equal to the stacked rasters; hold --time takes the blocks
+    of day 2 only (the cut boxes and the block size say how many)."""
+    from refstore.plan.region import parse_time_range
+    from refstore.table.hold import HoldSelection, hold
+
+    second = write_raster(tmp_path / "second.tif", seed=1)
+    folder = tmp_path / "dated"
+    for day, src, skip in (("20240101", brick["src"], [HOLE]), ("20240102", second, [])):
+        for p in cut_boxes(src, tmp_path / day, STAGGERED, skip=skip):
+            folder.mkdir(exist_ok=True)
+            shutil.move(p, folder / f"{p.stem}_{day}.tif")
+    col = new_collection()
+    rep = refstore.scan(col, [str(folder)], mosaic=True, concat_dim="time", time_from_name="%Y%m%d", timeout=None)
+    assert rep.mosaic is not None and rep.mosaic["dates"] == 2 and rep.new == 19
+    img = refstore.open(col)["image"]
+    assert img.meta.gridless and img.shape == (2, 300, 400)
+    want = np.stack([brick["expected"], tifffile.imread(second)])
+    assert_same(img[...], want, "brick mosaic x time")
+    assert_same(img[:, 90:210, 60:200], want[:, 90:210, 60:200], "window across dates and shifted tiles")
+    h = hold(refstore.Collection.open(col), HoldSelection(arrays=("image",),
+                                                          time=parse_time_range("2024-01-02/2024-01-02")))
+    assert h.chunks == len(_blocks(_tiles(skip=None)))
