@@ -20,7 +20,7 @@ import refstore
 from refstore.errors import UnexpressibleError
 from refstore.fixtures.mosaic import BLOCK, NODATA, STAGGERED, cut_boxes, write_raster
 
-from ._cli import run
+from ._cli import invoke
 from ._oracle import assert_same
 
 pytestmark = pytest.mark.skipif(shutil.which("gdal_translate") is None, reason="GDAL's tools are not installed")
@@ -73,7 +73,7 @@ def test_a_brick_layout_is_placed_and_reads_as_the_original(brick) -> None:
     assert_same(img[37:251, 13:377], expected[37:251, 13:377], "window across shifted tiles and the hole")
     assert_same(img[5:290:7, 3::11], expected[5:290:7, 3::11], "strided window")
     assert_same(img[150, 60:70], expected[150, 60:70], "one row across a straddled block edge")
-    grid = json.loads(run("-C", col, "info", "--json").stdout)["arrays"]["image"]["chunk_grid"]
+    grid = json.loads(invoke("-C", col, "info", "--json").stdout)["arrays"]["image"]["chunk_grid"]
     assert [g["kind"] for g in grid] == ["none", "none"]
     import xarray as xr
     import zarr
@@ -96,7 +96,7 @@ def test_forms_that_place_slabs_read_it_and_grid_forms_refuse(brick, tmp_path: P
     flat = parquet.open_form(str(tmp_path / "m.parquet"), None)["image"]
     assert_same(flat[...], expected, "flat Parquet (element origins + slabs)")
     assert_same(flat[(slice(90, 210), slice(60, 200))], expected[90:210, 60:200], "flat Parquet window")
-    r = run("-C", col, "emit", "kerchunk-json", str(tmp_path / "m.json"))
+    r = invoke("-C", col, "emit", "kerchunk-json", str(tmp_path / "m.json"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert "'image' has no chunk grid" in r.stderr and not (tmp_path / "m.json").exists(), r.stderr
     for fmt in ("icechunk", "sqlite"):
