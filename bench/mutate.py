@@ -92,6 +92,32 @@ GROUPS: dict[str, Group] = {
             "tests/test_tiff.py::test_generated_cases",
         ),
     ),
+    # per-module splits of the groups above (cheaper to run and re-run one at a time)
+    "plan-cs": Group(
+        files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),
+        tests=("tests/test_mutation_plan.py", "tests/test_plan_properties.py"),
+    ),
+    "netcdf3": Group(
+        files=("refstore/scan/netcdf3.py",),
+        tests=("tests/test_mutation_scan.py", "tests/test_mutation_netcdf3.py"),
+    ),
+    "hdf5": Group(
+        files=("refstore/scan/hdf5.py", "refstore/scan/_hdf5_codecs.py"),
+        tests=("tests/test_mutation_scan.py", "tests/test_mutation_hdf5.py"),
+    ),
+    "tiff": Group(
+        files=("refstore/scan/tiff.py", "refstore/scan/_tiff_guard.py"),
+        tests=("tests/test_mutation_tiff.py", "tests/test_tiff.py::test_generated_cases"),
+    ),
+    "grib": Group(
+        files=("refstore/scan/grib.py",),
+        tests=("tests/test_mutation_grib.py",),
+    ),
+    "scan-misc": Group(
+        files=("refstore/scan/auto.py", "refstore/scan/_check.py", "refstore/scan/_cftime.py",
+               "refstore/scan/_types.py", "refstore/scan/_rangefile.py"),
+        tests=("tests/test_mutation_scan_misc.py",),
+    ),
     "scan-sample": Group(
         files=("refstore/scan/netcdf3.py", "refstore/scan/_hdf5_codecs.py"),
         tests=(
@@ -101,6 +127,9 @@ GROUPS: dict[str, Group] = {
         ),
     ),
 }
+
+_DEFAULT = ("plan", "decode", "versions", "emit", "scan")
+"""The groups run when none is named: the per-module splits are subsets of these."""
 
 # mutmut's exit-code classes (mutmut.stats.status_by_exit_code, 3.8)
 _DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
@@ -281,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retest-survivors", action="store_true",
                     help="run again only the mutants that survived (or had no test) last time, e.g. after new tests")
     args = ap.parse_args(argv)
-    names = args.groups or [g for g in GROUPS if g != "scan-sample"]
+    names = args.groups or [g for g in GROUPS if g in _DEFAULT]
     unknown = [n for n in names if n not in GROUPS]
     if unknown:
         ap.error(f"unknown group {unknown[0]!r}; choose from {', '.join(GROUPS)}")

@@ -1,0 +1,477 @@
+"""The HDF5/netCDF4 scanner against h5py and netCDF4-python, reference by reference, in-process
+(no collection, no Lance: milliseconds a test, for the mutation run ``./dev mutate hdf5``).
+
+Expected values: h5py's own chunk index (``get_chunk_info_by_coord``), storage offsets and sizes,
+filter pipeline, fill value and values; netCDF4-python's dimension names; Python's date
+arithmetic for CF times; the phony-dimension rule the README documents.
+"""
+
+from __future__ import annotations
+
+import zlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
+from refstore._values import decode_attr, decode_fill
+from refstore.errors import ScanError
+from refstore.fixtures.edge import write_edge_file, write_plugin_file
+from refstore.scan.hdf5 import HDF5Scanner
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from refstore.scan._types import ScanResult
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("h5")
+    out = {"edge": write_edge_file(d / "edge.h5"), "plugin": write_plugin_file(d / "plugin.h5")}
+    out["more"] = _write_more(d / "more.h5")
+    out["nc"] = _write_nc4(d / "f.nc")
+    out["nc_noleap"] = _write_nc4(d / "g.nc", calendar="noleap", units="days since 2000-01-01")
+    out["nc_contig"] = _write_nc4_contiguous_time(d / "c.nc")
+    return out
+
+
+def _write_more(path: Path) -> Path:
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("pad", data=np.array([b"ab", b"cde"], "S4"))  # null-padded: no spacepad
+        tid = h5py.h5t.C_S1.copy()
+        tid.set_size(5)
+        tid.set_strpad(h5py.h5t.STR_SPACEPAD)
+        sp = h5py.Dataset(h5py.h5d.create(f.id, b"spaced", tid, h5py.h5s.create_simple((3,))))
+        sp[...] = np.array([b"ab   ", b"abcde", b"x    "], "S5")
+        ch = h5py.h5t.C_S1.copy()
+        ch.set_size(3)
+        ch.set_strpad(h5py.h5t.STR_SPACEPAD)
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_chunk((2,))
+        spc = h5py.Dataset(h5py.h5d.create(f.id, b"spaced_chunked", ch, h5py.h5s.create_simple((4,)), plist))
+        spc[...] = np.array([b"a  ", b"bb ", b"ccc", b"d  "], "S3")
+        f.create_dataset("same_size", data=np.zeros((4, 4, 3), "<i2"))  # phony_dim_4, phony_dim_4_1
+        f.create_dataset("compound", data=np.zeros(3, [("a", "<i4"), ("b", "<f8")]))
+        f.create_dataset("vlen", data=["a", "bb"], dtype=h5py.string_dtype())
+        f.create_dataset("enum_like_bool", data=np.array([True, False, True]))
+        f.create_dataset("complex", data=(np.arange(4) + 1j).astype("<c16"))
+        f.create_dataset("ref", data=np.array([f.ref], h5py.ref_dtype))
+        f.create_dataset("null", data=h5py.Empty("<f4"))
+        f.create_dataset("opaque", data=np.zeros(2, "V4"))
+        f.create_dataset("dims9", shape=(1,) * (MAX_DIMS + 1), dtype="<i1")
+        f.create_dataset("oversized", data=np.arange(3, dtype="<i4"), chunks=(8,), maxshape=(None,))
+        big = np.arange(300_000, dtype="<f8")
+        f.create_dataset("oversized_big", data=big, chunks=(400_000,), maxshape=(None,))  # 2.4 MB: not inlined
+        f.create_dataset("chunked_unwritten_part", shape=(6, 6), chunks=(4, 4), dtype=">i8", fillvalue=3)
+        f["chunked_unwritten_part"][4:6, 0:2] = 9
+        f.create_dataset("contig_empty", shape=(0,), dtype="<f4")
+        f.create_dataset("chunked_empty", shape=(0, 3), chunks=(2, 3), dtype="<f4", maxshape=(None, 3))
+        e = f.create_dataset("external", shape=(4,), dtype="<i4", external=[("ext.bin", 0, 16)])
+        del e
+        f.create_dataset("deflated9", data=rng.integers(0, 9, 64).astype("<i4"), chunks=(16,), compression=9)
+        f.create_dataset("shuffled_f8", data=rng.normal(size=20), chunks=(7,), shuffle=True)
+        g = f.create_group("g")
+        g.attrs["text"] = "héllo"
+        g.attrs["nums"] = np.array([1.5, 2.5], ">f4")
+        g.attrs["refattr"] = f.ref  # h5py reads it; it has no JSON form: left out
+        aid = h5py.h5a.create(f.id, b"raw\xffname", h5py.h5t.STD_I32LE, h5py.h5s.create(h5py.h5s.SCALAR))
+        aid.write(np.array(1, "<i4"))  # a name that is not valid UTF-8
+        # dimension scales: a scale and an array attached along both axes
+        x = f.create_dataset("x", data=np.arange(5, dtype="<f4"))
+        x.make_scale("x")
+        y = f.create_dataset("y", data=np.arange(2, dtype="<i4"))
+        y.make_scale("y")
+        a = f.create_dataset("a", data=np.ones((2, 5), "<f4"))
+        a.dims[0].attach_scale(y)
+        a.dims[1].attach_scale(x)
+    return path
+
+
+def _write_nc4(path: Path, *, calendar: str = "standard", units: str = "hours since 2020-01-01 06:00") -> Path:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 3)
+        nc.createDimension("nv", 2)  # a dimension without a variable
+        t = nc.createVariable("time", "f8", ("time",))
+        t.units = units
+        t.calendar = calendar
+        t[:] = [12.0, 36.0]
+        lat = nc.createVariable("lat", "f4", ("lat",))
+        lat[:] = [1, 2, 3]
+        v = nc.createVariable("sst", "i2", ("time", "lat"), zlib=True, complevel=2, fill_value=np.int16(-999))
+        v[:] = np.array([[1, 2, 3], [4, 5, 6]], "i2")
+        v.scale_factor = np.float32(0.01)
+        b = nc.createVariable("bnds", "f4", ("lat", "nv"))
+        b[:] = np.arange(6, dtype="f4").reshape(3, 2)
+        nc.createGroup("sub").createVariable("q", "u1", ("lat",))[:] = [7, 8, 9]
+    return path
+
+
+def _write_nc4_contiguous_time(path: Path) -> Path:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", 3)
+        nc.createDimension("x", 4)
+        t = nc.createVariable("time", "i4", ("time",), contiguous=True)
+        t.units = "days since 1999-12-31T00:00:00Z"
+        t[:] = [10, 11, 12]
+        v = nc.createVariable("v", "<f8", ("time", "x"), contiguous=True)
+        v[:] = np.arange(12, dtype="f8").reshape(3, 4)
+        w = nc.createVariable("w", "<f4", ("x", "time"), contiguous=True)  # time not first: not split
+        w[:] = np.arange(12, dtype="f4").reshape(4, 3)
+        s = nc.createVariable("one", "<f4", ("x",), contiguous=True)
+        s[:] = 1
+    return path
+
+
+def _codecs_h5py(ds: Any) -> list[dict[str, Any]]:
+    """The filter pipeline as h5py reports it, in refstore's codec spelling (README: pipeline order)."""
+    plist = ds.id.get_create_plist()
+    out: list[dict[str, Any]] = []
+    for i in range(plist.get_nfilters()):
+        code, _f, cd, _n = plist.get_filter(i)
+        if code == h5py.h5z.FILTER_DEFLATE:
+            out.append({"id": "zlib", "level": ds.compression_opts if ds.compression == "gzip" else int(cd[0])})
+        elif code == h5py.h5z.FILTER_SHUFFLE:
+            out.append({"id": "shuffle", "elementsize": ds.dtype.itemsize})
+        elif code == h5py.h5z.FILTER_FLETCHER32:
+            out.append({"id": "fletcher32"})
+        elif code == h5py.h5z.FILTER_SZIP:
+            keys = ("mask", "pixels_per_block", "bits_per_pixel", "pixels_per_scanline")
+            out.append({"id": "szip", **{k: int(v) for k, v in zip(keys, cd[:4], strict=True)}})
+    return out
+
+
+def _same_attr(a: Any, b: Any) -> bool:
+    """Equal values and type (byte order aside: attributes are values, not stored layouts)."""
+    da, db = np.asarray(a).dtype, np.asarray(b).dtype
+    return bool(np.array_equal(a, b)) and (da.kind, da.itemsize) == (db.kind, db.itemsize)
+
+
+def _rows(res: ScanResult, name: str) -> list[dict[str, Any]]:
+    return [r for r in res.chunks.to_pylist() if r["array"] == name]
+
+
+def _check_file(path: Path, res: ScanResult, *, nc_dims: dict[str, tuple[str, ...]] | None = None) -> set[str]:
+    """Every array of ``res`` against h5py; returns the names checked as ``ok``."""
+    blob = path.read_bytes()
+    metas = {m.name: m for m in res.arrays}
+    ok: set[str] = set()
+    assert res.source.size == len(blob) and res.format == "hdf5"
+    for r in res.chunks.to_pylist():  # keys past an array's dimensions are NO_DIM
+        nd = metas[r["array"]].ndim
+        assert all(r[c] == NO_DIM for c in SOURCE_KEY_COLUMNS[nd:]), r
+    with h5py.File(path, "r") as f:
+        for name, m in metas.items():
+            ds = f[name]
+            if m.status != "ok":
+                continue
+            ok.add(name)
+            dt = ds.dtype
+            assert m.dtype == dt.str and m.np_dtype == dt, name
+            assert m.shape == ds.shape, name
+            if nc_dims is not None and name in nc_dims:
+                assert m.dims == nc_dims[name], name
+            fill = decode_fill(m.fill_value, dt)
+            assert np.asarray(fill, dt).tobytes() == np.asarray(ds.fillvalue, dt).tobytes(), name
+            rows = _rows(res, name)
+            layout = ds.id.get_create_plist().get_layout()
+            expected = np.asarray(ds[()])
+            if rows and rows[0]["inline"] is not None:  # compact or small oversized: values as h5py reads them
+                full = tuple(max(s, 1) for s in ds.shape)
+                assert m.chunks == full or m.chunks[0] == 1, name
+                assert all(r["offset"] is None and r["length"] is None for r in rows), name
+                assert b"".join(r["inline"] for r in rows) == expected.tobytes(), name
+            elif layout == h5py.h5d.CHUNKED:
+                assert m.chunks == ds.chunks, name
+                pads = [{"id": "spacepad"}] if dt.kind == "S" and ds.id.get_type().get_strpad() == 2 else []
+                assert list(m.codecs) == _codecs_h5py(ds) + pads, name
+                assert len(rows) == ds.id.get_num_chunks(), name
+                for r in rows:
+                    key = tuple(r[c] for c in SOURCE_KEY_COLUMNS[: len(ds.shape)])
+                    info = ds.id.get_chunk_info_by_coord(tuple(k * c for k, c in zip(key, ds.chunks, strict=True)))
+                    assert (r["offset"], r["length"], r["filter_mask"]) == (
+                        info.byte_offset, info.size, info.filter_mask), (name, key)  # fmt: skip
+                    assert r["inline"] is None, name
+                    if not m.codecs:
+                        region = tuple(slice(k * c, (k + 1) * c) for k, c in zip(key, ds.chunks, strict=True))
+                        want = np.full(ds.chunks, ds.fillvalue, dt)  # HDF5 pads edge chunks with the fill
+                        part = expected[region]
+                        want[tuple(slice(0, s) for s in part.shape)] = part
+                        if r["length"] != want.nbytes:  # a chunk larger than the array
+                            continue
+                        assert blob[r["offset"] : r["offset"] + r["length"]] == want.tobytes(), (name, key)
+            elif layout == h5py.h5d.CONTIGUOUS and ds.id.get_offset() is not None and ds.size and not rows[0]["inline"]:
+                assert m.chunks == ds.shape or m.chunks[0] == 1, name
+                if m.chunks == ds.shape:
+                    assert len(rows) == 1 and rows[0]["offset"] == ds.id.get_offset(), name
+                    assert rows[0]["length"] == ds.id.get_storage_size() == expected.nbytes, name
+                off = [r["offset"] for r in rows]
+                raw = b"".join(blob[o : o + r["length"]] for o, r in zip(off, rows, strict=True))
+                if m.codecs == ({"id": "spacepad"},):  # HDF5 reads trailing spaces as NULs
+                    assert b" " in raw, name
+                    raw = np.array([x.rstrip(b" ") for x in np.frombuffer(raw, dt)], dt).tobytes()
+                else:
+                    assert m.codecs == (), name
+                assert raw == expected.tobytes(), name
+            else:  # nothing written
+                assert ds.size == 0 or ds.id.get_offset() is None or ds.id.get_num_chunks() == 0, name
+                assert m.chunks == (ds.chunks or tuple(max(s, 1) for s in ds.shape)), name
+    return ok
+
+
+def test_edge_file_against_h5py(files: dict[str, Path]) -> None:
+    path = files["edge"]
+    res = HDF5Scanner()(str(path))
+    ok = _check_file(path, res)
+    metas = {m.name: m for m in res.arrays}
+    with h5py.File(path) as f:
+        names: list[str] = []
+        f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        assert sorted(metas) == sorted(names)
+        assert set(res.groups) == {"", "grp1", "grp1/sub"}
+        for k in f.attrs:
+            assert _same_attr(decode_attr(res.groups[""][k]), f.attrs[k]), k
+        t = f["grp1/sub/T"]
+        for k in t.attrs:
+            assert _same_attr(decode_attr(metas["grp1/sub/T"].attrs[k]), t.attrs[k]), k
+        assert decode_attr(metas["plain_square"].attrs["comment"]) in (b"bytes attribute", "bytes attribute")
+        assert metas["grp1/sub/T"].dims == ("phony_dim_3", "phony_dim_4", "phony_dim_5")
+        assert metas["scalar"].shape == () and metas["scalar"].chunks == () and metas["scalar"].dims == ()
+        so = f["scaleoffset"].id.get_create_plist().get_filter(0)[3].decode()
+        assert metas["scaleoffset"].reason == f"HDF5 filter {so} (id 6) has no decoder (numcodecs/imagecodecs)"
+        assert metas["scaleoffset"].status == "unsupported" and metas["scaleoffset"].chunks == (5, 5)
+        assert decode_fill(metas["scaleoffset"].fill_value, np.dtype("<i4")) == f["scaleoffset"].fillvalue
+        sz = f["szip"].id.get_create_plist().get_filter(0)[2]
+        assert metas["szip"].codecs == ({"id": "szip", "mask": sz[0], "pixels_per_block": sz[1],
+                                         "bits_per_pixel": sz[2], "pixels_per_scanline": sz[3]},)  # fmt: skip
+        fm = [r for r in _rows(res, "filter_mask") if r["k0"] == 1]
+        assert fm[0]["filter_mask"] == 1
+    assert {"partial", "never_written", "compact", "contig_be", "fixed_strings", "grp1/sub/T"} <= ok
+    assert _rows(res, "never_written") == [] and _rows(res, "contig_unwritten") == []
+    assert metas["empty"].shape == (0, 4) and metas["empty"].chunks == (10, 4) and metas["empty"].status == "ok"
+    assert metas["contig_unwritten"].chunks == (5, 5)
+    assert res.sort_value is None and res.sort_last is None and res.sort_units is None
+
+
+def test_plugin_filters_against_h5py(files: dict[str, Path]) -> None:
+    import hdf5plugin
+
+    path = files["plugin"]
+    res = HDF5Scanner()(str(path))
+    metas = {m.name: m for m in res.arrays}
+    with h5py.File(path) as f:
+        zcd = f["zstd"].id.get_create_plist().get_filter(0)[2]
+        assert zcd[0] == 3
+        assert metas["zstd"].codecs == ({"id": "zstd", "level": 3},)
+        assert metas["lz4"].codecs == ({"id": "lz4h5"},)
+        assert metas["blosc"].codecs == ({"id": "blosc"},) == metas["blosc_zstd"].codecs
+        assert metas["bitshuffle"].status == "unsupported"
+        bs = f["bitshuffle"].id.get_create_plist().get_filter(0)
+        label = bs[3].decode().split(";")[0].strip()
+        assert bs[0] == hdf5plugin.BSHUF_ID
+        assert metas["bitshuffle"].reason == f"HDF5 filter {label or 'unknown'} (id {bs[0]}) has no decoder here"
+        for name in ("zstd", "lz4", "blosc", "blosc_zstd"):
+            ds = f[name]
+            rows = _rows(res, name)
+            assert len(rows) == ds.id.get_num_chunks()
+            for r in rows:
+                info = ds.id.get_chunk_info_by_coord((r["k0"] * 16, r["k1"] * 25))
+                assert (r["offset"], r["length"]) == (info.byte_offset, info.size)
+
+
+def test_more_layouts_and_types_against_h5py(files: dict[str, Path]) -> None:
+    path = files["more"]
+    res = HDF5Scanner()(str(path))
+    ok = _check_file(path, res)
+    metas = {m.name: m for m in res.arrays}
+    assert {"pad", "spaced", "spaced_chunked", "same_size", "enum_like_bool", "complex", "oversized",
+            "oversized_big", "chunked_unwritten_part", "deflated9", "shuffled_f8", "a", "x", "y"} <= ok  # fmt: skip
+    assert metas["spaced"].codecs == ({"id": "spacepad"},) and metas["pad"].codecs == ()
+    assert metas["spaced_chunked"].codecs == ({"id": "spacepad"},)
+    assert metas["same_size"].dims == ("phony_dim_4", "phony_dim_4_1", "phony_dim_3")
+    assert metas["a"].dims == ("y", "x") and metas["x"].dims == ("x",) and metas["y"].dims == ("y",)
+    assert metas["compound"].reason == "compound dtype is not supported"
+    assert metas["vlen"].reason == "variable-length dtype has no fixed byte layout"
+    assert metas["ref"].reason == "variable-length dtype has no fixed byte layout"  # object references
+    assert metas["opaque"].reason == "dtype |V4 is not supported" and metas["opaque"].fill_value is None
+    assert metas["null"].reason == "null dataspace holds no values" and metas["null"].shape == ()
+    assert metas["dims9"].reason == f"{MAX_DIMS + 1} dimensions (at most {MAX_DIMS} are supported)"
+    assert metas["dims9"].chunks == (1,) * (MAX_DIMS + 1)
+    assert metas["external"].reason == "data stored in external raw files"
+    for name in ("compound", "vlen", "ref", "opaque", "null", "dims9", "external"):
+        assert metas[name].status == "unsupported" and _rows(res, name) == [], name
+    with h5py.File(path) as f:
+        assert decode_fill(metas["dims9"].fill_value, np.dtype("<i1")) == f["dims9"].fillvalue
+        assert decode_fill(metas["external"].fill_value, np.dtype("<i4")) == f["external"].fillvalue
+    assert metas["compound"].fill_value is None and metas["vlen"].fill_value is None
+    # oversized chunks: small arrays held inline with the whole shape as one chunk; big ones referenced
+    assert metas["oversized"].chunks == (3,) and _rows(res, "oversized")[0]["inline"] is not None
+    assert metas["oversized_big"].chunks == (400_000,) and _rows(res, "oversized_big")[0]["inline"] is None
+    assert [(r["k0"], r["k1"]) for r in _rows(res, "chunked_unwritten_part")] == [(1, 0)]
+    for name in ("contig_empty", "chunked_empty"):
+        assert metas[name].status == "ok" and _rows(res, name) == [], name
+    assert metas["chunked_empty"].chunks == (2, 3) and metas["contig_empty"].chunks == (1,)
+    g = res.groups["g"]
+    assert decode_attr(g["text"]) == "héllo" and "refattr" not in g
+    nums = decode_attr(g["nums"])
+    assert _same_attr(nums, np.array([1.5, 2.5], ">f4"))
+    with h5py.File(path) as f:
+        (raw_name,) = list(f.attrs)
+        assert raw_name == b"raw\xffname"  # h5py hands it over as bytes
+    assert list(res.groups[""]) == ["raw\ufffdname"] and decode_attr(res.groups[""]["raw\ufffdname"]) == 1
+
+
+def _nc_dims(path: Path) -> dict[str, tuple[str, ...]]:
+    import netCDF4
+
+    out: dict[str, tuple[str, ...]] = {}
+    with netCDF4.Dataset(path) as nc:
+
+        def walk(g: Any, prefix: str) -> None:
+            for n, v in g.variables.items():
+                out[prefix + n] = tuple(v.dimensions)
+            for n, sub in g.groups.items():
+                walk(sub, prefix + n + "/")
+
+        walk(nc, "")
+    return out
+
+
+def test_netcdf4_dims_coordinates_and_time(files: dict[str, Path]) -> None:
+    path = files["nc"]
+    dims = _nc_dims(path)
+    res = HDF5Scanner(concat_dim="time")(str(path))
+    _check_file(path, res, nc_dims=dims)
+    metas = {m.name: m for m in res.arrays}
+    assert sorted(metas) == sorted(dims)  # "nv" (a dimension without a variable) is no array
+    assert "_Netcdf4Dimid" not in metas["lat"].attrs and "DIMENSION_LIST" not in metas["sst"].attrs
+    assert "_NCProperties" not in res.groups[""]
+    start = datetime(2020, 1, 1, 6, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last, res.sort_units) == (
+        start + 12 * 3600, start + 36 * 3600, "seconds since 1970-01-01")  # fmt: skip
+    assert HDF5Scanner(concat_dim="lat")(str(path)).sort_value == 1.0
+    assert HDF5Scanner(concat_dim="lat")(str(path)).sort_last == 3.0
+    r = HDF5Scanner(concat_dim="nv")(str(path))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (None, None, None)
+    r = HDF5Scanner(concat_dim="bnds")(str(path))  # 2-d: no coordinate
+    assert (r.sort_value, r.sort_last, r.sort_units) == (None, None, None)
+    # a calendar cf_seconds does not decode: raw values and their units
+    r = HDF5Scanner(concat_dim="time")(str(files["nc_noleap"]))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (12.0, 36.0, "days since 2000-01-01")
+
+
+def test_contiguous_along_concat_dim_is_split_into_slabs(files: dict[str, Path]) -> None:
+    path = files["nc_contig"]
+    plain = {m.name: m for m in HDF5Scanner()(str(path)).arrays}
+    res = HDF5Scanner(concat_dim="time")(str(path))
+    _check_file(path, res, nc_dims=_nc_dims(path))
+    metas = {m.name: m for m in res.arrays}
+    blob = path.read_bytes()
+    with h5py.File(path) as f:
+        for name in ("time", "v"):
+            ds = f[name]
+            assert plain[name].chunks == ds.shape
+            assert metas[name].chunks == (1, *ds.shape[1:]), name
+            rows = sorted(_rows(res, name), key=lambda r: r["k0"])
+            assert [r["k0"] for r in rows] == list(range(ds.shape[0]))
+            for i, r in enumerate(rows):
+                assert blob[r["offset"] : r["offset"] + r["length"]] == np.asarray(ds[i]).tobytes(), (name, i)
+        for name in ("w", "one"):
+            assert metas[name].chunks == f[name].shape and len(_rows(res, name)) == 1, name
+    start = datetime(1999, 12, 31, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last) == (start + 10 * 86400, start + 12 * 86400)
+
+
+def test_compact_time_coordinate_is_split_and_ordered(tmp_path: Path) -> None:
+    """A compact (inline) coordinate along the concat dimension: slabs of its own bytes, and the
+    first/last values read from them."""
+    path = tmp_path / "compact.h5"
+    with h5py.File(path, "w") as f:
+        space = h5py.h5s.create_simple((4,))
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_layout(h5py.h5d.COMPACT)
+        t = h5py.Dataset(h5py.h5d.create(f.id, b"time", h5py.h5t.IEEE_F64LE, space, plist))
+        t[...] = np.array([5.0, 6.0, 7.5, 9.0])
+        t.make_scale("time")
+        t.attrs["units"] = b"minutes since 2001-02-03 04:05:06"
+        t.attrs["calendar"] = b"gregorian"
+    res = HDF5Scanner(concat_dim="time")(str(path))
+    (m,) = res.arrays
+    assert m.chunks == (1,)
+    rows = sorted(_rows(res, "time"), key=lambda r: r["k0"])
+    assert [np.frombuffer(r["inline"], "<f8")[0] for r in rows] == [5.0, 6.0, 7.5, 9.0]
+    start = datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last, res.sort_units) == (start + 300, start + 540, "seconds since 1970-01-01")
+
+
+def test_time_without_units_and_string_coordinates(tmp_path: Path) -> None:
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("time", data=np.array([3, 8], "<i8"), chunks=(1,))  # chunked: read through h5py
+        f.create_dataset("label", data=np.array([b"a", b"b"]))
+        f.create_dataset("empty", shape=(0,), dtype="<f8")
+    r = HDF5Scanner(concat_dim="time")(str(path))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (3.0, 8.0, None)
+    for dim in ("label", "empty", "absent"):
+        r = HDF5Scanner(concat_dim=dim)(str(path))
+        assert (r.sort_value, r.sort_last, r.sort_units) == (None, None, None), dim
+
+
+def test_a_chunk_off_the_grid_and_open_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "not.h5"
+    bad.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 8)
+    with pytest.raises(ScanError, match=r"^.*not\.h5: truncated HDF5 file \(|cannot open as HDF5: "):
+        HDF5Scanner()(str(bad))
+    plain = tmp_path / "text.h5"
+    plain.write_bytes(b"hello world" * 100)
+    with pytest.raises(ScanError, match=r"text\.h5: not an HDF5/netCDF4 file \(no HDF5 signature\)$"):
+        HDF5Scanner()(str(plain))
+    good = tmp_path / "g.h5"
+    with h5py.File(good, "w") as f:
+        f.create_dataset("d", data=np.arange(10, dtype="<i4"), chunks=(4,))
+    data = good.read_bytes()
+    with pytest.raises(ScanError, match=r"g\.h5: truncated HDF5 file \("):
+        (tmp_path / "g.h5").write_bytes(data[: len(data) // 2])
+        HDF5Scanner()(str(good))
+
+
+def test_filter_table_fallbacks_from_a_raw_pipeline(tmp_path: Path) -> None:
+    """Filters set through HDF5's low-level API with the client data HDF5 itself stores
+    (h5py's view of the pipeline is the oracle)."""
+    path = tmp_path / "raw.h5"
+    with h5py.File(path, "w") as f:
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_chunk((4,))
+        plist.set_shuffle()
+        plist.set_deflate(1)
+        plist.set_fletcher32()
+        d = h5py.Dataset(h5py.h5d.create(f.id, b"d", h5py.h5t.STD_I16BE, h5py.h5s.create_simple((10,)), plist))
+        d[...] = np.arange(10)
+    from refstore.scan._hdf5_codecs import filters_to_codecs
+
+    with h5py.File(path) as f:
+        pl = f["d"].id.get_create_plist()
+        cd = [pl.get_filter(i)[2] for i in range(pl.get_nfilters())]
+        assert filters_to_codecs(pl, f["d"].dtype) == (
+            ({"id": "shuffle", "elementsize": cd[0][0]}, {"id": "zlib", "level": cd[1][0]}, {"id": "fletcher32"}),
+            None)  # fmt: skip
+        assert cd[0][0] == 2 and cd[1][0] == 1
+    rows = _rows(HDF5Scanner()(str(path)), "d")
+    blob = path.read_bytes()
+    with h5py.File(path) as f:
+        for r in rows:
+            payload = blob[r["offset"] : r["offset"] + r["length"] - 4]  # fletcher32 adds 4 bytes
+            raw = np.frombuffer(zlib.decompress(payload), "u1").reshape(2, 4).T.tobytes()  # unshuffle
+            want = np.zeros(4, ">i2")
+            part = f["d"][r["k0"] * 4 : r["k0"] * 4 + 4]
+            want[: len(part)] = part
+            assert raw == want.tobytes()
