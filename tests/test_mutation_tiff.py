@@ -1,0 +1,352 @@
+"""The TIFF scanner against tifffile (IFDs, segment offsets and byte counts, shapes, dtypes) and
+GDAL's gdalinfo (geotransform, CRS, nodata), in-process and without a collection: the mutation
+run's fast test list for ``scan/tiff.py`` and ``scan/_tiff_guard.py`` (``./dev mutate tiff``).
+Codec expectations follow the README's table (compression tag -> codec, predictor 2 -> delta,
+3 -> floatpred along the x axis of a chunk, 1-bit samples -> bitunpack).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import struct
+import subprocess
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import tifffile
+
+from refstore._values import decode_attr, decode_fill
+from refstore.errors import BadInputError, ScanError
+from refstore.fixtures.tiff import geotags, write_cases
+from refstore.scan._tiff_guard import MAX_IFDS, MAX_SEGMENTS, check_tiff_counts
+from refstore.scan.tiff import TiffScanner, time_from_name
+
+from ._oracle import tiff_names
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from refstore.scan._types import ScanResult
+
+_CODEC = {1: None, 5: "lzw", 8: "zlib", 32946: "zlib", 50000: "zstd", 32773: "packbits", 34887: "lerc", 7: "jpeg"}
+
+
+def _geokeys(pairs: list[tuple[int, int, int, int]]) -> tuple[int, ...]:
+    return (1, 1, 0, len(pairs), *[v for p in pairs for v in p])
+
+
+@pytest.fixture(scope="module")
+def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("tif")
+    out = write_cases(d)
+    rng = np.random.default_rng(11)
+    img = rng.integers(0, 200, (40, 50)).astype("u1")
+    # a COG-like file: full image, overviews, an internal mask and its overview
+    p = out["masked"] = d / "masked.tif"
+    with tifffile.TiffWriter(p) as w:
+        w.write(img, tile=(16, 16), compression="zlib", extratags=geotags(), metadata=None)
+        w.write(img[::2, ::2], tile=(16, 16), subfiletype=1, metadata=None)
+        w.write(img[::4, ::4], tile=(16, 16), subfiletype=1, metadata=None)
+        w.write(img > 50, tile=(16, 16), subfiletype=4, compression="zlib", metadata=None)
+        w.write(img[::2, ::2] > 50, tile=(16, 16), subfiletype=5, metadata=None)
+    p = out["two_images"] = d / "two_images.tif"
+    with tifffile.TiffWriter(p, bigtiff=True) as w:
+        w.write(img, rowsperstrip=7, metadata=None)
+        w.write(img.astype("<f8"), rowsperstrip=40, predictor=3, compression="zlib", metadata=None)
+        w.write(img > 9, rowsperstrip=9, subfiletype=4, metadata=None)
+        w.write(img > 9, rowsperstrip=9, subfiletype=4, metadata=None)
+    # PixelIsPoint, projected EPSG, a rotated ModelTransformation, a citation-only CRS
+    point = _geokeys([(1024, 0, 1, 1), (1025, 0, 1, 2), (3072, 0, 1, 32633)])
+    tifffile.imwrite(p := d / "point.tif", img, metadata=None, extratags=[
+        (33550, "d", 3, (30.0, 20.0, 0.0), True), (33922, "d", 6, (0, 0, 0, 500000.0, 4000000.0, 0), True),
+        (34735, "H", len(point), point, True), (42113, "s", 0, "7", True)])  # fmt: skip
+    out["point"] = p
+    rot = _geokeys([(1024, 0, 1, 2), (1025, 0, 1, 1), (2048, 0, 1, 4326)])
+    m = (0.5, 0.1, 0.0, 10.0, 0.05, -0.5, 0.0, 50.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    tifffile.imwrite(p := d / "rotated.tif", img.astype("<f4"), metadata=None, extratags=[
+        (34264, "d", 16, m, True), (34735, "H", len(rot), rot, True), (42113, "s", 0, "nan", True)])  # fmt: skip
+    out["rotated"] = p
+    cit = _geokeys([(1024, 0, 1, 1), (1025, 0, 1, 1), (1026, 34737, 12, 0)])
+    tifffile.imwrite(p := d / "citation.tif", img.astype("<i2"), metadata=None, extratags=[
+        (33550, "d", 3, (1.0, 1.0, 0.0), True), (33922, "d", 6, (0, 0, 0, 0.0, 0.0, 0), True),
+        (34735, "H", len(cit), cit, True), (34737, "s", 0, "my local cs|", True),
+        (42113, "s", 0, "1e40", True)])  # fmt: skip
+    out["citation"] = p
+    tifffile.imwrite(p := d / "bilevel.tif", np.eye(10, 13, dtype=bool), rowsperstrip=3, metadata=None)
+    out["bilevel"] = p
+    tifffile.imwrite(p := d / "b12.tif", np.arange(64, dtype="u2").reshape(8, 8), bitspersample=12, metadata=None)
+    out["b12"] = p
+    tifffile.imwrite(p := d / "lzma.tif", np.arange(64, dtype="u2").reshape(8, 8), compression="lzma", metadata=None)
+    out["lzma"] = p
+    tifffile.imwrite(p := d / "dated.tif", img, tile=(16, 32), datetime="2021:03:04 05:06:07", metadata=None,
+                     extratags=[(42113, "s", 0, "3.5", True)])  # fmt: skip
+    out["dated"] = p
+    tifffile.imwrite(p := d / "badnodata.tif", img.astype("<f4"), metadata=None,
+                     extratags=[(42113, "s", 0, "abc", True), (306, "s", 0, "not a date", True)])  # fmt: skip
+    out["badnodata"] = p
+    tifffile.imwrite(p := d / "rgb_chunky_pred.tif", rng.integers(0, 9, (20, 30, 3)).astype("<u2"), tile=(16, 16),
+                     photometric="rgb", predictor=2, compression="zlib", metadata=None)  # fmt: skip
+    out["rgb_chunky_pred"] = p
+    tifffile.imwrite(p := d / "planar_pred.tif", rng.normal(size=(2, 20, 30)).astype("<f4"), tile=(16, 16),
+                     planarconfig="separate", photometric="minisblack", predictor=3, compression="zlib",
+                     metadata=None)  # fmt: skip
+    out["planar_pred"] = p
+    return out
+
+
+def _gdal(path: Path) -> dict[str, Any] | None:
+    exe = shutil.which("gdalinfo")
+    if exe is None:
+        return None
+    return json.loads(subprocess.run([exe, "-json", str(path)], capture_output=True, check=True, text=True).stdout)  # type: ignore[no-any-return]
+
+
+def _check(path: Path, res: ScanResult, lead: str | None = None) -> dict[str, Any]:
+    """Every IFD of ``path`` against tifffile; returns the metas by name."""
+    metas = {m.name: m for m in res.arrays}
+    rows = res.chunks.to_pylist()
+    with tifffile.TiffFile(path) as tif:
+        pages = list(tif.pages)
+        names = tiff_names(pages)
+        assert [n for n in metas if n != lead] == names
+        assert res.layout == {"ifds": {n: i for i, n in enumerate(names)}}
+        for name, page in zip(names, pages, strict=True):
+            m = metas[name]
+            dt = np.dtype(page.dtype)
+            if dt.itemsize > 1:
+                dt = dt.newbyteorder(tif.byteorder)
+            shape = tuple(page.shape)
+            assert m.dtype == dt.str, name
+            separate = page.planarconfig == 2 and page.samplesperpixel > 1
+            rows_per = page.tilelength if page.is_tiled else min(page.rowsperstrip or page.imagelength,
+                                                                  page.imagelength)  # fmt: skip
+            cols = page.tilewidth if page.is_tiled else page.imagewidth
+            chunk = (1, rows_per, cols) if separate else ((rows_per, cols, page.samplesperpixel) if len(shape) == 3
+                                                          else (rows_per, cols))  # fmt: skip
+            if lead:
+                assert m.shape == (1, *shape) and m.chunks == (1, *chunk) and m.dims[0] == lead, name
+            else:
+                assert m.shape == shape and m.chunks == chunk, name
+            comp = int(page.compression)
+            if comp not in _CODEC or page.bitspersample not in (1, 8, 16, 32, 64):
+                assert m.status == "unsupported" and not [r for r in rows if r["array"] == name], name
+                continue
+            assert m.status == "ok", (name, m.reason)
+            sfx = "" if name in ("image", "mask") else "_" + name.removeprefix("mask_")
+            y, x = f"y{sfx}", f"x{sfx}"
+            dims = (y, x) if len(shape) == 2 else (("band", y, x) if separate else (y, x, "band"))
+            assert m.dims == ((lead, *dims) if lead else dims), name
+            want: list[dict[str, Any]] = [{"id": "bitunpack"}] if page.bitspersample == 1 else []
+            axis = -2 if len(chunk) == 3 and page.planarconfig == 1 else -1
+            if page.predictor == 2:
+                want.append({"id": "delta", "axis": axis})
+            elif page.predictor == 3:
+                want.append({"id": "floatpred", "axis": axis})
+            if _CODEC[comp] not in (None, "jpeg"):
+                want.append({"id": _CODEC[comp]})
+            if _CODEC[comp] == "jpeg":
+                assert m.codecs[-1]["id"] == "jpeg", name
+            else:
+                assert list(m.codecs) == want, name
+            assert m.short_edge == (not page.is_tiled and shape[1 if separate else 0] % rows_per != 0), name
+            mine = [r for r in rows if r["array"] == name]
+            grid = [math.ceil(s / c) for s, c in zip(shape, chunk, strict=True)]
+            expect = {}
+            for i, (o, n) in enumerate(zip(page.dataoffsets, page.databytecounts, strict=True)):
+                if n and o:
+                    key = tuple(int(k) for k in np.unravel_index(i, grid))
+                    expect[((0, *key) if lead else key)] = (o, n)
+            got = {tuple(r[f"k{j}"] for j in range(len(m.shape))): (r["offset"], r["length"]) for r in mine}
+            assert got == expect, name
+    return metas
+
+
+def test_generated_tiffs_against_tifffile(tiffs: dict[str, Path]) -> None:
+    for key, path in tiffs.items():
+        _check(path, TiffScanner()(str(path)))
+        assert key
+
+
+def test_unsupported_segments_are_named(tiffs: dict[str, Path]) -> None:
+    m = {a.name: a for a in TiffScanner()(str(tiffs["b12"])).arrays}["image"]
+    assert m.reason == "12-bit samples are not supported" and m.status == "unsupported"
+    m = {a.name: a for a in TiffScanner()(str(tiffs["lzma"])).arrays}["image"]
+    assert m.reason == "TIFF compression LZMA (34925) has no decoder here"
+    assert decode_fill(m.fill_value, np.dtype("<u2")) == 0
+    m = {a.name: a for a in TiffScanner()(str(tiffs["bilevel"])).arrays}["image"]
+    assert m.codecs == ({"id": "bitunpack"},) and m.short_edge and m.chunks == (3, 13)
+
+
+@pytest.mark.parametrize("key", ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata"])
+def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) -> None:
+    info = _gdal(tiffs[key])
+    if info is None:
+        pytest.skip("gdalinfo is not installed")
+    res = TiffScanner()(str(tiffs[key]))
+    metas = {m.name: m for m in res.arrays}
+    img = metas["image"]
+    dt = np.dtype(img.dtype)
+    gt = info.get("geoTransform")
+    with tifffile.TiffFile(tiffs[key]) as tif:
+        tags = tif.pages[0].tags
+        georef = "ModelPixelScaleTag" in tags or "ModelTransformationTag" in tags
+        text = tags.get("GDAL_NODATA")
+        text = None if text is None else str(text.value)
+    if georef:
+        assert np.allclose(decode_attr(img.attrs["transform"]), gt, rtol=0, atol=1e-9), (key, gt)
+        assert decode_attr(img.attrs["transform"]).dtype == np.dtype("<f8")
+        size = info["size"]  # overviews: same extent, pixels coarser by the size ratio
+        for name, m in metas.items():
+            if name.startswith("overview_"):
+                sx, sy = size[0] / m.shape[1], size[1] / m.shape[0]
+                want = [gt[0], gt[1] * sx, gt[2] * sy, gt[3], gt[4] * sx, gt[5] * sy]
+                assert np.allclose(decode_attr(m.attrs["transform"]), want, rtol=0, atol=1e-9), name
+    else:
+        assert "transform" not in img.attrs
+    epsg = None
+    wkt = (info.get("coordinateSystem") or {}).get("wkt", "")
+    if wkt:
+        last = wkt.rstrip().rsplit('ID["EPSG",', 1)
+        epsg = int(last[1].split("]")[0]) if len(last) == 2 and last[1].split("]")[0].isdigit() else None
+    if key == "citation":  # no EPSG geokey (GDAL's WKT assumes a default datum): the citation only
+        epsg = None
+    if epsg is not None:
+        assert decode_attr(img.attrs["crs"]) == f"EPSG:{epsg}", key
+    else:
+        assert "crs" not in img.attrs, key
+    if key == "citation":
+        assert decode_attr(img.attrs["crs_citation"]) == "my local cs"
+    nd = info["bands"][0].get("noDataValue")
+    try:
+        float(text) if text is not None else None
+    except ValueError:
+        nd = None  # GDAL reads text that is no number as 0; refstore takes no nodata from it
+    exact = nd is not None and (dt.kind == "f" or (float(nd) == int(nd) and np.iinfo(dt).min <= nd <= np.iinfo(dt).max))
+    if exact:
+        want = np.asarray(float("nan") if nd == "NaN" else nd).astype(dt)
+        got = decode_fill(img.fill_value, dt)
+        assert np.asarray(got, dt).tobytes() == want.tobytes(), key
+        assert np.asarray(decode_attr(img.attrs["nodata"])).tobytes() == want.astype(dt.newbyteorder("=")).tobytes()
+        assert img.attrs["_FillValue"] == img.attrs["nodata"]
+    else:  # no nodata, or one the type cannot hold: zero fill, no attribute
+        assert "nodata" not in img.attrs and "_FillValue" not in img.attrs, key
+        assert decode_fill(img.fill_value, dt) == 0, key
+
+
+def test_series_dates_from_the_datetime_tag_and_names(tiffs: dict[str, Path], tmp_path: Path) -> None:
+    res = TiffScanner(concat_dim="time")(str(tiffs["dated"]))
+    metas = _check(tiffs["dated"], res, lead="time")
+    when = datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last, res.sort_units) == (when, when, "seconds since 1970-01-01")
+    t = metas["time"]
+    assert t.shape == (1,) and t.chunks == (1,) and t.dims == ("time",) and t.dtype == "<i8"
+    assert {k: decode_attr(v) for k, v in t.attrs.items()} == {
+        "units": "seconds since 1970-01-01 00:00:00", "calendar": "proleptic_gregorian", "standard_name": "time"}
+    (row,) = [r for r in res.chunks.to_pylist() if r["array"] == "time"]
+    assert np.frombuffer(row["inline"], "<i8").tolist() == [int(when)]
+    named = tmp_path / "sst_2020123118.tif"
+    shutil.copyfile(tiffs["dated"], named)
+    res = TiffScanner(concat_dim="t", time_pattern="sst_%Y%m%d%H")(str(named))
+    assert res.sort_value == datetime(2020, 12, 31, 18, tzinfo=UTC).timestamp()
+    with pytest.raises(ScanError, match=r"no date found from the TIFF DateTime tag$"):
+        TiffScanner(concat_dim="time")(str(tiffs["badnodata"]))
+    with pytest.raises(ScanError, match=r"no date found from the TIFF DateTime tag$"):
+        TiffScanner(concat_dim="time")(str(tiffs["b12"]))
+    with pytest.raises(ScanError, match=r"no date found from --time-from-name 'x%Y'$"):
+        TiffScanner(concat_dim="time", time_pattern="x%Y")(str(named))
+    assert TiffScanner()(str(tiffs["dated"])).sort_value is None
+
+
+def test_time_from_name_against_strptime() -> None:
+    cases = [("D%Y%m%d", "oisst-D20240102-v2.tif", datetime(2024, 1, 2)),
+             ("%Y%j", "x_2024366_y", datetime(2024, 12, 31)),
+             ("%y%m%d_%H%M%S", "a991231_235958.tif", datetime(1999, 12, 31, 23, 59, 58)),
+             ("%Y-%m", "v1-2023-13_2023-11", datetime(2023, 11, 1)),  # the first match is no date: the next
+             ("%Y.%m", "2023x11_2023.11", datetime(2023, 11, 1)),  # "." is literal
+             ("%Y%m%d", "no digits", None), ("%m%d", "1301", None)]  # fmt: skip
+    for pattern, name, want in cases:
+        got = time_from_name(pattern, name)
+        assert got == (want.replace(tzinfo=UTC) if want else None), (pattern, name)
+    for bad in ("%H%M", "plain", "%S"):
+        with pytest.raises(BadInputError, match=rf"^--time-from-name '{bad}': the pattern has no date code"):
+            time_from_name(bad, "20200101")
+    for ok in ("%y", "%j", "%m", "%d"):
+        assert time_from_name(ok, "nothing") is None
+
+
+def test_damaged_tiffs(tiffs: dict[str, Path], tmp_path: Path) -> None:
+    blob = tiffs["zstd_f64"].read_bytes()
+    with tifffile.TiffFile(tiffs["zstd_f64"]) as tif:
+        end = max(o + n for o, n in zip(tif.pages[0].dataoffsets, tif.pages[0].databytecounts, strict=True))
+        tile_tag = tif.pages[0].tags["TileOffsets"].valueoffset
+        count_tag = tif.pages[0].tags["TileByteCounts"].valueoffset
+        first = (tif.pages[0].dataoffsets[0], tif.pages[0].databytecounts[0])
+    cut = tmp_path / "cut.tif"
+    cut.write_bytes(blob[: end - 1])
+    with pytest.raises(ScanError, match=r"cut\.tif: IFD 'image' points past the end of the file \(truncated\?\)$"):
+        TiffScanner()(str(cut))
+    sparse = bytearray(blob)  # GDAL's sparse tiles: offset 0 and count 0 -> no reference
+    sparse[tile_tag : tile_tag + 4] = b"\0" * 4
+    sparse[count_tag : count_tag + 4] = b"\0" * 4
+    (tmp_path / "sparse.tif").write_bytes(bytes(sparse))
+    res = TiffScanner()(str(tmp_path / "sparse.tif"))
+    refs = {(r["offset"], r["length"]) for r in res.chunks.to_pylist()}
+    assert first not in refs and len(refs) == len(TiffScanner()(str(tiffs["zstd_f64"])).chunks) - 1
+    (tmp_path / "junk.tif").write_bytes(b"II*\0" + b"\xff" * 12)
+    with pytest.raises(ScanError, match=r"junk\.tif: TIFF holds no image$"):
+        TiffScanner()(str(tmp_path / "junk.tif"))
+    (tmp_path / "junk2.tif").write_bytes(b"II*\0\x08\0\0\0\x05\0" + b"\x00" * 3)
+    with pytest.raises(ScanError, match=r"junk2\.tif: not a readable TIFF: "):
+        TiffScanner()(str(tmp_path / "junk2.tif"))
+
+
+def _ifd_file(bo: str, big: bool, tag: int, count: int, n_ifds: int = 1) -> bytes:
+    """A TIFF of ``n_ifds`` chained IFDs, each one entry ``tag`` claiming ``count`` values."""
+    if big:
+        head = (b"II" if bo == "<" else b"MM") + struct.pack(bo + "HHHQ", 43, 8, 0, 16)
+        out = bytearray(head)
+        for i in range(n_ifds):
+            nxt = len(out) + 8 + 20 + 8 if i + 1 < n_ifds else 0
+            out += struct.pack(bo + "Q", 1) + struct.pack(bo + "HHQQ", tag, 16, count, 0) + struct.pack(bo + "Q", nxt)
+        return bytes(out)
+    out = bytearray((b"II" if bo == "<" else b"MM") + struct.pack(bo + "HI", 42, 8))
+    for i in range(n_ifds):
+        nxt = len(out) + 2 + 12 + 4 if i + 1 < n_ifds else 0
+        out += struct.pack(bo + "H", 1) + struct.pack(bo + "HHII", tag, 4, count, 0) + struct.pack(bo + "I", nxt)
+    return bytes(out)
+
+
+def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
+    import io
+
+    for bo in "<>":
+        for big in (False, True):
+            assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 324, MAX_SEGMENTS))) is None
+            assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 324, MAX_SEGMENTS + 1))) == (
+                f"IFD 0 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned")
+            two = _ifd_file(bo, big, 273, MAX_SEGMENTS + 5, n_ifds=2)
+            assert check_tiff_counts(io.BytesIO(two)) == (
+                f"IFD 0 claims {MAX_SEGMENTS + 5} strips, more than the {MAX_SEGMENTS} taken here; not scanned")
+            assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 256, 1 << 30))) is None  # not a segment tag
+    many = _ifd_file("<", False, 256, 1, n_ifds=MAX_IFDS + 1)
+    assert check_tiff_counts(io.BytesIO(many)) == f"more than {MAX_IFDS} IFDs (pages); not scanned"
+    assert check_tiff_counts(io.BytesIO(_ifd_file("<", False, 256, 1, n_ifds=MAX_IFDS))) is None
+    # a second IFD with too many tiles is named by its index
+    chain = bytearray(_ifd_file("<", False, 256, 1, n_ifds=2))
+    chain[-4 - 12 + 0 : -4 - 12 + 2] = struct.pack("<H", 324)
+    chain[-4 - 12 + 4 : -4 - 12 + 8] = struct.pack("<I", MAX_SEGMENTS + 1)
+    assert check_tiff_counts(io.BytesIO(bytes(chain))) == (
+        f"IFD 1 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned")
+    loop = bytearray(_ifd_file("<", False, 256, 1))
+    loop[-4:] = struct.pack("<I", 8)  # points back at itself: stops
+    assert check_tiff_counts(io.BytesIO(bytes(loop))) is None
+    for short in (b"II*\0", b"PK\3\4" + b"\0" * 12, b"II+\0\x08\0\0\0", _ifd_file("<", False, 324, 1 << 30)[:12]):
+        assert check_tiff_counts(io.BytesIO(short)) is None
+    p = tmp_path / "hostile.tif"
+    p.write_bytes(_ifd_file("<", True, 324, MAX_SEGMENTS + 1))
+    with pytest.raises(ScanError, match=rf"hostile\.tif: IFD 0 claims {MAX_SEGMENTS + 1} tiles"):
+        TiffScanner()(str(p))
