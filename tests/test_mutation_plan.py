@@ -32,7 +32,7 @@ from refstore.scan import ArrayMeta
 # --------------------------------------------------------------------------- coalesce
 @pytest.mark.parametrize(("max_gap", "max_bytes"), [(-1, 10), (0, 0), (0, -5)])
 def test_coalesce_refuses_negative_gap_and_empty_reads(max_gap: int, max_bytes: int) -> None:
-    with pytest.raises(ValueError, match="max_gap must be >= 0 and max_bytes > 0"):
+    with pytest.raises(ValueError, match=r"^max_gap must be >= 0 and max_bytes > 0$"):
         coalesce(np.array([0]), np.array([1]), max_gap=max_gap, max_bytes=max_bytes)
 
 
@@ -46,9 +46,34 @@ def test_coalesce_bounds_are_inclusive() -> None:
     assert len(empty.start) == len(empty.end) == len(empty.run) == 0
     one = coalesce(np.array([7]), np.array([3]), max_gap=0, max_bytes=1)  # longer than max_bytes: read alone
     assert (one.start.tolist(), one.end.tolist(), one.run.tolist()) == ([7], [10], [0])
+    # far from byte 0 (the limit is on the merged read's own length, not its end)
+    base = 3_000_000_000
+    far = coalesce(np.array([base, base + 10]), np.array([10, 10]), max_gap=0, max_bytes=20)
+    assert (far.start.tolist(), far.end.tolist(), far.run.tolist()) == ([base], [base + 20], [0, 0])
+    far = coalesce(np.array([base + 10, base]), np.array([11, 11]), max_gap=0, max_bytes=20)  # overlap, 21 bytes
+    assert (far.start.tolist(), far.end.tolist(), far.run.tolist()) == ([base, base + 10], [base + 11, base + 21],
+                                                                         [1, 0])  # fmt: skip
+    # 32-bit inputs past 2^32 bytes: the arithmetic is int64
+    wide = coalesce(np.array([2**32 - 10], np.uint32), np.array([20], np.uint32))
+    assert (wide.start.tolist(), wide.end.tolist()) == ([2**32 - 10], [2**32 + 10])
 
 
 # --------------------------------------------------------------------------- select
+def test_chunk_slices_are_int64_for_int32_keys() -> None:
+    """The table's key columns are int32: the slices are element indices (int64), whatever
+    the keys' type, and equal those of int64 keys."""
+    from refstore.plan.select import chunk_slices
+
+    sel = select((slice(3, 50, 4), slice(None)), (60, 7))
+    k64 = np.array([[0, 0], [2, 1], [5, 0]], np.int64)
+    want = chunk_slices(k64, (10, 4), (60, 7), sel)
+    got = chunk_slices(k64.astype(np.int32), (10, 4), (60, 7), sel)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.dtype(np.int64) and g.tolist() == w.tolist()
+    # chunk (2, 1): rows 20..29 hold selected 23, 27 (result rows 5, 6); columns 4..6 all
+    assert [x[1].tolist() for x in want] == [[3, 0], [10, 3], [5, 4], [7, 7]]
+
+
 keys = st.tuples(
     st.one_of(st.integers(-6, 5), st.slices(6)),
     st.one_of(st.integers(-4, 3), st.slices(4)),
