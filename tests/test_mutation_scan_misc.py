@@ -1,0 +1,325 @@
+"""The scan package's small modules, each against an independent model: format sniffing against
+the format signatures (tests/_oracle.sniff and the GRIB/HDF5 specifications), CF time units
+against Python's datetime arithmetic, the result check against a row-by-row model of its rule,
+``ArrayMeta``'s JSON form against a round trip and its documented fields, the ranged-read file
+against the file's own bytes. In-process and fast: the mutation run's list for ``scan-misc``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+from datetime import UTC, datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from refstore._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
+from refstore.errors import ScanError
+from refstore.scan._cftime import cf_seconds
+from refstore.scan._check import check_result
+from refstore.scan._rangefile import RangeFile
+from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
+from refstore.scan.auto import AutoScanner, sniff, sniff_file
+
+from . import _oracle
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------- _cftime
+@pytest.mark.parametrize(
+    ("units", "ref", "scale"),
+    [
+        ("days since 2000-01-01", datetime(2000, 1, 1, tzinfo=UTC), 86400),
+        ("Days Since 2000-1-2", datetime(2000, 1, 2, tzinfo=UTC), 86400),
+        ("hours since 1990-06-15 12:30", datetime(1990, 6, 15, 12, 30, tzinfo=UTC), 3600),
+        ("hours since 1990-06-15T12:30:45", datetime(1990, 6, 15, 12, 30, 45, tzinfo=UTC), 3600),
+        ("minutes since 2020-02-29 23:59:59.5", datetime(2020, 2, 29, 23, 59, 59, 500000, tzinfo=UTC), 60),
+        ("seconds since 1970-01-01 00:00:00 UTC", _EPOCH, 1),
+        ("s since 1970-01-01Z", _EPOCH, 1),
+        ("sec since 1970-01-01 GMT", _EPOCH, 1),
+        ("secs since 1970-01-01", _EPOCH, 1),
+        ("msec since 1970-01-01", None, 0),
+        ("milliseconds since 2001-01-01 +05:30", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))), 1e-3),
+        ("ms since 2001-01-01 -0800", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=-8))), 1e-3),
+        ("millisecond since 2001-01-01 +3", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=3))), 1e-3),
+        ("microseconds since 2001-01-01 -12:45", datetime(2001, 1, 1, tzinfo=timezone(-timedelta(hours=12, minutes=45))), 1e-6),
+        ("us since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 1e-6),
+        ("microsecond since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 1e-6),
+        ("min since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 60),
+        ("mins since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 60),
+        ("minute since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 60),
+        ("hr since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 3600),
+        ("hrs since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 3600),
+        ("h since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 3600),
+        ("hour since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 3600),
+        ("d since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 86400),
+        ("day since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 86400),
+        ("week since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 604800),
+        ("weeks since 2001-01-01", datetime(2001, 1, 1, tzinfo=UTC), 604800),
+        ("second since 0001-01-01", datetime(1, 1, 1, tzinfo=UTC), 1),
+        ("  days   since   1850-01-01   ", datetime(1850, 1, 1, tzinfo=UTC), 86400),
+        ("fortnights since 2000-01-01", None, 0),
+        ("days after 2000-01-01", None, 0),
+        ("days since 2000-13-01", None, 0),
+        ("days since 2000-01-01 25:00", None, 0),
+        ("days since -0001-01-01", None, 0),
+        ("days since 2000-01-01 xyz", None, 0),
+    ],
+)
+def test_cf_seconds_against_datetime(units: str, ref: datetime | None, scale: float) -> None:
+    for value in (0.0, 1.5, -2.0, 1e4):
+        got = cf_seconds(value, units)
+        if ref is None:
+            assert got is None, units
+        else:
+            assert got == pytest.approx((ref - _EPOCH).total_seconds() + value * scale, abs=1e-6), (units, value)
+
+
+def test_cf_seconds_calendars() -> None:
+    want = (datetime(2000, 3, 1, tzinfo=UTC) - _EPOCH).total_seconds() + 86400
+    for cal in ("standard", "gregorian", "proleptic_gregorian", "", " Standard ", "GREGORIAN"):
+        assert cf_seconds(1, "days since 2000-03-01", cal) == want, cal
+    assert cf_seconds(1, "days since 2000-03-01") == want
+    for cal in ("noleap", "365_day", "360_day", "julian", "all_leap", "none"):
+        assert cf_seconds(1, "days since 2000-03-01", cal) is None, cal
+
+
+# --------------------------------------------------------------------------- sniffing
+def _heads() -> list[tuple[bytes, str]]:
+    h5 = b"\x89HDF\r\n\x1a\n"
+    out = [(h5 + b"\0" * 100, "hdf5"), (b"CDF\x01" + b"\0" * 8, "netcdf3"), (b"CDF\x02" + b"\0" * 8, "netcdf3"),
+           (b"CDF\x05" + b"\0" * 8, "netcdf3"), (b"CDF\x03" + b"\0" * 8, "unknown"), (b"CDF", "unknown"),
+           (b"II*\x00" + b"\0" * 8, "tiff"), (b"MM\x00*" + b"\0" * 8, "tiff"), (b"II+\x00" + b"\0" * 12, "tiff"),
+           (b"MM\x00+" + b"\0" * 12, "tiff"), (b"II*\x01" + b"\0" * 8, "unknown"),
+           (b"GRIB\0\0\0\x01" + b"\0" * 8, "grib"), (b"GRIB\0\0\0\x02" + b"\0" * 8, "grib"),
+           (b"GRIB\0\0\0\x03" + b"\0" * 8, "unknown"), (b"GRIB\0\0\0", "unknown"), (b"", "unknown"),
+           (b"\0" * 9000, "unknown")]  # fmt: skip
+    for at in (512, 1024, 2048, 4096, 8192):  # a user block before the HDF5 superblock
+        out.append((b"\0" * at + h5 + b"\0" * 16, "hdf5"))
+    out += [(b"\0" * 513 + h5 + b"\0" * 16, "unknown"), (b"\0" * 16384 + h5, "unknown"),
+            (b"\0" * 512 + h5[:7], "unknown")]  # fmt: skip
+    return out
+
+
+def test_sniff_by_the_signatures(tmp_path: Path) -> None:
+    for i, (head, want) in enumerate(_heads()):
+        assert sniff_file(io.BytesIO(head), "x") == want, (i, head[:10], want)
+        p = tmp_path / f"f{i}"
+        p.write_bytes(head)
+        assert sniff(str(p)) == want, i
+        if want in ("hdf5", "netcdf3", "tiff") and len(head) >= 8 and head[:1] != b"\0":
+            assert _oracle.sniff(p) == want
+
+    class Broken(io.BytesIO):
+        def read(self, *_a: Any) -> bytes:
+            raise OSError(5, "Input/output error")
+
+    with pytest.raises(ScanError, match=r"^where: cannot read: Input/output error$"):
+        sniff_file(Broken(b""), "where")
+
+
+def test_auto_scanner_dispatches_by_signature_and_checksums(tmp_path: Path) -> None:
+    import h5py
+    import netCDF4
+    import tifffile
+
+    h5 = tmp_path / "a.tif"  # names lie: the first bytes decide
+    with h5py.File(h5, "w") as f:
+        t = f.create_dataset("time", data=np.array([5.0]))
+        t.make_scale("time")
+        f.create_dataset("v", data=np.arange(3))
+    nc = tmp_path / "b.h5"
+    with netCDF4.Dataset(nc, "w", format="NETCDF3_CLASSIC") as d:
+        d.createDimension("time", 1)
+        d.createVariable("time", "f8", ("time",))[:] = [7.0]
+    tif = tmp_path / "c.nc"
+    tifffile.imwrite(tif, np.zeros((4, 4), "u1"), datetime="2020:01:02 00:00:00", metadata=None)
+    for path, fmt, sort in ((h5, "hdf5", 5.0), (nc, "netcdf3", 7.0), (tif, "tiff", 1577923200.0)):
+        res = AutoScanner(concat_dim="time")(str(path))
+        assert res.format == fmt and res.sort_value == sort, fmt
+        assert res.source.checksum is None
+        res = AutoScanner(checksum=True)(str(path))
+        assert res.source.checksum == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        assert res.sort_value is None
+    named = tmp_path / "x_20210304.tif"
+    named.write_bytes(tif.read_bytes())
+    assert AutoScanner(concat_dim="t", time_pattern="x_%Y%m%d")(str(named)).sort_value == 1614816000.0
+    junk = tmp_path / "junk.nc"
+    junk.write_bytes(b"hello")
+    with pytest.raises(ScanError, match=r"junk\.nc: not a netCDF3, netCDF4/HDF5, TIFF or GRIB file "
+                                        r"\(unrecognised signature\)$"):  # fmt: skip
+        AutoScanner()(str(junk))
+
+
+# --------------------------------------------------------------------------- _check
+def _result(metas: list[ArrayMeta], rows: list[tuple[str, list[int], int | None, int | None]],
+            size: int) -> ScanResult:  # fmt: skip
+    cols: dict[str, Any] = {"array": pa.array([r[0] for r in rows], pa.string())}
+    for i, c in enumerate(SOURCE_KEY_COLUMNS):
+        cols[c] = pa.array([r[1][i] if i < len(r[1]) else NO_DIM for r in rows], pa.int32())
+    cols["offset"] = pa.array([r[2] for r in rows], pa.int64())
+    cols["length"] = pa.array([r[3] for r in rows], pa.int64())
+    cols["filter_mask"] = pa.array([0] * len(rows), pa.int32())
+    cols["inline"] = pa.array([None if r[2] is not None else b"x" for r in rows], pa.large_binary())
+    return ScanResult(SourceInfo("src", size, 0), tuple(metas), pa.table(cols, schema=CHUNK_BATCH_SCHEMA))
+
+
+def _model(res: ScanResult) -> list[str]:
+    """Row by row: the problems the documented rule names (offset/length inside the file, key
+    inside ``ceil(shape/chunks)`` per dimension, NO_DIM past the array's dimensions)."""
+    metas = {m.name: m for m in res.arrays}
+    bad = []
+    for r in res.chunks.to_pylist():
+        if r["array"] not in metas:
+            bad.append("unknown")
+            continue
+        if r["offset"] is not None and (r["offset"] < 0 or r["length"] < 0 or r["offset"] + r["length"] > res.source.size):
+            bad.append("range")
+        m = metas[r["array"]]
+        for i, c in enumerate(SOURCE_KEY_COLUMNS):
+            k = r[c]
+            if i < m.ndim:
+                n = -(-m.shape[i] // max(m.chunks[i], 1)) if m.shape[i] else 1
+                if not 0 <= k < n:
+                    bad.append("key")
+                    break
+            elif k != NO_DIM:
+                bad.append("key")
+                break
+    return bad
+
+
+def test_check_result_against_a_row_model() -> None:
+    a = ArrayMeta("a", ("y", "x"), (10, 7), (4, 3), "<f4", None)
+    z = ArrayMeta("z", ("t",), (0,), (5,), "<f4", None)
+    s = ArrayMeta("s", (), (), (), "<f4", None)
+    rng = random.Random(4)
+    for trial in range(300):
+        rows: list[tuple[str, list[int], int | None, int | None]] = []
+        for _ in range(rng.randint(1, 4)):
+            which = rng.choice("azs")
+            nd = {"a": 2, "z": 1, "s": 0}[which]
+            key = [rng.randint(-1, 3) for _ in range(nd)] + ([rng.choice([NO_DIM, NO_DIM, NO_DIM, 0])] if nd < 3 else [])
+            inline = rng.random() < 0.2
+            off = None if inline else rng.randint(-2, 100)
+            ln = None if inline else rng.randint(-1, 30)
+            rows.append((which, key, off, ln))
+        res = _result([a, z, s], rows, 100)
+        bad = _model(res)
+        if bad:
+            with pytest.raises(ScanError) as e:
+                check_result(res)
+            text = str(e.value)
+            assert text.startswith("src: damaged: "), text
+            first = "range" if "range" in bad else "key"
+            assert ("points at" in text) == (first == "range"), (trial, text, bad)
+            n = bad.count(first)
+            assert (f"(and {n - 1} more)" in text) == (n > 1), (trial, text, bad)
+        else:
+            check_result(res)
+    check_result(_result([a], [], 100))
+
+
+def test_check_result_messages() -> None:
+    a = ArrayMeta("a", ("y", "x"), (10, 7), (4, 3), "<f4", None)
+    res = _result([a], [("a", [0, 0], 90, 11), ("a", [1, 1], 0, 4)], 100)
+    with pytest.raises(ScanError, match=r"^src: damaged: a chunk of 'a' points at bytes 90-101, past the end \(100 bytes\)$"):
+        check_result(res)
+    res = _result([a], [("a", [0, 0], -1, 4), ("a", [0, 1], 5, -1)], 100)
+    with pytest.raises(ScanError, match=r"^src: damaged: a chunk of 'a' points at a negative offset or length \(and 1 more\)$"):
+        check_result(res)
+    res = _result([a], [("a", [0, 0], 0, 4), ("a", [2, 3], 0, 4)], 100)
+    with pytest.raises(ScanError, match=r"^src: damaged: chunk \[2, 3\] of 'a' lies outside its grid of \[3, 3\] chunks "
+                                        r"\(shape \[10, 7\]\)$"):  # fmt: skip
+        check_result(res)
+    res = _result([a], [("b", [0, 0], 0, 4)], 100)
+    with pytest.raises(ScanError, match=r"^src: damaged: chunks recorded for 'b', which is not an array of the file$"):
+        check_result(res)
+    inline_only = _result([a], [("a", [0, 0], None, None), ("a", [2, 2], None, None)], 0)
+    check_result(inline_only)
+
+
+# --------------------------------------------------------------------------- _types
+def test_array_meta_json_round_trip_and_keys() -> None:
+    m = ArrayMeta("v", ("t", "y"), (4, 3), (2, 3), "<i2", 7, ({"id": "zlib", "level": 1},),
+                  {"units": {"type": "str", "value": "K"}, "scale_factor": {"type": "<f4", "value": 0.5}},
+                  eras=({"index": 0, "axis": 0, "start": 0, "stop": 2, "dtype": "<i4", "chunks": [1, 3], "codecs": [],
+                         "fill_value": 3, "attrs": {}},),
+                  short_edge=True, holes=((2, 3),), holes_axis=1)  # fmt: skip
+    assert ArrayMeta.from_json(m.to_json()) == m
+    d = __import__("json").loads(m.to_json())
+    assert d["holes"] == {"axis": 1, "ranges": [[2, 3]]} and d["short_edge"] is True and len(d["eras"]) == 1
+    plain = ArrayMeta("p", ("x",), (3,), (3,), "<f8", None)
+    d = __import__("json").loads(plain.to_json())
+    assert "eras" not in d and "holes" not in d and "short_edge" not in d and d["status"] == "ok"
+    assert ArrayMeta.from_json(plain.to_json()) == plain
+    assert m.ndim == 2 and m.np_dtype == np.dtype("<i2")
+    assert m.structure() == ("<i2", (2, 3), '[{"id": "zlib", "level": 1}]', ("t", "y"))
+    assert m.era_key()[:4] == m.structure()  # then the fill and the CF encoding attributes, sorted
+    assert m.era_key()[4:] == ("7", '{"scale_factor": {"type": "<f4", "value": 0.5}, "units": {"type": "str", "value": "K"}}')
+    assert m.grid() == ("null", "null")
+    w = m.with_shape((9, 3), holes=((1, 2),), holes_axis=0)
+    assert (w.shape, w.eras, w.holes, w.short_edge, w.codecs) == ((9, 3), (), ((1, 2),), True, m.codecs)
+    e = m.era_meta(m.eras[0])
+    assert (e.shape, e.chunks, e.dtype, e.fill_value, e.codecs, e.short_edge) == ((2, 3), (1, 3), "<i4", 3, (), True)
+    with pytest.raises(TypeError, match="^chunk table does not follow CHUNK_BATCH_SCHEMA$"):
+        ScanResult(SourceInfo("s", 0, 0), (), pa.table({"a": [1]}))
+    deep = ArrayMeta("d", tuple("abcdefghij"[: MAX_DIMS + 1]), (1,) * (MAX_DIMS + 1), (1,) * (MAX_DIMS + 1), "<f4", None)
+    with pytest.raises(ValueError, match=rf"^d: more than {MAX_DIMS} dimensions$"):
+        ScanResult(SourceInfo("s", 0, 0), (deep,), CHUNK_BATCH_SCHEMA.empty_table())
+    ScanResult(SourceInfo("s", 0, 0), (ArrayMeta(**{**_fields(deep), "status": "unsupported"}),),
+               CHUNK_BATCH_SCHEMA.empty_table())  # fmt: skip
+
+
+def _fields(m: ArrayMeta) -> dict[str, Any]:
+    return {f: getattr(m, f) for f in ArrayMeta.__slots__}
+
+
+# --------------------------------------------------------------------------- _rangefile
+def test_range_file_reads_equal_the_file(tmp_path: Path) -> None:
+    data = np.random.default_rng(2).integers(0, 256, 50_000, dtype=np.uint8).tobytes()
+    p = tmp_path / "blob.bin"
+    p.write_bytes(data)
+    url = p.resolve().as_uri()
+    rf = RangeFile(url, len(data), block_size=1000, max_blocks=4)
+    assert rf.readable() and rf.seekable() and rf.tell() == 0
+    rng = random.Random(1)
+    for _ in range(200):
+        off = rng.randint(-10, len(data) + 10)
+        n = rng.randint(0, 5000)
+        assert rf.pread(off if off >= 0 else 0, n) == data[max(off, 0) : max(off, 0) + n]
+        assert len(rf._blocks) <= max(4, n // 1000 + 2)
+    # sequential reads through the io protocol
+    rf.seek(0)
+    assert rf.read(10) == data[:10] and rf.tell() == 10
+    assert rf.seek(5, io.SEEK_CUR) == 15 and rf.read(3) == data[15:18]
+    assert rf.seek(-4, io.SEEK_END) == len(data) - 4 and rf.read(100) == data[-4:] and rf.read(5) == b""
+    with pytest.raises(OSError, match="negative seek position"):
+        rf.seek(-1)
+    with pytest.raises(ValueError, match="^invalid whence 7$"):
+        rf.seek(0, 7)
+    buf = io.BufferedReader(RangeFile(url, len(data), block_size=777))
+    assert buf.read() == data
+    # requests: one per run of missing adjacent blocks; the cache keeps the last max_blocks
+    rf = RangeFile(url, len(data), block_size=1000, max_blocks=3)
+    rf.pread(0, 2500)
+    assert (rf.requests, rf.bytes_fetched) == (1, 3000)
+    rf.pread(500, 100)
+    assert rf.requests == 1
+    rf.pread(10_000, 10)
+    assert (rf.requests, sorted(rf._blocks)) == (2, [0, 2, 10])  # block 1 was least recently used
+    rf.pread(0, 4000)  # blocks 0 and 3 missing: two runs
+    assert rf.requests == 4 and sorted(rf._blocks) == [0, 1, 2, 3]
+    rf.pread(49_990, 100)
+    assert rf.bytes_fetched == 3000 + 1000 + 1000 + 1000 + 1000 and rf.pread(60_000, 10) == b""
+    short = RangeFile(url, len(data) + 5, block_size=1000)
+    with pytest.raises(OSError, match=r"short read at bytes 50000-50005 \(object changed\?\)$"):
+        short.pread(len(data) + 1, 2)
