@@ -131,7 +131,7 @@ GROUPS: dict[str, Group] = {
 _DEFAULT = ("plan", "decode", "versions", "emit", "scan")
 """The groups run when none is named: the per-module splits are subsets of these."""
 
-_INT64_DEFAULT = "np.asarray/np.arange of Python ints (or int64 arrays) without dtype=int64: int64 is numpy's default here"
+_INT64_DEFAULT = "np.asarray/np.arange of Python ints (or int64 arrays) without dtype=int64: numpy's default here"
 EXPLAINED: dict[str, str] = {
     # plan/coalesce.py
     "refstore.plan.coalesce.x_coalesce__mutmut_3[57]": "offsets cast without int64: int64 lengths promote the sum",
@@ -141,7 +141,7 @@ EXPLAINED: dict[str, str] = {
     "refstore.plan.coalesce.x_coalesce__mutmut_50": "argsort kind spelled STABLE: numpy reads it case-insensitively",
     "refstore.plan.coalesce.x_coalesce__mutmut_5[345]": "the cur_start/cur_end sentinel: never read before the first "
     "range sets it (r >= 0 is tested first)",
-    "refstore.plan.coalesce.x_coalesce__mutmut_10[0246]": "the reads' start/end arrays from Python ints: " + _INT64_DEFAULT,
+    "refstore.plan.coalesce.x_coalesce__mutmut_10[0246]": "the reads' start/end arrays: " + _INT64_DEFAULT,
     # plan/select.py
     "refstore.plan.select.x_chunk_slices__mutmut_[35]": _INT64_DEFAULT,
     "refstore.plan.select.x_chunk_slices__mutmut_1[035]": _INT64_DEFAULT,
@@ -150,7 +150,7 @@ EXPLAINED: dict[str, str] = {
     "refstore.plan.select.x_chunk_slices__mutmut_8": _INT64_DEFAULT,
     "refstore.plan.select.x_needed_chunks__mutmut_1[8]": _INT64_DEFAULT,
     "refstore.plan.select.x_needed_chunks__mutmut_22": _INT64_DEFAULT,
-    "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError without it",
+    "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
 }
 """Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted
 in the ``equiv`` column with the equivalent ``zip(strict=)`` ones. design/mutation.md lists them."""

@@ -22,6 +22,8 @@ from refstore.errors import ScanError
 from refstore.fixtures.edge import write_edge_file, write_plugin_file
 from refstore.scan.hdf5 import HDF5Scanner
 
+from . import _oracle
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -93,7 +95,7 @@ def _write_more(path: Path) -> Path:
 
 
 def _write_nc4(path: Path, *, calendar: str = "standard", units: str = "hours since 2020-01-01 06:00") -> Path:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     with netCDF4.Dataset(path, "w") as nc:
         nc.createDimension("time", None)
@@ -115,7 +117,7 @@ def _write_nc4(path: Path, *, calendar: str = "standard", units: str = "hours si
 
 
 def _write_nc4_contiguous_time(path: Path) -> Path:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     with netCDF4.Dataset(path, "w") as nc:
         nc.createDimension("time", 3)
@@ -331,7 +333,7 @@ def test_more_layouts_and_types_against_h5py(files: dict[str, Path]) -> None:
 
 
 def _nc_dims(path: Path) -> dict[str, tuple[str, ...]]:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     out: dict[str, tuple[str, ...]] = {}
     with netCDF4.Dataset(path) as nc:
@@ -439,8 +441,8 @@ def test_a_chunk_off_the_grid_and_open_errors(tmp_path: Path) -> None:
     with h5py.File(good, "w") as f:
         f.create_dataset("d", data=np.arange(10, dtype="<i4"), chunks=(4,))
     data = good.read_bytes()
+    good.write_bytes(data[: len(data) // 2])
     with pytest.raises(ScanError, match=r"g\.h5: truncated HDF5 file \("):
-        (tmp_path / "g.h5").write_bytes(data[: len(data) // 2])
         HDF5Scanner()(str(good))
 
 

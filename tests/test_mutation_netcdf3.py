@@ -18,6 +18,8 @@ from refstore._values import decode_fill
 from refstore.errors import ScanError
 from refstore.scan.netcdf3 import NC3_TYPES, NetCDF3Scanner, _fill_value, read_header
 
+from . import _oracle
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _nc() -> Any:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     return netCDF4
 
@@ -235,7 +237,7 @@ def test_damaged_headers_are_refused_naming_the_problem(tmp_path: Path) -> None:
     good = _classic([("x", 2)], [("v", [0], 4, 8, begin)], tail=b"\0\0\0\1\0\0\0\2")
     res = NetCDF3Scanner()(str(tmp_path / "g.nc")) if (tmp_path / "g.nc").write_bytes(good) else None
     assert res is not None and res.chunks.to_pylist()[0]["offset"] == begin
-    assert scan(good[:begin] + b"\0\0\0\1") .endswith("variable 'v' extends past the end of the file (truncated?)")
+    assert scan(good[:begin] + b"\0\0\0\1").endswith("variable 'v' extends past the end of the file (truncated?)")
     assert scan(good[:10]).endswith("not a readable netCDF3 file: header ends early (truncated file?)")
     assert scan(b"CDF\x03" + good[4:]).endswith("not a readable netCDF3 file: not a netCDF3 file")
     assert scan(b"CD").endswith("not a netCDF3 file")
@@ -281,7 +283,7 @@ def test_attribute_values_by_the_specification(tmp_path: Path) -> None:
     assert hdr.attrs["u"].tolist() == [-128, 127, 1] and hdr.attrs["u"].dtype == np.dtype("int8")
     bad = b"CDF\x01" + struct.pack(">I", 0) + b"\0" * 8 + struct.pack(">II", 0x0C, 1) + att("x", 13, b"\0" * 4, 1)
     p.write_bytes(bad + b"\0" * 8)
-    with pytest.raises(ValueError, match="^unknown nc_type 13$"):
+    with pytest.raises(ValueError, match=r"^unknown nc_type 13$"):
         _header(p)
 
 
@@ -295,7 +297,9 @@ def test_fill_value_rule() -> None:
         assert np.asarray(default).astype(dt).tobytes() == np.asarray(dflt[key]).astype(dt).tobytes(), code
     f4 = np.dtype(">f4")
     assert _fill_value(None, 9.0, f4) == 9.0
-    assert _fill_value(np.float64(-1.0), 9.0, f4) == -1.0 and _fill_value(np.float64(-1.0), 9.0, f4).dtype == np.dtype("f4")
+    assert _fill_value(np.float64(-1.0), 9.0, f4) == -1.0 and _fill_value(np.float64(-1.0), 9.0, f4).dtype == np.dtype(
+        "f4"
+    )
     assert _fill_value(np.array([1.0, 2.0]), 9.0, f4) == 9.0
     assert _fill_value("text", 9.0, f4) == 9.0
     assert _fill_value(np.array(b"x"), 9.0, f4) == 9.0

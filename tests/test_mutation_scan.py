@@ -15,6 +15,8 @@ import pytest
 from refstore._values import decode_attr, decode_fill
 from refstore.scan.netcdf3 import NetCDF3Scanner
 
+from . import _oracle
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -22,7 +24,7 @@ _TYPES = ["i1", "S1", "i2", "i4", "f4", "f8", "u1", "u2", "u4", "i8", "u8"]
 
 
 def _write_nc3(path: Path, fmt: str) -> None:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     rng = np.random.default_rng(3)
     types = _TYPES if fmt == "NETCDF3_64BIT_DATA" else _TYPES[:6]
@@ -58,7 +60,7 @@ def _write_nc3(path: Path, fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"])
 def test_every_netcdf3_reference_is_netcdf4_pythons_region(tmp_path: Path, fmt: str) -> None:
-    import netCDF4
+    netCDF4 = _oracle._netcdf4()  # leaves no HDF5_PLUGIN_PATH behind for h5py
 
     path = tmp_path / "f.nc"
     _write_nc3(path, fmt)

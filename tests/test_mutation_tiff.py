@@ -245,7 +245,10 @@ def test_series_dates_from_the_datetime_tag_and_names(tiffs: dict[str, Path], tm
     t = metas["time"]
     assert t.shape == (1,) and t.chunks == (1,) and t.dims == ("time",) and t.dtype == "<i8"
     assert {k: decode_attr(v) for k, v in t.attrs.items()} == {
-        "units": "seconds since 1970-01-01 00:00:00", "calendar": "proleptic_gregorian", "standard_name": "time"}
+        "units": "seconds since 1970-01-01 00:00:00",
+        "calendar": "proleptic_gregorian",
+        "standard_name": "time",
+    }
     (row,) = [r for r in res.chunks.to_pylist() if r["array"] == "time"]
     assert np.frombuffer(row["inline"], "<i8").tolist() == [int(when)]
     named = tmp_path / "sst_2020123118.tif"
@@ -327,10 +330,12 @@ def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
         for big in (False, True):
             assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 324, MAX_SEGMENTS))) is None
             assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 324, MAX_SEGMENTS + 1))) == (
-                f"IFD 0 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned")
+                f"IFD 0 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned"
+            )
             two = _ifd_file(bo, big, 273, MAX_SEGMENTS + 5, n_ifds=2)
             assert check_tiff_counts(io.BytesIO(two)) == (
-                f"IFD 0 claims {MAX_SEGMENTS + 5} strips, more than the {MAX_SEGMENTS} taken here; not scanned")
+                f"IFD 0 claims {MAX_SEGMENTS + 5} strips, more than the {MAX_SEGMENTS} taken here; not scanned"
+            )
             assert check_tiff_counts(io.BytesIO(_ifd_file(bo, big, 256, 1 << 30))) is None  # not a segment tag
     many = _ifd_file("<", False, 256, 1, n_ifds=MAX_IFDS + 1)
     assert check_tiff_counts(io.BytesIO(many)) == f"more than {MAX_IFDS} IFDs (pages); not scanned"
@@ -340,7 +345,8 @@ def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
     chain[-4 - 12 + 0 : -4 - 12 + 2] = struct.pack("<H", 324)
     chain[-4 - 12 + 4 : -4 - 12 + 8] = struct.pack("<I", MAX_SEGMENTS + 1)
     assert check_tiff_counts(io.BytesIO(bytes(chain))) == (
-        f"IFD 1 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned")
+        f"IFD 1 claims {MAX_SEGMENTS + 1} tiles, more than the {MAX_SEGMENTS} taken here; not scanned"
+    )
     loop = bytearray(_ifd_file("<", False, 256, 1))
     loop[-4:] = struct.pack("<I", 8)  # points back at itself: stops
     assert check_tiff_counts(io.BytesIO(bytes(loop))) is None
