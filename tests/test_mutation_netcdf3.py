@@ -6,6 +6,7 @@ arithmetic, the byte layout of the netCDF classic format specification. In-proce
 
 from __future__ import annotations
 
+import io
 import struct
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -230,6 +231,7 @@ def test_damaged_headers_are_refused_naming_the_problem(tmp_path: Path) -> None:
         p.write_bytes(data)
         with pytest.raises(ScanError) as e:
             NetCDF3Scanner()(str(p))
+        assert str(e.value).startswith(f"{p}: "), str(e.value)  # the file is named
         return str(e.value)
 
     good = _classic([("x", 2)], [("v", [0], 4, 8, 0)])
@@ -317,3 +319,66 @@ def test_too_many_dimensions_are_recorded_unsupported(tmp_path: Path) -> None:
     (m,) = res.arrays
     assert m.status == "unsupported" and m.reason == f"{n} dimensions (at most {MAX_DIMS} are supported)"
     assert res.chunks.num_rows == 0 and m.chunks == (1,) * n
+
+
+def test_text_attributes_by_the_specification(tmp_path: Path) -> None:
+    """Text attributes: trailing NULs dropped (leading ones kept), other bytes kept, bytes
+    that are no UTF-8 replaced (U+FFFD), never refused."""
+
+    def att(name: str, raw: bytes) -> bytes:
+        b = name.encode()
+        pad = b"\0" * ((4 - len(raw) % 4) % 4)
+        return (
+            struct.pack(">I", len(b)) + b + b"\0" * ((4 - len(b) % 4) % 4) + struct.pack(">II", 2, len(raw)) + raw + pad
+        )
+
+    texts = {"nul": b"hi\0", "lead": b"\0hi", "spaces": b"a b  ", "x": b"boX", "bad": b"caf\xe9!"}
+    attrs = b"".join(att(k, v) for k, v in texts.items())
+    p = tmp_path / "t.nc"
+    p.write_bytes(
+        b"CDF\x01" + struct.pack(">I", 0) + b"\0" * 8 + struct.pack(">II", 0x0C, len(texts)) + attrs + b"\0" * 8
+    )
+    hdr = _header(p)
+    assert hdr.attrs == {"nul": "hi", "lead": "\0hi", "spaces": "a b  ", "x": "boX", "bad": "caf\ufffd!"}
+
+
+def test_read_errors_and_dimension_limits(tmp_path: Path, nc3: dict[str, Path]) -> None:
+    """An I/O error while reading the header is one line naming the file; a variable with
+    exactly MAX_DIMS dimensions is supported; 64-bit _FillValue is exact."""
+    from refstore.scan._types import SourceInfo
+
+    class Broken(io.BytesIO):
+        def read(self, *_a: Any) -> bytes:
+            raise OSError(5, "Input/output error")
+
+    with pytest.raises(ScanError, match=r"^where\.nc: cannot read: Input/output error$"):
+        NetCDF3Scanner().scan_file(Broken(b""), SourceInfo("where.nc", 10, 0))
+
+    class Bare(io.BytesIO):
+        def read(self, *_a: Any) -> bytes:
+            raise OSError("no errno")
+
+    with pytest.raises(ScanError, match=r"^where\.nc: cannot read: no errno$"):
+        NetCDF3Scanner().scan_file(Bare(b""), SourceInfo("where.nc", 10, 0))
+    n = MAX_DIMS
+    data = _classic([(f"d{i}", 1) for i in range(n)], [("v", list(range(n)), 1, 4, 0)])
+    data = _classic([(f"d{i}", 1) for i in range(n)], [("v", list(range(n)), 1, 4, len(data))], tail=b"\1\0\0\0")
+    p = tmp_path / "max.nc"
+    p.write_bytes(data)
+    (m,) = NetCDF3Scanner()(str(p)).arrays
+    assert m.status == "ok" and m.reason is None and m.shape == (1,) * n
+    netCDF4 = _oracle._netcdf4()
+    big = tmp_path / "big.nc"
+    with netCDF4.Dataset(big, "w", format="NETCDF3_64BIT_DATA") as nc:
+        nc.createDimension("x", 2)
+        v = nc.createVariable("v", "i8", ("x",), fill_value=np.int64(2**62 + 1))
+        v[0] = 5
+        u = nc.createVariable("u", "u8", ("x",), fill_value=np.uint64(2**64 - 3))
+        u[1] = 6
+    metas = {m.name: m for m in NetCDF3Scanner()(str(big)).arrays}
+    with netCDF4.Dataset(big) as nc:
+        for name in ("v", "u"):
+            want = nc[name].getncattr("_FillValue")
+            dt = np.dtype(">i8" if name == "v" else ">u8")
+            got = decode_fill(metas[name].fill_value, dt)
+            assert np.asarray(got, dt).tobytes() == np.asarray(want).astype(dt).tobytes(), name

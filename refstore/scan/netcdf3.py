@@ -204,13 +204,6 @@ def _typed_attrs(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _encode_fill_or_none(fill: Any, dt: np.dtype[Any]) -> Any:
-    try:
-        return encode_fill(fill, dt)
-    except (TypeError, ValueError):
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class NetCDF3Scanner:
     """Scan one netCDF3 file. ``concat_dim``: the dimension sources will be concatenated along
