@@ -151,8 +151,8 @@ EXPLAINED: dict[str, str] = {
     "refstore.plan.select.x_needed_chunks__mutmut_1[8]": _INT64_DEFAULT,
     "refstore.plan.select.x_needed_chunks__mutmut_22": _INT64_DEFAULT,
     # scan/netcdf3.py
-    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_9": "offsets unpacked >Q for >q: equal below 2^63 (spec: non-negative)",
-    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_22": "offsets unpacked >i for >I: equal below 2^31 (spec: non-negative)",
+    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_9": "offsets >Q for >q: equal below 2^63 (spec: non-negative)",
+    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_22": "offsets >i for >I: equal below 2^31 (spec: non-negative)",
     "refstore.scan.netcdf3.xǁ_Readerǁvalues__mutmut_27": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_[56][08]": "chunk keys/record size from np.zeros/np.prod "
     "without int64: float values of small integers, cast exactly into the int32 key columns / int()",
