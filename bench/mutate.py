@@ -151,6 +151,21 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.netcdf3.xǁ_Readerǁvalues__mutmut_27": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_[56][08]": "chunk keys/record size from np.zeros/np.prod "
     "without int64: float values of small integers, cast exactly into the int32 key columns / int()",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_7[68]": _INT64_DEFAULT,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_8[25]": _INT64_DEFAULT,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_9[79]": "np.prod without int64: a float of a small "
+    "integer, made int() at once",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_1[01][1589]": "keys/offsets/lengths by np.zeros/np.full "
+    "without int64: the default (or exact floats cast into the int32/int64 columns)",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_12[25]": _INT64_DEFAULT,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_4[79]": "calendar default None: the next line "
+    "makes any non-text calendar 'standard'",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_5[38]": "calendar 'STANDARD': cf_seconds "
+    "lower-cases it",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_65": "one bound decoded as standard time: "
+    "both or neither decode (one units, one calendar), and a half-decoded pair falls back to raw values",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_7[12]": "one bound decoded as standard time, "
+    "or `or` for `and`: both bounds decode alike (one units, one calendar)",
     "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
 }
 """Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted

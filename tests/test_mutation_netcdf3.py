@@ -382,3 +382,44 @@ def test_read_errors_and_dimension_limits(tmp_path: Path, nc3: dict[str, Path]) 
             dt = np.dtype(">i8" if name == "v" else ">u8")
             got = decode_fill(metas[name].fill_value, dt)
             assert np.asarray(got, dt).tobytes() == np.asarray(want).astype(dt).tobytes(), name
+
+
+def test_scalar_and_empty_fixed_variables(tmp_path: Path) -> None:
+    """A 1-byte scalar is one 1-byte reference; a fixed variable of no elements has none (here an
+    unlimited dimension in second place with no records, which only a hand-made header holds)."""
+    body = _classic([("x", 2), ("t", 0)], [("s", [], 1, 4, 0), ("e", [0, 1], 4, 0, 0)])
+    data = _classic([("x", 2), ("t", 0)], [("s", [], 1, 4, len(body)), ("e", [0, 1], 4, 0, len(body) + 4)],
+                    tail=b"\x05\0\0\0")  # fmt: skip
+    p = tmp_path / "scalar.nc"
+    p.write_bytes(data)
+    res = NetCDF3Scanner()(str(p))
+    metas = {m.name: m for m in res.arrays}
+    assert metas["s"].shape == () and metas["e"].shape == (2, 0)
+    rows = res.chunks.to_pylist()
+    assert [(r["array"], r["offset"], r["length"]) for r in rows] == [("s", len(body), 1)]
+    assert data[rows[0]["offset"]] == 5
+
+
+def test_a_calendar_that_is_not_text_is_the_standard_one(tmp_path: Path) -> None:
+    """A numeric ``calendar`` attribute is no calendar name: the default (standard) applies, as
+    for a missing one."""
+
+    def att(name: str, t: int, raw: bytes, n: int) -> bytes:
+        b = name.encode()
+        pad = b"\0" * ((4 - len(raw) % 4) % 4)
+        return struct.pack(">I", len(b)) + b + b"\0" * ((4 - len(b) % 4) % 4) + struct.pack(">II", t, n) + raw + pad
+
+    units = b"days since 2000-01-01"
+    attrs = struct.pack(">II", 0x0C, 2) + att("units", 2, units, len(units)) + att("calendar", 4, b"\0\0\0\1", 1)
+
+    def header(begin: int) -> bytes:
+        out = b"CDF\x01" + struct.pack(">I", 0) + struct.pack(">II", 0x0A, 1) + struct.pack(">I", 4) + b"time"
+        out += struct.pack(">I", 2) + b"\0" * 8 + struct.pack(">II", 0x0B, 1) + struct.pack(">I", 4) + b"time"
+        return out + struct.pack(">II", 1, 0) + attrs + struct.pack(">III", 6, 16, begin)
+
+    begin = len(header(0))
+    p = tmp_path / "cal.nc"
+    p.write_bytes(header(begin) + struct.pack(">dd", 1.0, 3.0))
+    res = NetCDF3Scanner(concat_dim="time")(str(p))
+    t0 = datetime(2000, 1, 1, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last, res.sort_units) == (t0 + 86400, t0 + 3 * 86400, "seconds since 1970-01-01")
