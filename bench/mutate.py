@@ -127,6 +127,7 @@ _DEFAULT = ("plan", "decode", "versions", "emit", "scan")
 """The groups run when none is named: the per-module splits are subsets of these."""
 
 _INT64_DEFAULT = "np.asarray/np.arange of Python ints (or int64 arrays) without dtype=int64: numpy's default here"
+_ZEROS_FULL = "np.zeros/np.full without int64: exact floats cast into the int32/int64 columns, or int64 itself"
 EXPLAINED: dict[str, str] = {
     # plan/coalesce.py
     "refstore.plan.coalesce.x_coalesce__mutmut_3[57]": "offsets cast without int64: int64 lengths promote the sum",
@@ -155,8 +156,10 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_8[25]": _INT64_DEFAULT,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_9[79]": "np.prod without int64: a float of a small "
     "integer, made int() at once",
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_1[01][1589]": "keys/offsets/lengths by np.zeros/np.full "
-    "without int64: the default (or exact floats cast into the int32/int64 columns)",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_109": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_111": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_115": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_118": _ZEROS_FULL,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_12[25]": _INT64_DEFAULT,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_4[79]": "calendar default None: the next line "
     "makes any non-text calendar 'standard'",
