@@ -150,8 +150,10 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_9": "offsets >Q for >q: equal below 2^63 (spec: non-negative)",
     "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_22": "offsets >i for >I: equal below 2^31 (spec: non-negative)",
     "refstore.scan.netcdf3.xǁ_Readerǁvalues__mutmut_27": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_[56][08]": "chunk keys/record size from np.zeros/np.prod "
-    "without int64: float values of small integers, cast exactly into the int32 key columns / int()",
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_58": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_60": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_68": _ZEROS_FULL,
+    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_70": _ZEROS_FULL,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_7[68]": _INT64_DEFAULT,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_8[25]": _INT64_DEFAULT,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_9[79]": "np.prod without int64: a float of a small "
