@@ -150,6 +150,16 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_9": "offsets >Q for >q: equal below 2^63 (spec: non-negative)",
     "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_22": "offsets >i for >I: equal below 2^31 (spec: non-negative)",
     "refstore.scan.netcdf3.xǁ_Readerǁvalues__mutmut_27": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
+    "refstore.scan.netcdf3.xǁ_Readerǁname__mutmut_16": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
+    "refstore.scan.netcdf3.xǁ_Readerǁint32__mutmut_7": "tags and type codes >I for >i: small non-negative numbers",
+    "refstore.scan.netcdf3.xǁ_Readerǁcount__mutmut_9": "CDF-5 counts >Q for >q: equal below 2^63 (spec: non-negative)",
+    "refstore.scan.netcdf3.xǁ_Readerǁattr_list__mutmut_3": "`tag == 0 or n == 0`: an attribute tag with no entries "
+    "is empty either way, and ABSENT with entries is refused by the tag test that follows",
+    "refstore.scan.netcdf3.x_read_header__mutmut_9[68]": "np.prod without int64: a float of a small integer, "
+    "made int() at once",
+    "refstore.scan.netcdf3.x__fill_value__mutmut_5": "`size != 1 and ...`: a fill of several values fails the "
+    "reshape to one value and falls back to the default anyway",
+    "refstore.scan.netcdf3.x__fill_value__mutmut_9": '"XXOUXX" still holds the kinds O and U',
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_58": _ZEROS_FULL,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_60": _ZEROS_FULL,
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_68": _ZEROS_FULL,

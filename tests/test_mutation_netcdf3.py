@@ -243,6 +243,25 @@ def test_damaged_headers_are_refused_naming_the_problem(tmp_path: Path) -> None:
     assert scan(good[:10]).endswith("not a readable netCDF3 file: header ends early (truncated file?)")
     assert scan(b"CDF\x03" + good[4:]).endswith("not a readable netCDF3 file: not a netCDF3 file")
     assert scan(b"CD").endswith("not a netCDF3 file")
+    assert scan(b"HDF\x01" + good[4:]).endswith("not a readable netCDF3 file: not a netCDF3 file")
+    # ABSENT (tag 0) with a count, for each list: refused, never read as empty
+    absent = good[:8] + b"\0\0\0\0" + good[12:]
+    assert scan(absent).endswith("expected a dimension list, found tag 0x0")
+    no_dims = _classic([], [("v", [], 4, 4, 0)])
+    no_dims = _classic([], [("v", [], 4, 4, len(no_dims))], tail=b"\0\0\0\7")
+    at = no_dims.index(struct.pack(">II", 0x0B, 1))
+    assert scan(no_dims[:at] + struct.pack(">II", 0, 1) + no_dims[at + 8 :]).endswith(
+        "expected a variable list, found tag 0x0")  # fmt: skip
+    assert scan(no_dims[:16] + struct.pack(">II", 0, 1) + no_dims[24:]).endswith(
+        "expected an attribute list, found tag 0x0")  # fmt: skip
+    p = tmp_path / "nodims.nc"
+    p.write_bytes(no_dims)
+    hdr = _header(p)
+    assert hdr.dims == [] and hdr.attrs == {} and [v.name for v in hdr.variables] == ["v"]
+    # an empty dimension list written with its tag: the same as ABSENT
+    tagged = no_dims[:8] + struct.pack(">II", 0x0A, 0) + no_dims[16:]
+    p.write_bytes(tagged)
+    assert _header(p).dims == []
     bad_tag = good[:8] + struct.pack(">I", 0x0B) + good[12:]
     assert scan(bad_tag).endswith("expected a dimension list, found tag 0xb")
     bad_type = _classic([("x", 2)], [("v", [0], 12, 8, begin)], tail=b"\0" * 8)
@@ -304,7 +323,10 @@ def test_fill_value_rule() -> None:
     )
     assert _fill_value(np.array([1.0, 2.0]), 9.0, f4) == 9.0
     assert _fill_value("text", 9.0, f4) == 9.0
-    assert _fill_value(np.array(b"x"), 9.0, f4) == 9.0
+    assert _fill_value(np.array(b"7"), 9.0, f4) == 9.0  # bytes that would cast: still text
+    assert _fill_value("7", 9.0, f4) == 9.0 and _fill_value(np.array(["7"]), 9.0, f4) == 9.0
+    one = _fill_value(np.array([3.0]), 9.0, f4)
+    assert np.ndim(one) == 0 and one == 3.0  # one value, as a scalar
     assert _fill_value(np.array([b"x"]), b"\0", np.dtype("S1")) == b"x"
     assert _fill_value(np.array(["a"], object), 7, np.dtype(">i1")) == 7
 
@@ -325,21 +347,29 @@ def test_text_attributes_by_the_specification(tmp_path: Path) -> None:
     """Text attributes: trailing NULs dropped (leading ones kept), other bytes kept, bytes
     that are no UTF-8 replaced (U+FFFD), never refused."""
 
-    def att(name: str, raw: bytes) -> bytes:
-        b = name.encode()
+    def att(name: str | bytes, raw: bytes) -> bytes:
+        b = name.encode() if isinstance(name, str) else name
         pad = b"\0" * ((4 - len(raw) % 4) % 4)
         return (
             struct.pack(">I", len(b)) + b + b"\0" * ((4 - len(b) % 4) % 4) + struct.pack(">II", 2, len(raw)) + raw + pad
         )
 
-    texts = {"nul": b"hi\0", "lead": b"\0hi", "spaces": b"a b  ", "x": b"boX", "bad": b"caf\xe9!"}
+    texts: dict[str | bytes, bytes] = {"nul": b"hi\0", "lead": b"\0hi", "spaces": b"a b  ", "x": b"boX",
+                                       "bad": b"caf\xe9!", b"n\xff": b"v"}  # fmt: skip
     attrs = b"".join(att(k, v) for k, v in texts.items())
     p = tmp_path / "t.nc"
     p.write_bytes(
         b"CDF\x01" + struct.pack(">I", 0) + b"\0" * 8 + struct.pack(">II", 0x0C, len(texts)) + attrs + b"\0" * 8
     )
     hdr = _header(p)
-    assert hdr.attrs == {"nul": "hi", "lead": "\0hi", "spaces": "a b  ", "x": "boX", "bad": "caf\ufffd!"}
+    assert hdr.attrs == {
+        "nul": "hi",
+        "lead": "\0hi",
+        "spaces": "a b  ",
+        "x": "boX",
+        "bad": "caf\ufffd!",
+        "n\ufffd": "v",
+    }
 
 
 def test_read_errors_and_dimension_limits(tmp_path: Path, nc3: dict[str, Path]) -> None:
@@ -423,3 +453,22 @@ def test_a_calendar_that_is_not_text_is_the_standard_one(tmp_path: Path) -> None
     res = NetCDF3Scanner(concat_dim="time")(str(p))
     t0 = datetime(2000, 1, 1, tzinfo=UTC).timestamp()
     assert (res.sort_value, res.sort_last, res.sort_units) == (t0 + 86400, t0 + 3 * 86400, "seconds since 1970-01-01")
+
+
+def test_record_edge_cases(tmp_path: Path) -> None:
+    """Streaming record count with records of no bytes: none; records that end exactly one
+    record short of the file: the variable that lacks its bytes is named."""
+    dims = [("t", 0), ("x", 2)]
+    head = _classic(dims, [("a", [0, 1], 1, 0, 0), ("b", [0, 1], 1, 0, 0)], numrecs=0xFFFFFFFF)
+    data = _classic(dims, [("a", [0, 1], 1, 0, len(head)), ("b", [0, 1], 1, 0, len(head))], numrecs=0xFFFFFFFF,
+                    tail=b"\0" * 8)  # fmt: skip
+    p = tmp_path / "zero.nc"
+    p.write_bytes(data)
+    assert _header(p).numrecs == 0
+    assert [m.shape for m in NetCDF3Scanner()(str(p)).arrays] == [(0, 2), (0, 2)]
+    # one record variable of 4 bytes, 3 records claimed, 2 present: begin + 3*4 == size + 4
+    head = _classic([("t", 0)], [("r", [0], 4, 4, 0)], numrecs=3)
+    data = _classic([("t", 0)], [("r", [0], 4, 4, len(head))], numrecs=3, tail=b"\0\0\0\1\0\0\0\2")
+    p.write_bytes(data)
+    with pytest.raises(ScanError, match=r"variable 'r' extends past the end of the file \(truncated\?\)$"):
+        NetCDF3Scanner()(str(p))
