@@ -181,6 +181,14 @@ EXPLAINED: dict[str, str] = {
     "both or neither decode (one units, one calendar), and a half-decoded pair falls back to raw values",
     "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_7[12]": "one bound decoded as standard time, "
     "or `or` for `and`: both bounds decode alike (one units, one calendar)",
+    # scan/hdf5.py
+    "refstore.scan.hdf5.x__split_along__mutmut_1": "`len(keys) != 1 and chunks != shape`: a whole array has one "
+    "key and chunks equal to its shape, so both forms are false together",
+    "refstore.scan.hdf5.x__split_along__mutmut_13": "`n < 1`: one step along the dimension split is that one slab, "
+    "the same chunk, offset and length",
+    "refstore.scan.hdf5.x__split_along__mutmut_1[79]": "np.prod without int64: a float of a small integer, int()",
+    "refstore.scan.hdf5.x__split_along__mutmut_2[79]": "np.prod without int64: a float of a small integer, int()",
+    "refstore.scan.hdf5.x__split_along__mutmut_3[24]": _ZEROS_FULL,
     "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
 }
 """Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted

@@ -8,6 +8,7 @@ arithmetic for CF times; the phony-dimension rule the README documents.
 
 from __future__ import annotations
 
+import re
 import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -477,3 +478,58 @@ def test_filter_table_fallbacks_from_a_raw_pipeline(tmp_path: Path) -> None:
             part = f["d"][r["k0"] * 4 : r["k0"] * 4 + 4]
             want[: len(part)] = part
             assert raw == want.tobytes()
+
+
+def test_open_reasons_from_h5pys_own_errors(tmp_path: Path) -> None:
+    """The one-line reasons, built from the OSError h5py raises (its text is the oracle)."""
+    from refstore.scan.hdf5 import _first_line, _open_reason
+
+    assert _first_line(ValueError("first\nsecond")) == "first"
+    assert _first_line(ValueError("  \n")) == "ValueError" and _first_line(KeyError()) == "KeyError"
+    full = tmp_path / "full.h5"
+    with h5py.File(full, "w") as f:
+        f.create_dataset("d", data=np.arange(1000))
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(full.read_bytes()[:3000])
+    with pytest.raises(OSError) as e:
+        h5py.File(cut, "r")
+    text = str(e.value)
+    inner = text.split("truncated file:")[1].strip(" )")
+    assert "eof = 3000" in inner
+    assert _open_reason(e.value) == f"truncated HDF5 file ({inner})"
+    with pytest.raises(ScanError, match=rf"cut\.h5: truncated HDF5 file \({re.escape(inner)}\)$"):
+        HDF5Scanner()(str(cut))
+    with pytest.raises(OSError) as e:
+        h5py.File(tmp_path / "missing.h5", "r")
+    assert "No such file" in str(e.value)
+    assert _open_reason(e.value) == f"cannot open: {str(e.value).splitlines()[0]}"
+    assert _open_reason(OSError("odd\nmore")) == "cannot open as HDF5: odd"
+    assert _open_reason(OSError()) == "cannot open as HDF5: OSError"
+
+
+def test_what_is_split_along_the_concat_dim(tmp_path: Path) -> None:
+    """Slabs of 1 along the concat dimension for uncompressed whole arrays of more than one
+    step; a space-padded string array (a codec) and a 2-step array: as documented."""
+    path = tmp_path / "s.h5"
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("time", data=np.array([1.0, 2.0]))
+        t.make_scale("time")
+        tid = h5py.h5t.C_S1.copy()
+        tid.set_size(3)
+        tid.set_strpad(h5py.h5t.STR_SPACEPAD)
+        sp = h5py.Dataset(h5py.h5d.create(f.id, b"label", tid, h5py.h5s.create_simple((2,))))
+        sp[...] = np.array([b"a  ", b"bb "], "S3")
+        sp.dims[0].attach_scale(t)
+        one = f.create_dataset("one", data=np.array([4.0]))
+        one.make_scale("one")
+    res = HDF5Scanner(concat_dim="time")(str(path))
+    metas = {m.name: m for m in res.arrays}
+    blob = path.read_bytes()
+    assert metas["time"].chunks == (1,)
+    rows = sorted(_rows(res, "time"), key=lambda r: r["k0"])
+    assert [blob[r["offset"] : r["offset"] + r["length"]] for r in rows] == [
+        np.float64(1.0).tobytes(), np.float64(2.0).tobytes()]  # fmt: skip
+    assert metas["label"].chunks == (2,) and metas["label"].codecs == ({"id": "spacepad"},)
+    assert len(_rows(res, "label")) == 1
+    res = HDF5Scanner(concat_dim="one")(str(path))
+    assert {m.name: m for m in res.arrays}["one"].chunks == (1,) and len(_rows(res, "one")) == 1
