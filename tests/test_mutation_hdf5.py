@@ -533,3 +533,49 @@ def test_what_is_split_along_the_concat_dim(tmp_path: Path) -> None:
     assert len(_rows(res, "label")) == 1
     res = HDF5Scanner(concat_dim="one")(str(path))
     assert {m.name: m for m in res.arrays}["one"].chunks == (1,) and len(_rows(res, "one")) == 1
+
+
+def test_coordinates_scales_and_attributes_at_the_edges(tmp_path: Path) -> None:
+    """One-value and unwritten time coordinates (values as h5py reads them), a compact int32
+    coordinate, a scale in a nested group named by its own name, a dimension-only scale whose
+    NAME is variable-length text, and an attribute h5py cannot read between two it can."""
+    path = tmp_path / "e.h5"
+    with h5py.File(path, "w") as f:
+        one = f.create_dataset("one", data=np.array([6.0]))
+        one.make_scale("one")
+        one.attrs["units"] = "hours since 2000-01-01"
+        gone = f.create_dataset("gone", shape=(3,), dtype="<f4", fillvalue=np.float32(2.5))
+        gone.make_scale("gone")
+        space = h5py.h5s.create_simple((3,))
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_layout(h5py.h5d.COMPACT)
+        ci = h5py.Dataset(h5py.h5d.create(f.id, b"ci", h5py.h5t.STD_I32LE, space, plist))
+        ci[...] = np.array([-3, 0, 70000], "<i4")
+        ci.make_scale("ci")
+        g = f.create_group("g/sub")
+        x = g.create_dataset("x", data=np.arange(4, dtype="<f4"))
+        x.make_scale("x")
+        dim_only = f.create_dataset("d", shape=(2,), dtype="<f4")
+        dim_only.make_scale("d")
+        dim_only.attrs["NAME"] = "This is a netCDF dimension but not a netCDF variable.         2"
+        a = f.create_dataset("a", data=np.arange(3, dtype="<i2"))
+        a.attrs["first"] = 1
+        h5py.h5a.create(a.id, b"m_time", h5py.h5t.UNIX_D32LE, h5py.h5s.create(h5py.h5s.SCALAR))
+        a.attrs["z_last"] = 2
+    with h5py.File(path) as f:
+        assert isinstance(f["d"].attrs["NAME"], str)
+        with pytest.raises(TypeError):
+            f["a"].attrs["m_time"]
+        gone_values = (float(f["gone"][0]), float(f["gone"][-1]))
+    res = HDF5Scanner(concat_dim="one")(str(path))
+    metas = {m.name: m for m in res.arrays}
+    t0 = datetime(2000, 1, 1, tzinfo=UTC).timestamp()
+    assert (res.sort_value, res.sort_last, res.sort_units) == (t0 + 6 * 3600, t0 + 6 * 3600, "seconds since 1970-01-01")
+    assert "d" not in metas and metas["g/sub/x"].dims == ("x",)
+    assert sorted(metas["a"].attrs) == ["first", "z_last"]
+    r = HDF5Scanner(concat_dim="gone")(str(path))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (*gone_values, None) and gone_values == (2.5, 2.5)
+    r = HDF5Scanner(concat_dim="ci")(str(path))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (-3.0, 70000.0, None)
+    r = HDF5Scanner(concat_dim="d")(str(path))
+    assert (r.sort_value, r.sort_last, r.sort_units) == (None, None, None)

@@ -104,7 +104,7 @@ class HDF5Scanner:
 
         sort_value, sort_last, sort_units = (None, None, None)
         if self.concat_dim is not None:
-            sort_value, sort_last, sort_units = _coordinate_range(f, self.concat_dim, coordinate)
+            sort_value, sort_last, sort_units = _coordinate_range(f, coordinate)
         table = _chunk_table(parts)
         return ScanResult(
             source=info,
@@ -389,41 +389,26 @@ def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta,
 
 
 def _coordinate_range(
-    f: Any, dim: str, scanned: tuple[ArrayMeta, _Chunks | None] | None = None
+    f: Any, scanned: tuple[ArrayMeta, _Chunks | None] | None
 ) -> tuple[float | None, float | None, str | None]:
-    """First and last values of the root coordinate variable ``dim`` (CF times as Unix seconds)
-    and their units. Uses the scanned metadata and inline bytes when there are some, so nothing
-    is read twice."""
-    import h5py
-
-    values: tuple[float, float] | None = None
-    units: Any = None
-    calendar: Any = "standard"
-    if scanned is not None:
-        meta, chunks = scanned
-        if meta.ndim != 1 or meta.shape[0] == 0 or np.dtype(meta.dtype).kind not in "iuf":
-            return None, None, None
-        units = meta.attrs.get("units", {}).get("value")
-        calendar = meta.attrs.get("calendar", {}).get("value", "standard")
-        n = meta.shape[0]
-        if chunks is not None and chunks.inline is not None and len(chunks.inline[0]) >= n * meta.np_dtype.itemsize:
-            inline = np.frombuffer(chunks.inline[0], dtype=meta.dtype, count=n)
-            values = (float(inline[0]), float(inline[-1]))
-    if values is None:
-        obj = f.get(dim)
-        if not isinstance(obj, h5py.Dataset) or obj.ndim != 1 or obj.shape[0] == 0 or obj.dtype.kind not in "iuf":
-            return None, None, None
-        if h5py.h5ds.is_scale(obj.id) and _is_dimension_only(obj):
-            return None, None, None  # a netCDF dimension without a coordinate variable: no values
-        values = (float(obj[0]), float(obj[-1]))
-        if scanned is None:
-            units = obj.attrs.get("units")
-            calendar = obj.attrs.get("calendar", "standard")
-    if isinstance(units, bytes):
-        units = units.decode("utf-8", "replace")
-    if isinstance(calendar, bytes):
-        calendar = calendar.decode("utf-8", "replace")
-    first, last = values
+    """First and last values of the scanned coordinate variable (the dataset named like the
+    concat dimension; CF times as Unix seconds) and their units; all None when the file has no
+    such 1-D numeric dataset (a netCDF dimension without a variable is never scanned). Inline
+    bytes are used when there are some, so nothing is read twice."""
+    if scanned is None:
+        return None, None, None
+    meta, chunks = scanned
+    if meta.ndim != 1 or meta.shape[0] == 0 or np.dtype(meta.dtype).kind not in "iuf":
+        return None, None, None
+    units = meta.attrs.get("units", {}).get("value")
+    calendar = meta.attrs.get("calendar", {}).get("value", "standard")
+    n = meta.shape[0]
+    if chunks is not None and chunks.inline is not None and len(chunks.inline[0]) >= n * meta.np_dtype.itemsize:
+        inline = np.frombuffer(chunks.inline[0], dtype=meta.dtype, count=n)
+        first, last = float(inline[0]), float(inline[-1])
+    else:
+        obj = f[meta.name]
+        first, last = float(obj[0]), float(obj[-1])
     if isinstance(units, str):
         s0, s1 = cf_seconds(first, units, str(calendar)), cf_seconds(last, units, str(calendar))
         if s0 is not None and s1 is not None:
