@@ -579,3 +579,38 @@ def test_coordinates_scales_and_attributes_at_the_edges(tmp_path: Path) -> None:
     assert (r.sort_value, r.sort_last, r.sort_units) == (-3.0, 70000.0, None)
     r = HDF5Scanner(concat_dim="d")(str(path))
     assert (r.sort_value, r.sort_last, r.sort_units) == (None, None, None)
+
+
+def test_dimension_names_of_nested_and_odd_scales(tmp_path: Path) -> None:
+    """A dimension is named by its scale's own name (the last part of its path), whatever group
+    the scale sits in; bytes that are no UTF-8 are replaced, never refused."""
+    path = tmp_path / "n.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("g/sub")
+        x = g.create_dataset("x", data=np.arange(4, dtype="<f4"))
+        x.make_scale("x")
+        odd = h5py.Dataset(h5py.h5d.create(f.id, b"t\xff", h5py.h5t.IEEE_F64LE, h5py.h5s.create_simple((2,))))
+        odd.make_scale("t")
+        v = f.create_dataset("v", data=np.zeros((2, 4), "<i2"))
+        v.dims[0].attach_scale(odd)
+        v.dims[1].attach_scale(x)
+        grp = h5py.Group(h5py.h5g.create(f.id, b"gr\xff"))
+        grp.attrs["a"] = 1
+        grp.create_dataset("w", data=np.arange(3, dtype="<u1"))
+    res = HDF5Scanner()(str(path))  # a name that is no UTF-8 failed with a TypeError traceback before
+    metas = {m.name: m for m in res.arrays}
+    assert metas["v"].dims == ("t\ufffd", "x")
+    assert metas["t\ufffd"].dims == ("t\ufffd",) and "gr\ufffd/w" in metas
+    assert "gr\ufffd" in res.groups
+
+
+def test_chunk_index_guard() -> None:
+    """Chunk indices are int32 columns: one past their range is refused naming the array."""
+    from refstore.scan.hdf5 import _chunk_table, _Chunks
+
+    top = np.iinfo(np.int32).max
+    ok = _chunk_table([_Chunks("a", np.array([[top, 0]], np.int64), np.array([1]), np.array([2]))])
+    assert ok.column("k0").to_pylist() == [top] and ok.column("k1").to_pylist() == [0]
+    for bad, lo, hi in (([[top + 1, 0]], 0, top + 1), ([[3, -1]], -1, 3)):
+        with pytest.raises(ValueError, match=rf"^chunk index of 'b' out of range \({lo}\.\.{hi}\)$"):
+            _chunk_table([_Chunks("b", np.array(bad, np.int64), np.array([1]), np.array([2]))])

@@ -81,7 +81,7 @@ class HDF5Scanner:
             if isinstance(obj, h5py.Dataset):
                 datasets.append(obj)
             elif isinstance(obj, h5py.Group):
-                groups[name] = _attrs(obj)
+                groups[_text(name)] = _attrs(obj)
 
         f.visititems(visit)
 
@@ -124,6 +124,11 @@ def _load_filter_plugins() -> None:
         import hdf5plugin  # noqa: F401
 
 
+def _text(name: str | bytes) -> str:
+    """An HDF5 object name as text: h5py gives a name that is not UTF-8 as bytes (replaced here)."""
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
@@ -152,8 +157,8 @@ def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
         except (OSError, TypeError, ValueError):
             continue  # attribute types h5py cannot read (references to regions, ...)
         enc = encode_attr(value)
-        if enc is not None:  # h5py gives a name that is not UTF-8 as bytes: keep it readable
-            out[name.decode("utf-8", "replace") if isinstance(name, bytes) else name] = enc
+        if enc is not None:
+            out[_text(name)] = enc
     return out
 
 
@@ -176,7 +181,7 @@ def _dim_names(ds: Any, is_scale: bool) -> tuple[str, ...]:
     for i, size in enumerate(ds.shape):
         name: str | None = None
         if is_scale and len(ds.shape) == 1:
-            name = ds.name.rsplit("/", 1)[-1]
+            name = _text(ds.name).rsplit("/", 1)[-1]
         else:
             try:
                 if h5py.h5ds.get_num_scales(ds.id, i):
@@ -275,7 +280,7 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
 def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> tuple[ArrayMeta, _Chunks | None]:
     import h5py
 
-    name = ds.name.lstrip("/")
+    name = _text(ds.name).lstrip("/")
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
     dt = ds.dtype
     dims = _dim_names(ds, is_scale) if ds.shape is not None else ()
