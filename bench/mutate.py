@@ -128,6 +128,7 @@ _DEFAULT = ("plan", "decode", "versions", "emit", "scan")
 
 _INT64_DEFAULT = "np.asarray/np.arange of Python ints (or int64 arrays) without dtype=int64: numpy's default here"
 _ZEROS_FULL = "np.zeros/np.full without int64: exact floats cast into the int32/int64 columns, or int64 itself"
+_SCHEMA_CAST = "a column's numpy/Arrow type left to the default: pa.table(..., schema=CHUNK_BATCH_SCHEMA) casts it"
 EXPLAINED: dict[str, str] = {
     # plan/coalesce.py
     "refstore.plan.coalesce.x_coalesce__mutmut_3[57]": "offsets cast without int64: int64 lengths promote the sum",
@@ -189,6 +190,25 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.hdf5.x__split_along__mutmut_1[79]": "np.prod without int64: a float of a small integer, int()",
     "refstore.scan.hdf5.x__split_along__mutmut_2[79]": "np.prod without int64: a float of a small integer, int()",
     "refstore.scan.hdf5.x__split_along__mutmut_3[24]": _ZEROS_FULL,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_4": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_6": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_11": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_13": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_27": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_30": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_33": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_35": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_38": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_40": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_43": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_45": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_105": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_108": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_115": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_118": _SCHEMA_CAST,
+    "refstore.scan.hdf5.x__chunk_table__mutmut_5[34]": "any_inline None/True: an all-null inline column either way",
+    "refstore.scan.hdf5.x__chunk_table__mutmut_83": "an assert (a guard) weakened: the invariant holds by construction",
+    "refstore.scan.hdf5.x__supported_dtype__mutmut_13": '"XXbiufcSXX" still holds the kinds b, i, u, f, c, S',
     "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
 }
 """Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted
