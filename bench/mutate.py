@@ -209,6 +209,22 @@ EXPLAINED: dict[str, str] = {
     "refstore.scan.hdf5.x__chunk_table__mutmut_5[34]": "any_inline None/True: an all-null inline column either way",
     "refstore.scan.hdf5.x__chunk_table__mutmut_83": "an assert (a guard) weakened: the invariant holds by construction",
     "refstore.scan.hdf5.x__supported_dtype__mutmut_13": '"XXbiufcSXX" still holds the kinds b, i, u, f, c, S',
+    "refstore.scan.netcdf3.x__table__mutmut_4": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_6": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_12": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_15": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_28": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_30": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_44": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_46": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_52": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_54": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_61": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_63": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_68": _SCHEMA_CAST,
+    "refstore.scan.netcdf3.x__table__mutmut_70": _SCHEMA_CAST,
+    "refstore.plan.select.x_select__mutmut_68": "`s < 0` for `s <= 0`: slice.indices never gives a step of 0 (a zero "
+    "step is refused just before)",
     "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
 }
 """Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted
