@@ -109,8 +109,13 @@ GROUPS: dict[str, Group] = {
         tests=("tests/test_mutation_grib.py",),
     ),
     "scan-misc": Group(
-        files=("refstore/scan/auto.py", "refstore/scan/_check.py", "refstore/scan/_cftime.py",
-               "refstore/scan/_types.py", "refstore/scan/_rangefile.py"),
+        files=(
+            "refstore/scan/auto.py",
+            "refstore/scan/_check.py",
+            "refstore/scan/_cftime.py",
+            "refstore/scan/_types.py",
+            "refstore/scan/_rangefile.py",
+        ),
         tests=("tests/test_mutation_scan_misc.py",),
     ),
     "scan-sample": Group(
@@ -126,109 +131,10 @@ GROUPS: dict[str, Group] = {
 _DEFAULT = ("plan", "decode", "versions", "emit", "scan")
 """The groups run when none is named: the per-module splits are subsets of these."""
 
-_INT64_DEFAULT = "np.asarray/np.arange of Python ints (or int64 arrays) without dtype=int64: numpy's default here"
-_ZEROS_FULL = "np.zeros/np.full without int64: exact floats cast into the int32/int64 columns, or int64 itself"
-_SCHEMA_CAST = "a column's numpy/Arrow type left to the default: pa.table(..., schema=CHUNK_BATCH_SCHEMA) casts it"
-EXPLAINED: dict[str, str] = {
-    # plan/coalesce.py
-    "refstore.plan.coalesce.x_coalesce__mutmut_3[57]": "offsets cast without int64: int64 lengths promote the sum",
-    "refstore.plan.coalesce.x_coalesce__mutmut_4[13]": "lengths cast without int64: int64 offsets promote the sum",
-    "refstore.plan.coalesce.x_coalesce__mutmut_4[68]": 'argsort kind "stable" -> default/None/"STABLE": ranges at one '
-    "offset always merge (o <= cur_end), and numpy reads kind case-insensitively",
-    "refstore.plan.coalesce.x_coalesce__mutmut_50": "argsort kind spelled STABLE: numpy reads it case-insensitively",
-    "refstore.plan.coalesce.x_coalesce__mutmut_5[345]": "the cur_start/cur_end sentinel: never read before the first "
-    "range sets it (r >= 0 is tested first)",
-    "refstore.plan.coalesce.x_coalesce__mutmut_10[0246]": "the reads' start/end arrays: " + _INT64_DEFAULT,
-    # plan/select.py
-    "refstore.plan.select.x_chunk_slices__mutmut_[35]": _INT64_DEFAULT,
-    "refstore.plan.select.x_chunk_slices__mutmut_1[035]": _INT64_DEFAULT,
-    "refstore.plan.select.x_chunk_slices__mutmut_3[579]": _INT64_DEFAULT,
-    "refstore.plan.select.x_chunk_slices__mutmut_41": _INT64_DEFAULT,
-    "refstore.plan.select.x_chunk_slices__mutmut_8": _INT64_DEFAULT,
-    "refstore.plan.select.x_needed_chunks__mutmut_1[8]": _INT64_DEFAULT,
-    "refstore.plan.select.x_needed_chunks__mutmut_22": _INT64_DEFAULT,
-    # scan/netcdf3.py
-    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_9": "offsets >Q for >q: equal below 2^63 (spec: non-negative)",
-    "refstore.scan.netcdf3.xǁ_Readerǁoffset__mutmut_22": "offsets >i for >I: equal below 2^31 (spec: non-negative)",
-    "refstore.scan.netcdf3.xǁ_Readerǁvalues__mutmut_27": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
-    "refstore.scan.netcdf3.xǁ_Readerǁname__mutmut_16": 'codec name "UTF-8" for "utf-8" (case-insensitive)',
-    "refstore.scan.netcdf3.xǁ_Readerǁint32__mutmut_7": "tags and type codes >I for >i: small non-negative numbers",
-    "refstore.scan.netcdf3.xǁ_Readerǁcount__mutmut_9": "CDF-5 counts >Q for >q: equal below 2^63 (spec: non-negative)",
-    "refstore.scan.netcdf3.xǁ_Readerǁattr_list__mutmut_3": "`tag == 0 or n == 0`: an attribute tag with no entries "
-    "is empty either way, and ABSENT with entries is refused by the tag test that follows",
-    "refstore.scan.netcdf3.x_read_header__mutmut_9[68]": "np.prod without int64: a float of a small integer, "
-    "made int() at once",
-    "refstore.scan.netcdf3.x__fill_value__mutmut_5": "`size != 1 and ...`: a fill of several values fails the "
-    "reshape to one value and falls back to the default anyway",
-    "refstore.scan.netcdf3.x__fill_value__mutmut_9": '"XXOUXX" still holds the kinds O and U',
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_58": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_60": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_68": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_70": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_7[68]": _INT64_DEFAULT,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_8[25]": _INT64_DEFAULT,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_9[79]": "np.prod without int64: a float of a small "
-    "integer, made int() at once",
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_109": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_111": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_115": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_118": _ZEROS_FULL,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁscan_file__mutmut_12[25]": _INT64_DEFAULT,
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_4[79]": "calendar default None: the next line "
-    "makes any non-text calendar 'standard'",
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_5[38]": "calendar 'STANDARD': cf_seconds "
-    "lower-cases it",
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_65": "one bound decoded as standard time: "
-    "both or neither decode (one units, one calendar), and a half-decoded pair falls back to raw values",
-    "refstore.scan.netcdf3.xǁNetCDF3Scannerǁ_coordinate_range__mutmut_7[12]": "one bound decoded as standard time, "
-    "or `or` for `and`: both bounds decode alike (one units, one calendar)",
-    # scan/hdf5.py
-    "refstore.scan.hdf5.x__split_along__mutmut_1": "`len(keys) != 1 and chunks != shape`: a whole array has one "
-    "key and chunks equal to its shape, so both forms are false together",
-    "refstore.scan.hdf5.x__split_along__mutmut_13": "`n < 1`: one step along the dimension split is that one slab, "
-    "the same chunk, offset and length",
-    "refstore.scan.hdf5.x__split_along__mutmut_1[79]": "np.prod without int64: a float of a small integer, int()",
-    "refstore.scan.hdf5.x__split_along__mutmut_2[79]": "np.prod without int64: a float of a small integer, int()",
-    "refstore.scan.hdf5.x__split_along__mutmut_3[24]": _ZEROS_FULL,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_4": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_6": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_11": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_13": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_27": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_30": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_33": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_35": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_38": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_40": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_43": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_45": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_105": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_108": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_115": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_118": _SCHEMA_CAST,
-    "refstore.scan.hdf5.x__chunk_table__mutmut_5[34]": "any_inline None/True: an all-null inline column either way",
-    "refstore.scan.hdf5.x__chunk_table__mutmut_83": "an assert (a guard) weakened: the invariant holds by construction",
-    "refstore.scan.hdf5.x__supported_dtype__mutmut_13": '"XXbiufcSXX" still holds the kinds b, i, u, f, c, S',
-    "refstore.scan.netcdf3.x__table__mutmut_4": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_6": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_12": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_15": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_28": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_30": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_44": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_46": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_52": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_54": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_61": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_63": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_68": _SCHEMA_CAST,
-    "refstore.scan.netcdf3.x__table__mutmut_70": _SCHEMA_CAST,
-    "refstore.plan.select.x_select__mutmut_68": "`s < 0` for `s <= 0`: slice.indices never gives a step of 0 (a zero "
-    "step is refused just before)",
-    "refstore.plan.select.x_parse_window__mutmut_22": "the inner ValueError's text: re-raised as BadInputError",
-}
-"""Surviving mutants explained as equivalent (fnmatch patterns of mutant names -> why): counted
-in the ``equiv`` column with the equivalent ``zip(strict=)`` ones. design/mutation.md lists them."""
+EXPLAINED: dict[str, str] = tomllib.loads((REPO / "bench" / "mutation_equivalents.toml").read_text())
+"""Surviving mutants explained as equivalent or unreachable (fnmatch patterns of mutant names -> why),
+from ``bench/mutation_equivalents.toml``: counted in the ``equiv`` column with the equivalent
+``zip(strict=)`` ones. design/mutation.md summarises them."""
 
 
 def _explained(name: str) -> str | None:
@@ -351,9 +257,10 @@ def equivalent(diff: str) -> bool:
     length by construction (a guard, not behaviour): equivalent, counted apart."""
     minus = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     plus = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    return bool(minus) and len(minus) == len(plus) and all(
-        "zip(" in a and _bare(a) == _bare(b)
-        for a, b in zip(minus, plus, strict=True)
+    return (
+        bool(minus)
+        and len(minus) == len(plus)
+        and all("zip(" in a and _bare(a) == _bare(b) for a, b in zip(minus, plus, strict=True))
     )
 
 
@@ -389,7 +296,8 @@ def table(name: str, group: Group, *, show_survivors: bool) -> list[str]:
     if show_survivors and survivors:
         lines += ["  not killed (`cd bench/out/mutate/GROUP && mutmut show NAME` shows one):", *survivors]
         (OUT / name / "survivors.diff").write_text(
-            "".join(f"## {k}\n{d}\n" for k, d in diffs(name, group).items() if k not in eq))
+            "".join(f"## {k}\n{d}\n" for k, d in diffs(name, group).items() if k not in eq)
+        )
     return lines
 
 
@@ -409,10 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once")
     ap.add_argument("--report", action="store_true", help="print the last run's table; run nothing")
     ap.add_argument("--show-survivors", action="store_true", help="list every mutant not killed")
-    ap.add_argument("--keep-source", action="store_true",
-                    help="test the source copied by the last run (only the tests are refreshed)")
-    ap.add_argument("--retest-survivors", action="store_true",
-                    help="run again only the mutants that survived (or had no test) last time, e.g. after new tests")
+    ap.add_argument(
+        "--keep-source",
+        action="store_true",
+        help="test the source copied by the last run (only the tests are refreshed)",
+    )
+    ap.add_argument(
+        "--retest-survivors",
+        action="store_true",
+        help="run again only the mutants that survived (or had no test) last time, e.g. after new tests",
+    )
     args = ap.parse_args(argv)
     names = args.groups or [g for g in GROUPS if g in _DEFAULT]
     unknown = [n for n in names if n not in GROUPS]
@@ -423,8 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.report:
             again = None
             if args.retest_survivors:
-                again = [k for st in results(name, GROUPS[name]).values() for k, v in st.items()
-                         if v in ("survived", "no tests")]
+                again = [
+                    k
+                    for st in results(name, GROUPS[name]).values()
+                    for k, v in st.items()
+                    if v in ("survived", "no tests")
+                ]
                 if not again:
                     continue
             work = prepare(name, GROUPS[name], source=not args.keep_source)

@@ -67,6 +67,11 @@ def _write_more(path: Path) -> Path:
         f.create_dataset("null", data=h5py.Empty("<f4"))
         f.create_dataset("opaque", data=np.zeros(2, "V4"))
         f.create_dataset("dims9", shape=(1,) * (MAX_DIMS + 1), dtype="<i1")
+        f.create_dataset("dims9s", shape=(1,) * (MAX_DIMS + 1), dtype="S2", fillvalue=b"zz")
+        layout = h5py.VirtualLayout(shape=(3,), dtype="<i4")
+        layout[:] = h5py.VirtualSource(".", "src", shape=(3,))
+        f.create_dataset("src", data=np.arange(3, dtype="<i4"))
+        f.create_virtual_dataset("vds", layout, fillvalue=-1)
         f.create_dataset("oversized", data=np.arange(3, dtype="<i4"), chunks=(8,), maxshape=(None,))
         big = np.arange(300_000, dtype="<f8")
         f.create_dataset("oversized_big", data=big, chunks=(400_000,), maxshape=(None,))  # 2.4 MB: not inlined
@@ -128,6 +133,7 @@ def _write_nc4_contiguous_time(path: Path) -> Path:
         t[:] = [10, 11, 12]
         v = nc.createVariable("v", "<f8", ("time", "x"), contiguous=True)
         v[:] = np.arange(12, dtype="f8").reshape(3, 4)
+        v.long_name = "vee"
         w = nc.createVariable("w", "<f4", ("x", "time"), contiguous=True)  # time not first: not split
         w[:] = np.arange(12, dtype="f4").reshape(4, 3)
         s = nc.createVariable("one", "<f4", ("x",), contiguous=True)
@@ -309,6 +315,10 @@ def test_more_layouts_and_types_against_h5py(files: dict[str, Path]) -> None:
     assert metas["null"].reason == "null dataspace holds no values" and metas["null"].shape == ()
     assert metas["dims9"].reason == f"{MAX_DIMS + 1} dimensions (at most {MAX_DIMS} are supported)"
     assert metas["dims9"].chunks == (1,) * (MAX_DIMS + 1)
+    assert metas["dims9s"].status == "unsupported" and decode_fill(metas["dims9s"].fill_value, np.dtype("S2")) == b"zz"
+    assert (metas["vds"].status, metas["vds"].reason, metas["vds"].chunks) == (
+        "unsupported", "HDF5 virtual dataset (VDS) layout", (3,))  # fmt: skip
+    assert decode_fill(metas["vds"].fill_value, np.dtype("<i4")) == -1 and _rows(res, "vds") == []
     assert metas["external"].reason == "data stored in external raw files"
     for name in ("compound", "vlen", "ref", "opaque", "null", "dims9", "external"):
         assert metas[name].status == "unsupported" and _rows(res, name) == [], name
@@ -358,6 +368,10 @@ def test_netcdf4_dims_coordinates_and_time(files: dict[str, Path]) -> None:
     assert sorted(metas) == sorted(dims)  # "nv" (a dimension without a variable) is no array
     assert "_Netcdf4Dimid" not in metas["lat"].attrs and "DIMENSION_LIST" not in metas["sst"].attrs
     assert "_NCProperties" not in res.groups[""]
+    # the unlimited time coordinate (chunks of 512 > its 2 values) is held inline, in slabs along time
+    assert metas["time"].chunks == (1,) and metas["time"].shape == (2,)
+    times = sorted(_rows(res, "time"), key=lambda r: r["k0"])
+    assert [np.frombuffer(r["inline"], "<f8")[0] for r in times] == [12.0, 36.0]
     start = datetime(2020, 1, 1, 6, tzinfo=UTC).timestamp()
     assert (res.sort_value, res.sort_last, res.sort_units) == (
         start + 12 * 3600, start + 36 * 3600, "seconds since 1970-01-01")  # fmt: skip
@@ -383,6 +397,9 @@ def test_contiguous_along_concat_dim_is_split_into_slabs(files: dict[str, Path])
         for name in ("time", "v"):
             ds = f[name]
             assert plain[name].chunks == ds.shape
+            same = ("name", "dims", "shape", "dtype", "fill_value", "codecs", "attrs", "status", "reason")
+            assert all(getattr(metas[name], k) == getattr(plain[name], k) for k in same), name
+            assert metas[name].status == "ok" and metas[name].attrs
             assert metas[name].chunks == (1, *ds.shape[1:]), name
             rows = sorted(_rows(res, name), key=lambda r: r["k0"])
             assert [r["k0"] for r in rows] == list(range(ds.shape[0]))
