@@ -66,7 +66,15 @@ def _write_more(path: Path) -> Path:
         f.create_dataset("ref", data=np.array([f.ref], h5py.ref_dtype))
         f.create_dataset("null", data=h5py.Empty("<f4"))
         f.create_dataset("opaque", data=np.zeros(2, "V4"))
-        f.create_dataset("dims9", shape=(1,) * (MAX_DIMS + 1), dtype="<i1")
+        f.create_dataset("dims9", shape=(1,) * (MAX_DIMS + 1), dtype="<i1", fillvalue=5)
+        f.create_dataset("dims_max", data=np.full((1,) * MAX_DIMS, 3, "<i1"))
+        f.create_dataset("Xray", data=np.arange(2, dtype="<i1"))  # a name starting with X
+        for cname, cshape in ((b"compact_1", (1, 3)), (b"compact_0", (0,))):
+            cpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            cpl.set_layout(h5py.h5d.COMPACT)
+            cds = h5py.Dataset(h5py.h5d.create(f.id, cname, h5py.h5t.STD_I32LE, h5py.h5s.create_simple(cshape), cpl))
+            if cds.size:
+                cds[...] = np.array([[7, 8, 9]], "<i4")
         f.create_dataset("dims9s", shape=(1,) * (MAX_DIMS + 1), dtype="S2", fillvalue=b"zz")
         layout = h5py.VirtualLayout(shape=(3,), dtype="<i4")
         layout[:] = h5py.VirtualSource(".", "src", shape=(3,))
@@ -313,6 +321,11 @@ def test_more_layouts_and_types_against_h5py(files: dict[str, Path]) -> None:
     assert metas["ref"].reason == "variable-length dtype has no fixed byte layout"  # object references
     assert metas["opaque"].reason == "dtype |V4 is not supported" and metas["opaque"].fill_value is None
     assert metas["null"].reason == "null dataspace holds no values" and metas["null"].shape == ()
+    assert metas["null"].chunks == () and metas["external"].chunks == (4,)
+    assert metas["dims_max"].status == "ok" and len(_rows(res, "dims_max")) == 1 and "Xray" in metas
+    assert metas["compact_1"].chunks == (1, 3) and _rows(res, "compact_1")[0]["inline"] == np.array(
+        [[7, 8, 9]], "<i4").tobytes()  # fmt: skip
+    assert metas["compact_0"].chunks == (1,) and metas["compact_0"].shape == (0,) and _rows(res, "compact_0") == []
     assert metas["dims9"].reason == f"{MAX_DIMS + 1} dimensions (at most {MAX_DIMS} are supported)"
     assert metas["dims9"].chunks == (1,) * (MAX_DIMS + 1)
     assert metas["dims9s"].status == "unsupported" and decode_fill(metas["dims9s"].fill_value, np.dtype("S2")) == b"zz"
