@@ -54,6 +54,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
         ),
         ("ms since 2001-01-01 -0800", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=-8))), 1e-3),
         ("millisecond since 2001-01-01 +3", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=3))), 1e-3),
+        ("s since 2001-01-01 +05", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=5))), 1),
+        ("s since 2001-01-01 +530", datetime(2001, 1, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))), 1),
+        ("s since 2001-01-01 -1230", datetime(2001, 1, 1, tzinfo=timezone(-timedelta(hours=12, minutes=30))), 1),
         (
             "microseconds since 2001-01-01 -12:45",
             datetime(2001, 1, 1, tzinfo=timezone(-timedelta(hours=12, minutes=45))),
@@ -349,3 +352,62 @@ def test_range_file_reads_equal_the_file(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(_objstore, "get_ranges", lambda loc, s, e: [bytes(x)[:-1] for x in real(loc, s, e)])
     with pytest.raises(OSError, match=r"blob\.bin: short read at bytes 2000-3000 \(object changed\?\)$"):
         RangeFile(url, len(data), block_size=1000).pread(2500, 2)
+
+
+def test_array_meta_fields_json_text_and_keys() -> None:
+    """Every field survives ``with_shape``/``era_meta``/JSON as documented; the JSON text is
+    sorted and compact; structure, era and grid keys are sorted JSON, so key order never makes
+    two equal arrays differ."""
+    import json
+
+    m = ArrayMeta("v", ("t", "y"), (4, 3), (2, 3), "<i2", 7, ({"level": 1, "id": "zlib"},),
+                  {"units": {"type": "str", "value": "K"}, "crs": {"value": "EPSG:4326", "type": "str"},
+                   "transform": {"value": [1.0, 2.0], "type": "<f8"}},
+                  status="unsupported", reason="why", short_edge=True, holes=((2, 3),), holes_axis=1,
+                  edges=(None, (1, 2)))  # fmt: skip
+    back = ArrayMeta.from_json(m.to_json())
+    assert back == m and back.reason == "why" and back.status == "unsupported" and back.edges == (None, (1, 2))
+    d = json.loads(m.to_json())
+    assert m.to_json() == json.dumps(d, sort_keys=True, separators=(",", ":"))
+    assert "chunk_edges" in d and ArrayMeta.from_json(json.dumps({**d, "chunk_edges": None})).edges == ()
+    w = m.with_shape((9, 3), eras=({"a": 1},), holes=((1, 2),), holes_axis=0, edges=((4, 5), None))
+    for f in ArrayMeta.__slots__:
+        want = {"shape": (9, 3), "eras": ({"a": 1},), "holes": ((1, 2),), "holes_axis": 0, "edges": ((4, 5), None)}
+        assert getattr(w, f) == want.get(f, getattr(m, f)), f
+    plain = m.with_shape((4, 3))
+    assert (plain.holes_axis, plain.edges, plain.eras, plain.holes) == (0, (), (), ())
+    era = {"index": 0, "axis": 0, "start": 1, "stop": 3, "dtype": "<i4", "chunks": [1, 3], "codecs": [{"id": "x"}],
+           "fill_value": 3, "attrs": {"a": {"type": "str", "value": "b"}}}  # fmt: skip
+    e = m.era_meta(era)
+    assert (e.name, e.dims, e.shape, e.chunks, e.dtype, e.fill_value, e.codecs, e.attrs, e.status, e.reason,
+            e.short_edge, e.edges) == ("v", ("t", "y"), (2, 3), (1, 3), "<i4", 3, ({"id": "x"},), era["attrs"],
+                                       "unsupported", "why", True, ())  # fmt: skip
+    swapped = ArrayMeta("v", ("t", "y"), (4, 3), (2, 3), "<i2", 7, ({"id": "zlib", "level": 1},),
+                        {"transform": {"type": "<f8", "value": [1.0, 2.0]},
+                         "crs": {"type": "str", "value": "EPSG:4326"}, "units": {"value": "K", "type": "str"}})  # fmt: skip
+    assert swapped.structure() == m.structure() and swapped.era_key() == m.era_key() and swapped.grid() == m.grid()
+    assert m.structure()[2] == '[{"id": "zlib", "level": 1}]'
+    assert m.grid() == ('{"type": "<f8", "value": [1.0, 2.0]}', '{"type": "str", "value": "EPSG:4326"}')
+    assert m.era_key()[-1] == '{"units": {"type": "str", "value": "K"}}'
+
+
+def test_range_file_boundaries(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40
+    p = tmp_path / "b.bin"
+    p.write_bytes(data)
+    url = p.resolve().as_uri()
+    for off, n in ((0, 1001), (999, 2), (0, 1000), (1000, 1), (2000, 1001), (10, 0), (len(data), 5)):
+        rf = RangeFile(url, len(data), block_size=1000)
+        assert rf.pread(off, n) == data[off : off + n], (off, n)
+    rf = RangeFile(url, len(data), block_size=1000)
+    buf = bytearray(1)
+    assert rf.readinto(buf) == 1 and bytes(buf) == data[:1] and rf.tell() == 1
+    rf.seek(len(data))
+    assert rf.readinto(buf) == 0
+    with pytest.raises(OSError) as e:
+        rf.seek(-5, io.SEEK_SET)
+    assert (e.value.errno, e.value.strerror) == (22, "negative seek position")
+    small = RangeFile(url, len(data), block_size=1)  # the default cache keeps the last 128 blocks
+    for i in range(200):
+        small.pread(i, 1)
+    assert len(small._blocks) == 128 and sorted(small._blocks) == list(range(72, 200))
