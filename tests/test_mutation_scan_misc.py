@@ -384,7 +384,8 @@ def test_array_meta_fields_json_text_and_keys() -> None:
                                        "unsupported", "why", True, ())  # fmt: skip
     swapped = ArrayMeta("v", ("t", "y"), (4, 3), (2, 3), "<i2", 7, ({"id": "zlib", "level": 1},),
                         {"transform": {"type": "<f8", "value": [1.0, 2.0]},
-                         "crs": {"type": "str", "value": "EPSG:4326"}, "units": {"value": "K", "type": "str"}})  # fmt: skip
+                         "crs": {"type": "str", "value": "EPSG:4326"},
+                         "units": {"value": "K", "type": "str"}})  # fmt: skip
     assert swapped.structure() == m.structure() and swapped.era_key() == m.era_key() and swapped.grid() == m.grid()
     assert m.structure()[2] == '[{"id": "zlib", "level": 1}]'
     assert m.grid() == ('{"type": "<f8", "value": [1.0, 2.0]}', '{"type": "str", "value": "EPSG:4326"}')
