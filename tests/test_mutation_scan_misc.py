@@ -106,7 +106,8 @@ def test_cf_seconds_calendars() -> None:
 # --------------------------------------------------------------------------- sniffing
 def _heads() -> list[tuple[bytes, str]]:
     h5 = b"\x89HDF\r\n\x1a\n"
-    out = [(h5 + b"\0" * 100, "hdf5"), (b"CDF\x01" + b"\0" * 8, "netcdf3"), (b"CDF\x02" + b"\0" * 8, "netcdf3"),
+    out = [(h5 + b"\0" * 100, "hdf5"), (b"CDF\x01" + b"\0" * 8, "netcdf3"), (b"CDF\x02", "netcdf3"),
+           (b"CDF\x02" + b"\0" * 8, "netcdf3"),
            (b"CDF\x05" + b"\0" * 8, "netcdf3"), (b"CDF\x03" + b"\0" * 8, "unknown"), (b"CDF", "unknown"),
            (b"II*\x00" + b"\0" * 8, "tiff"), (b"MM\x00*" + b"\0" * 8, "tiff"), (b"II+\x00" + b"\0" * 12, "tiff"),
            (b"MM\x00+" + b"\0" * 12, "tiff"), (b"II*\x01" + b"\0" * 8, "unknown"),
@@ -154,7 +155,17 @@ def test_auto_scanner_dispatches_by_signature_and_checksums(tmp_path: Path) -> N
         d.createVariable("time", "f8", ("time",))[:] = [7.0]
     tif = tmp_path / "c.nc"
     tifffile.imwrite(tif, np.zeros((4, 4), "u1"), datetime="2020:01:02 00:00:00", metadata=None)
-    for path, fmt, sort in ((h5, "hdf5", 5.0), (nc, "netcdf3", 7.0), (tif, "tiff", 1577923200.0)):
+    cases = [(h5, "hdf5", 5.0), (nc, "netcdf3", 7.0), (tif, "tiff", 1577923200.0)]
+    try:
+        import eccodes  # noqa: F401
+
+        from refstore.fixtures.grib import write_grib
+
+        grib = write_grib(tmp_path / "d.h5", params=("t",), levels=(500,), steps=(0,), ny=3, nx=4)
+        cases.append((grib, "grib", 1704067200.0))  # 2024-01-01, the fixture's date
+    except ImportError:
+        pass
+    for path, fmt, sort in cases:
         res = AutoScanner(concat_dim="time")(str(path))
         assert res.format == fmt and res.sort_value == sort, fmt
         assert res.source.checksum is None
@@ -265,6 +276,15 @@ def test_check_result_messages() -> None:
         check_result(res)
     inline_only = _result([a], [("a", [0, 0], None, None), ("a", [2, 2], None, None)], 0)
     check_result(inline_only)
+    # the first bad row is named, wherever it is; a range from byte 0 or of no bytes past the end
+    res = _result([a], [("a", [0, 0], 0, 4), ("a", [1, 1], 0, 200)], 100)
+    with pytest.raises(ScanError, match=r"points at bytes 0-200, past the end \(100 bytes\)$"):
+        check_result(res)
+    res = _result([a], [("a", [0, 0], 0, 4), ("a", [1, 1], 101, 0)], 100)
+    with pytest.raises(ScanError, match=r"points at bytes 101-101, past the end \(100 bytes\)$"):
+        check_result(res)
+    ones = ArrayMeta("o", ("x",), (4,), (1,), "<f4", None)  # chunks of one element: a grid of 4
+    check_result(_result([ones], [("o", [3], 0, 4)], 100))
 
 
 # --------------------------------------------------------------------------- _types
