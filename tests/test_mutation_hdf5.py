@@ -86,7 +86,10 @@ def _write_more(path: Path) -> Path:
         f.create_dataset("chunked_unwritten_part", shape=(6, 6), chunks=(4, 4), dtype=">i8", fillvalue=3)
         f["chunked_unwritten_part"][4:6, 0:2] = 9
         f.create_dataset("contig_empty", shape=(0,), dtype="<f4")
-        f.create_dataset("chunked_empty", shape=(0, 3), chunks=(2, 3), dtype="<f4", maxshape=(None, 3))
+        f.create_dataset("chunked_empty", shape=(0, 3), chunks=(2, 3), dtype="<f4", maxshape=(None, 3),
+                         compression="gzip", compression_opts=3)  # fmt: skip
+        mib = np.arange((1 << 20) // 8, dtype="<f8")  # 1 MiB exactly: the most held inline
+        f.create_dataset("oversized_1mib", data=mib, chunks=(len(mib) + 1,), maxshape=(None,))
         e = f.create_dataset("external", shape=(4,), dtype="<i4", external=[("ext.bin", 0, 16)])
         del e
         f.create_dataset("deflated9", data=rng.integers(0, 9, 64).astype("<i4"), chunks=(16,), compression=9)
@@ -346,6 +349,8 @@ def test_more_layouts_and_types_against_h5py(files: dict[str, Path]) -> None:
     for name in ("contig_empty", "chunked_empty"):
         assert metas[name].status == "ok" and _rows(res, name) == [], name
     assert metas["chunked_empty"].chunks == (2, 3) and metas["contig_empty"].chunks == (1,)
+    assert metas["chunked_empty"].codecs == ({"id": "zlib", "level": 3},)
+    assert _rows(res, "oversized_1mib")[0]["inline"] is not None and metas["oversized_1mib"].chunks == (1 << 17,)
     g = res.groups["g"]
     assert decode_attr(g["text"]) == "héllo" and "refattr" not in g
     nums = decode_attr(g["nums"])

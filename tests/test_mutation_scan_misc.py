@@ -320,6 +320,8 @@ def test_array_meta_json_round_trip_and_keys() -> None:
     )
     with pytest.raises(ValueError, match=rf"^d: more than {MAX_DIMS} dimensions$"):
         ScanResult(SourceInfo("s", 0, 0), (deep,), CHUNK_BATCH_SCHEMA.empty_table())
+    at_max = ArrayMeta("m", tuple("abcdefghij"[:MAX_DIMS]), (1,) * MAX_DIMS, (1,) * MAX_DIMS, "<f4", None)
+    assert ScanResult(SourceInfo("s", 0, 0), (at_max,), CHUNK_BATCH_SCHEMA.empty_table()).arrays == (at_max,)
     ScanResult(SourceInfo("s", 0, 0), (ArrayMeta(**{**_fields(deep), "status": "unsupported"}),),
                CHUNK_BATCH_SCHEMA.empty_table())  # fmt: skip
 
@@ -398,6 +400,10 @@ def test_array_meta_fields_json_text_and_keys() -> None:
     assert (plain.holes_axis, plain.edges, plain.eras, plain.holes) == (0, (), (), ())
     era = {"index": 0, "axis": 0, "start": 1, "stop": 3, "dtype": "<i4", "chunks": [1, 3], "codecs": [{"id": "x"}],
            "fill_value": 3, "attrs": {"a": {"type": "str", "value": "b"}}}  # fmt: skip
+    from refstore.plan.grid import edges_to_json
+
+    e2 = m.era_meta({**era, "edges": edges_to_json(((1, 1), None))})
+    assert e2.edges == ((1, 1), None)
     e = m.era_meta(era)
     assert (e.name, e.dims, e.shape, e.chunks, e.dtype, e.fill_value, e.codecs, e.attrs, e.status, e.reason,
             e.short_edge, e.edges) == ("v", ("t", "y"), (2, 3), (1, 3), "<i4", 3, ({"id": "x"},), era["attrs"],
@@ -428,6 +434,8 @@ def test_range_file_boundaries(tmp_path: Path) -> None:
     with pytest.raises(OSError) as e:
         rf.seek(-5, io.SEEK_SET)
     assert (e.value.errno, e.value.strerror) == (22, "negative seek position")
+    whole = RangeFile(url, len(data), block_size=1024)  # the object ends on a block boundary
+    assert whole.pread(len(data), 5) == b"" and whole.pread(len(data) - 1, 5) == data[-1:]
     small = RangeFile(url, len(data), block_size=1)  # the default cache keeps the last 128 blocks
     for i in range(200):
         small.pread(i, 1)
