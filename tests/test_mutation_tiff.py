@@ -356,3 +356,48 @@ def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
     p.write_bytes(_ifd_file("<", True, 324, MAX_SEGMENTS + 1))
     with pytest.raises(ScanError, match=rf"hostile\.tif: IFD 0 claims {MAX_SEGMENTS + 1} tiles"):
         TiffScanner()(str(p))
+
+
+def test_ifd_names_against_the_oracle_naming() -> None:
+    """``ifd_names`` against tests/_oracle.tiff_names (the README's rule, written apart) over
+    random sequences of full images, overviews, masks and mask overviews."""
+    import random
+    from types import SimpleNamespace
+
+    from refstore.scan.tiff import ifd_names
+
+    rng = random.Random(5)
+    for _ in range(300):
+        pages = [SimpleNamespace(subfiletype=rng.choice([0, 0, 1, 4, 5])) for _ in range(rng.randint(1, 9))]
+        assert ifd_names(pages) == tiff_names(pages), [p.subfiletype for p in pages]
+
+
+def test_dates_are_utc_whatever_the_local_zone(tiffs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        res = TiffScanner(concat_dim="time")(str(tiffs["dated"]))
+        assert res.sort_value == datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_a_crs_without_epsg_is_its_geokeys(tiffs: dict[str, Path]) -> None:
+    """No EPSG code: the CRS is recorded as its GeoKeys (tifffile's names and values, sorted,
+    the raster type left out), so two files' CRSs compare as text."""
+    with tifffile.TiffFile(tiffs["citation"]) as tif:
+        keys = dict(tif.pages[0].geotiff_tags or {})
+    items = []
+    for k in sorted(keys):
+        if k.endswith("GeoKey") and k != "GTRasterTypeGeoKey":
+            v = keys[k]
+            items.append(f"{k}={int(v.value) if hasattr(v, 'value') else v!r}")
+    assert len(items) >= 2 and any("=" in i and "Citation" in i for i in items)
+    img = {m.name: m for m in TiffScanner()(str(tiffs["citation"])).arrays}["image"]
+    assert decode_attr(img.attrs["crs_geokeys"]) == ";".join(items)
+    assert "crs" not in img.attrs
+    with_epsg = {m.name: m for m in TiffScanner()(str(tiffs["point"])).arrays}["image"]
+    assert "crs_geokeys" not in with_epsg.attrs and decode_attr(with_epsg.attrs["crs"]) == "EPSG:32633"
