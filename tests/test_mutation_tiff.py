@@ -70,12 +70,20 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tifffile.imwrite(p := d / "rotated.tif", img.astype("<f4"), metadata=None, extratags=[
         (34264, "d", 16, m, True), (34735, "H", len(rot), rot, True), (42113, "s", 0, "nan", True)])  # fmt: skip
     out["rotated"] = p
-    cit = _geokeys([(1024, 0, 1, 1), (1025, 0, 1, 1), (1026, 34737, 12, 0)])
+    cit = _geokeys([(1024, 0, 1, 1), (1025, 0, 1, 1), (1026, 34737, 12, 0), (2054, 0, 1, 9102)])
     tifffile.imwrite(p := d / "citation.tif", img.astype("<i2"), metadata=None, extratags=[
         (33550, "d", 3, (1.0, 1.0, 0.0), True), (33922, "d", 6, (0, 0, 0, 0.0, 0.0, 0), True),
         (34735, "H", len(cit), cit, True), (34737, "s", 0, "my local cs|", True),
         (42113, "s", 0, "1e40", True)])  # fmt: skip
     out["citation"] = p
+    tie = _geokeys([(1024, 0, 1, 2), (1025, 0, 1, 1), (2048, 0, 1, 4326)])
+    tifffile.imwrite(p := d / "tiepoint.tif", img, metadata=None, extratags=[
+        (33550, "d", 3, (0.5, 0.25, 0.0), True), (33922, "d", 6, (10.0, 5.0, 0.0, 30.0, 60.0, 0.0), True),
+        (34735, "H", len(tie), tie, True)])  # fmt: skip
+    out["tiepoint"] = p
+    tifffile.imwrite(p := d / "scale_only.tif", img, metadata=None, extratags=[
+        (33550, "d", 3, (0.5, 0.25, 0.0), True), (34735, "H", len(tie), tie, True)])  # fmt: skip
+    out["scale_only"] = p
     tifffile.imwrite(p := d / "bilevel.tif", np.eye(10, 13, dtype=bool), rowsperstrip=3, metadata=None)
     out["bilevel"] = p
     tifffile.imwrite(p := d / "b12.tif", np.arange(64, dtype="u2").reshape(8, 8), bitspersample=12, metadata=None)
@@ -181,7 +189,9 @@ def test_unsupported_segments_are_named(tiffs: dict[str, Path]) -> None:
     assert m.codecs == ({"id": "bitunpack"},) and m.short_edge and m.chunks == (3, 13)
 
 
-@pytest.mark.parametrize("key", ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata"])
+@pytest.mark.parametrize(
+    "key", ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata", "tiepoint"]
+)
 def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) -> None:
     info = _gdal(tiffs[key])
     if info is None:
@@ -401,3 +411,8 @@ def test_a_crs_without_epsg_is_its_geokeys(tiffs: dict[str, Path]) -> None:
     assert "crs" not in img.attrs
     with_epsg = {m.name: m for m in TiffScanner()(str(tiffs["point"])).arrays}["image"]
     assert "crs_geokeys" not in with_epsg.attrs and decode_attr(with_epsg.attrs["crs"]) == "EPSG:32633"
+
+
+def test_a_pixel_scale_without_a_tiepoint_is_no_transform(tiffs: dict[str, Path]) -> None:
+    img = {m.name: m for m in TiffScanner()(str(tiffs["scale_only"])).arrays}["image"]
+    assert "transform" not in img.attrs and decode_attr(img.attrs["crs"]) == "EPSG:4326"
