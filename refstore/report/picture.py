@@ -54,6 +54,12 @@ class Picture:
                 "xlim": list(self.xlim), "ylim": list(self.ylim)}  # fmt: skip
 
 
+
+def _rgb(colour: tuple[int, ...]) -> tuple[float, float, float]:
+    """A 0-255 RGB colour as matplotlib's 0-1 floats."""
+    r, g, b = (c / 255.0 for c in colour[:3])
+    return (r, g, b)
+
 def parse_size(text: str) -> tuple[int, int]:
     """``WIDTHxHEIGHT`` in pixels (each 200..8000)."""
     w, sep, h = text.lower().partition("x")
@@ -106,7 +112,7 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
     )
     fig.text(PLOT[0], 0.015, f"{cov.shares.shape[0]} x {cov.shares.shape[1]} chunk cells; {when}", fontsize=8)
     totals = cov.totals()
-    handles = [Patch(facecolor=np.array(COLOURS[s]) / 255.0, edgecolor="black", linewidth=0.5,
+    handles = [Patch(facecolor=_rgb(COLOURS[s]), edgecolor="black", linewidth=0.5,
                      label=f"{s}  {100 * totals[s]:.1f}%") for s in STATES]  # fmt: skip
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(PLOT[0] + PLOT[2] + 0.02, PLOT[1] + PLOT[3]),
                title="chunk state", fontsize=9, title_fontsize=9, frameon=False)  # fmt: skip
