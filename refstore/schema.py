@@ -26,12 +26,14 @@ import pyarrow as pa
 from ._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM, NO_OFFSET, NOT_PLACED, SOURCE_KEY_COLUMNS
 
 __all__ = [
+    "CREATE_SCHEMA",
     "DATA_STORAGE_VERSION",
     "DEFAULTS",
     "DEST_COLUMNS",
     "FORMAT_VERSION",
     "GLOBAL_KEY_COLUMNS",
     "HELD_COLUMNS",
+    "HELD_INLINE_MAX",
     "KEY_COLUMNS",
     "MAX_DIMS",
     "MERGE_KEY",
@@ -78,10 +80,18 @@ def _f(name: str, typ: pa.DataType, *, zstd: bool = False) -> pa.Field:
     return pa.field(name, typ, nullable=False, metadata=_ZSTD if zstd else None)
 
 
-def _blob_field(name: str) -> pa.Field:
+HELD_INLINE_MAX: Final = 4096
+"""Held values up to this many bytes sit inline in the data file; larger ones go to Lance's
+packed ``.blob`` sidecar files, which a write fills 3-8x faster than inline pages of 64 KiB
+values (``design/scale.md``). Lance keeps the threshold in the dataset's schema, fixed at
+creation: collections made before it keep Lance's default (64 KiB), and rows written to any
+collection carry no threshold of their own (``SCHEMA``), so they follow the dataset's."""
+
+
+def _blob_field(name: str, inline_max: int | None = None) -> pa.Field:
     from lance.blob import blob_field
 
-    return blob_field(name)
+    return blob_field(name) if inline_max is None else blob_field(name, inline_size_threshold=inline_max)
 
 
 _fields: list[pa.Field] = [
@@ -131,6 +141,11 @@ DEFAULTS: Final[dict[str, object]] = {
 }
 
 SCHEMA: Final = pa.schema(_fields, metadata={"refstore.format_version": str(FORMAT_VERSION)})
+
+CREATE_SCHEMA: Final = pa.schema(
+    [f if f.name != "held" else _blob_field("held", HELD_INLINE_MAX) for f in _fields], metadata=SCHEMA.metadata
+)
+"""``SCHEMA`` with the held column's inline threshold: the schema a collection is created with."""
 
 HELD_COLUMNS: Final = ("held_at", "held_ns", "held_sha256", "held")
 

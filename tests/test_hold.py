@@ -235,3 +235,69 @@ def test_time_selection_details(tmp_path: Path, series, new_collection) -> None:
     assert r.returncode == 0, r.stderr
     r = run("-C", col, "hold", "--array", "sst", "--time", "2024-01-02/2024-01-02", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["chunks"] == 6  # the whole day, one step
+
+
+def _raw_chunks(path: Path, name: str) -> dict[tuple[int, ...], bytes]:
+    """h5py's own view of every stored chunk: offset -> raw bytes (the oracle for held bytes)."""
+    out = {}
+    with h5py.File(path) as f:
+        d = f[name]
+        for i in range(d.id.get_num_chunks()):
+            info = d.id.get_chunk_info(i)
+            out[tuple(info.chunk_offset)] = d.id.read_direct_chunk(info.chunk_offset)[1]
+    return out
+
+
+@pytest.mark.parametrize("lance_default_threshold", [False, True])
+def test_held_bytes_inline_and_in_sidecar_files_read_without_the_source(
+    tmp_path: Path, new_collection, monkeypatch: pytest.MonkeyPatch, lance_default_threshold: bool
+) -> None:
+    """Chunks below and above HELD_INLINE_MAX, adjacent in the file (one read each run), held
+    into a new collection and into one created with Lance's default threshold (before it)."""
+    import hashlib
+
+    from refstore.schema import HELD_INLINE_MAX, SCHEMA
+
+    if lance_default_threshold:
+        monkeypatch.setattr("refstore.table.collection.CREATE_SCHEMA", SCHEMA)
+    src = tmp_path / "d.h5"
+    rng = np.random.default_rng(5)
+    with h5py.File(src, "w") as f:
+        f.create_dataset("big", data=rng.normal(size=(6, 2048)), chunks=(1, 2048))  # 16 KiB chunks
+        f.create_dataset("small", data=rng.normal(size=(8, 64)).astype("f4"), chunks=(1, 64))  # 256 B
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("big", "small")))
+    assert rep.chunks == 14 and rep.bytes == 6 * 2048 * 8 + 8 * 64 * 4
+    assert 2048 * 8 > HELD_INLINE_MAX > 64 * 4
+    with h5py.File(src) as f:
+        expected = {n: f[n][()] for n in ("big", "small")}
+    raw = {n: _raw_chunks(src, n) for n in ("big", "small")}
+    src.rename(tmp_path / "gone.h5")
+    ds = refstore.open(col)
+    for n in ("big", "small"):
+        assert_same(ds[n][...], expected[n], f"held {n} read with the source gone")
+        rows_ = ds.snapshot.rows("chunk", ["k0", "held_sha256"], f"array = '{n}'").to_pylist()
+        assert {r["held_sha256"] for r in rows_} == {hashlib.sha256(raw[n][(r["k0"], 0)]).hexdigest() for r in rows_}
+    blobs = lance.dataset(col).to_table(columns=["held"], filter="held_at >= 0").column("held").combine_chunks()
+    kinds = set(blobs.field("kind").to_pylist())  # 0 inline, 1 packed sidecar
+    assert kinds == ({0} if lance_default_threshold else {0, 1})
+
+
+def test_fetch_into_adjacent_and_overlapping_ranges(tmp_path: Path) -> None:
+    from refstore.read.fetch import Fetcher
+    from refstore.table.hold import _fetch_into
+
+    p = tmp_path / "f.bin"
+    content = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    p.write_bytes(content)
+    offsets = np.array([0, 100, 300, 350, 1000, 4000], np.int64)  # 0-100-300 adjacent; 300/350 overlap
+    lengths = np.array([100, 200, 100, 50, 10, 1000], np.int64)
+    pos = np.zeros(len(offsets) + 1, np.int64)
+    np.cumsum(lengths, out=pos[1:])
+    buf = bytearray(int(pos[-1]))
+    _fetch_into(Fetcher(), str(p), offsets, pos, memoryview(buf))
+    for o, n, a in zip(offsets, lengths, pos, strict=False):
+        assert bytes(buf[a : a + n]) == content[o : o + n]
+    with pytest.raises(refstore.SourceReadError, match="short read"):
+        _fetch_into(Fetcher(), str(p), np.array([4900]), np.array([0, 200]), memoryview(bytearray(200)))

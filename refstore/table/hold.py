@@ -19,8 +19,9 @@ from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
 from ..plan.select import Selection, select
-from ..schema import HELD_COLUMNS, MERGE_KEY, SCHEMA, Kind
+from ..schema import HELD_COLUMNS, SCHEMA, Kind
 from ._commit import commit, head_row, retry_on_conflict
+from ._replace import replace_rows
 from ._rows import rows
 
 if TYPE_CHECKING:
@@ -166,9 +167,15 @@ def _axis_ranges(
 
 
 def _rows_in(
-    snap: Snapshot, name: str, meta: ArrayMeta, per_axis: list[list[tuple[int, int]]], held: bool
+    snap: Snapshot,
+    name: str,
+    meta: ArrayMeta,
+    per_axis: list[list[tuple[int, int]]],
+    held: bool,
+    filters: list[str],
 ) -> list[pa.Table]:
-    """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era)."""
+    """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era); the pushdown
+    filter of each box is appended to ``filters`` (the commit deletes what they select)."""
     out: list[pa.Table] = []
     layout = EraLayout.of(meta)
     for box in product(*per_axis):
@@ -185,6 +192,7 @@ def _rows_in(
                 rng = Grid.of_era(meta, era).box_ranges(e_lo, e_hi)
             flt = snap.view_filter(name, rng if meta.shape else None, era)
             flt += " AND held_at >= 0" if held else " AND held_at < 0"
+            filters.append(flt)
             t = snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt)
             if meta.gridless and t.num_rows:
                 origin, size = slabs.rows_boxes(t)
@@ -194,8 +202,9 @@ def _rows_in(
     return out
 
 
-def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Table:
-    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones.
+def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> tuple[pa.Table, str]:
+    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones;
+    and the SQL filter selecting exactly those rows (the union of the boxes' filters).
 
     The coordinate arrays a --bbox/--time selection consults are selected whole as well, so the
     same selection still works (to read, release or hold again) with the sources gone."""
@@ -214,6 +223,7 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Tabl
 
     axes = sum(1 for k in (sel.window or ()) if k is not Ellipsis)
     tables: list[pa.Table] = []
+    filters: list[str] = []
     used: set[str] = set()
     for name in names:
         meta = arrays[name]
@@ -229,42 +239,85 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Tabl
             if named:
                 raise BadInputError(f"array {name!r}: no coordinates to apply --bbox/--time to")
             continue
-        tables.extend(_rows_in(snap, name, meta, per_axis, held))
+        tables.extend(_rows_in(snap, name, meta, per_axis, held, filters))
     for name in sorted(used):  # the coordinates consulted, whole
         meta = arrays[name]
-        tables.extend(_rows_in(snap, name, meta, [[(0, n)] for n in meta.shape], held))
+        tables.extend(_rows_in(snap, name, meta, [[(0, n)] for n in meta.shape], held, filters))
     if not tables:
-        return rows(Kind.CHUNK, 0).select(_ROW_COLUMNS)
+        return rows(Kind.CHUNK, 0).select(_ROW_COLUMNS), "false"
     t = pa.concat_tables(tables)
     if t.num_rows:  # boxes may overlap (a window and two longitude runs): keep each chunk once
         ks = [pc.cast(t.column(f"k{i}"), pa.string()) for i in range(8)]
         key = pc.binary_join_element_wise(t.column("array"), t.column("source"), *ks, "\x00")
         _, first = np.unique(key.to_numpy(zero_copy_only=False), return_index=True)
         t = t.take(pa.array(np.sort(first)))
-    return t
+    return t, " OR ".join(f"({f})" for f in filters)
 
 
 # --------------------------------------------------------------------------- commit
-def _commit(col: Collection, snap: Snapshot, table: pa.Table, op: str, record: dict[str, Any]) -> int:
-    """Upsert the changed chunk rows (and the collection row) as one version."""
-    table = pa.concat_tables([head_row(snap), table])
-    txn, _ = snap.ds.merge_insert(MERGE_KEY).when_matched_update_all().conflict_retries(0).execute_uncommitted(table)
+def _commit(col: Collection, snap: Snapshot, table: pa.Table, scope: str, op: str, record: dict[str, Any]) -> int:
+    """Replace the rows ``scope`` selects (exactly the chunk rows in ``table``, rewritten) and
+    the collection row as one version: deletion files on the fragments holding them and new
+    fragments (``table/_replace.py``), not a merge_insert, whose join reads the key of every
+    row of the table."""
+    txn = replace_rows(snap, pa.concat_tables([head_row(snap), table]), f"kind = 'collection' OR ({scope})")
     return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record, parent=snap)
 
 
-def _inline_blobs(values: list[bytes]) -> pa.Array:
-    """A Lance blob v2 array of inline values, built from one buffer (no copy per value)."""
+def _inline_blobs(data: np.ndarray[Any, Any], offsets: np.ndarray[Any, Any]) -> pa.Array:
+    """A Lance blob v2 array of inline values: value ``i`` is ``data[offsets[i]:offsets[i+1]]``
+    (the buffer is shared, not copied)."""
     from lance.blob import BlobType
 
-    n = len(values)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum([len(v) for v in values], out=offsets[1:])
-    data = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    n = len(offsets) - 1
+    buffers = [None, pa.py_buffer(np.ascontiguousarray(offsets, np.int64)), pa.py_buffer(data)]
+    values = pa.Array.from_buffers(pa.large_binary(), n, buffers)
     storage = pa.StructArray.from_arrays(
-        [data, pa.nulls(n, pa.utf8()), pa.nulls(n, pa.uint64()), pa.nulls(n, pa.uint64())],
+        [values, pa.nulls(n, pa.utf8()), pa.nulls(n, pa.uint64()), pa.nulls(n, pa.uint64())],
         names=["data", "uri", "position", "size"],
     )
     return pa.ExtensionArray.from_storage(BlobType(), storage)
+
+
+def _fetch_into(
+    f: Fetcher, src: str, offsets: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], buf: memoryview
+) -> None:
+    """Read the ranges of one source (``offsets`` ascending; range ``i`` goes to
+    ``buf[pos[i]:pos[i+1]]``). Adjacent ranges are one read straight into the buffer; a run of
+    overlapping ranges is read range by range."""
+    lengths = np.diff(pos)
+    runs = coalesce(offsets, lengths, max_gap=0)
+    first = np.flatnonzero(np.diff(runs.run, prepend=-1))  # the first range of each run
+    last = np.append(first[1:], len(offsets))
+    starts: list[int] = []
+    views: list[memoryview] = []
+    for r, (a, b) in enumerate(zip(first.tolist(), last.tolist(), strict=True)):
+        if int(runs.end[r] - runs.start[r]) == int(pos[b] - pos[a]):  # back to back: one read
+            starts.append(int(runs.start[r]))
+            views.append(buf[int(pos[a]) : int(pos[b])])
+        else:
+            starts.extend(offsets[a:b].tolist())
+            views.extend(buf[int(pos[j]) : int(pos[j + 1])] for j in range(a, b))
+    f.read_into(src, starts, views)
+
+
+def _sha256(buf: memoryview, pos: np.ndarray[Any, Any]) -> pa.Array:
+    """Hex sha256 of every value ``buf[pos[i]:pos[i+1]]``, in two threads (hashlib releases the
+    GIL on buffers over 2 KiB)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = pos.tolist()
+
+    def digests(idx: range) -> list[str]:
+        return [hashlib.sha256(buf[bounds[i] : bounds[i + 1]]).hexdigest() for i in idx]
+
+    n = len(bounds) - 1
+    if n < 64:
+        return pa.array(digests(range(n)), pa.string())
+    step = -(-n // 8)
+    with ThreadPoolExecutor(2) as ex:
+        parts = list(ex.map(digests, [range(i, min(i + step, n)) for i in range(0, n, step)]))
+    return pa.array([d for p in parts for d in p], pa.string())
 
 
 def hold(
@@ -283,44 +336,42 @@ def hold(
     f = fetcher or _Fetcher()
 
     def attempt(snap: Snapshot) -> HoldReport:
-        t = _selected_rows(snap, sel, held=False)
+        t, scope = _selected_rows(snap, sel, held=False)
         inline = t.column("offset").to_numpy() < 0
         t = t.filter(pa.array(~inline))  # inline chunks are already in the row
         if t.num_rows == 0:
             return HoldReport(version=snap.version, chunks=0, bytes=0)
+        # file order: the bytes of adjacent chunks are read in one go straight into the buffer
+        t = t.take(pc.sort_indices(t, [("source", "ascending"), ("offset", "ascending")]))
         check = SourceCheck(snap.source_identity(), f, checksums=snap.source_checksums(), action="hold")
-        data: list[bytes | None] = [None] * t.num_rows
         sources = t.column("source").to_numpy(zero_copy_only=False)
         offsets = t.column("offset").to_numpy()
-        lengths = t.column("length").to_numpy()
-        done = 0
-        for src in np.unique(sources).tolist():
+        pos = np.zeros(t.num_rows + 1, np.int64)
+        np.cumsum(t.column("length").to_numpy(), out=pos[1:])
+        data = np.empty(int(pos[-1]), np.uint8)
+        buf = memoryview(data)
+        cuts = np.flatnonzero(sources[1:] != sources[:-1]) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t.num_rows], strict=True):
+            src = str(sources[a])
             check(src)
-            idx = np.flatnonzero(sources == src)
-            runs = coalesce(offsets[idx], lengths[idx])
-            got = f.get_ranges(src, runs.start.tolist(), runs.end.tolist())
-            for j, r in zip(idx.tolist(), runs.run.tolist(), strict=True):
-                lo = int(offsets[j] - runs.start[r])
-                b = bytes(got[r][lo : lo + int(lengths[j])])
-                if len(b) != int(lengths[j]):
-                    raise SourceReadError(f"{src}: short read at byte {offsets[j]} (nothing was held)")
-                data[j] = b
-            done += len(idx)
+            try:
+                _fetch_into(f, src, offsets[a:b], pos[a : b + 1] - pos[a], buf[int(pos[a]) : int(pos[b])])
+            except SourceReadError as e:
+                raise SourceReadError(f"{e} (nothing was held)") from None
             if progress is not None:
-                progress(done, t.num_rows)
+                progress(b, t.num_rows)
         version = snap.version + 1
-        now = time.time_ns()
         held = rows(
             Kind.CHUNK, t.num_rows,
             **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"},
             held_at=pa.array(np.full(t.num_rows, version, np.int32)),
-            held_ns=pa.array(np.full(t.num_rows, now, np.int64)),
-            held_sha256=pa.array([hashlib.sha256(b).hexdigest() for b in data if b is not None], pa.string()),
-            held=_inline_blobs([b for b in data if b is not None]),
+            held_ns=pa.array(np.full(t.num_rows, time.time_ns(), np.int64)),
+            held_sha256=_sha256(buf, pos),
+            held=_inline_blobs(data, pos),
         )  # fmt: skip
-        nbytes = int(sum(len(b) for b in data if b is not None))
-        v = _commit(col, snap, held, "hold", {"chunks": t.num_rows, "bytes": nbytes})
-        return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
+        record = {"chunks": t.num_rows, "bytes": int(pos[-1])}
+        v = _commit(col, snap, held, f"kind = 'chunk' AND offset >= 0 AND ({scope})", "hold", record)
+        return HoldReport(version=v, chunks=t.num_rows, bytes=int(pos[-1]))
 
     return retry_on_conflict(col, lambda: attempt(col.snapshot()))
 
@@ -329,12 +380,12 @@ def release(col: Collection, sel: HoldSelection) -> HoldReport:
     """Drop the held bytes of the selected chunks (one version); older versions keep them."""
 
     def attempt(snap: Snapshot) -> HoldReport:
-        t = _selected_rows(snap, sel, held=True)
+        t, scope = _selected_rows(snap, sel, held=True)
         if t.num_rows == 0:
             return HoldReport(version=snap.version, chunks=0, bytes=0)
         nbytes = int(pc.sum(t.column("length")).as_py() or 0)
         freed = rows(Kind.CHUNK, t.num_rows, **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"})
-        v = _commit(col, snap, freed, "release", {"chunks": t.num_rows, "bytes": nbytes})
+        v = _commit(col, snap, freed, scope, "release", {"chunks": t.num_rows, "bytes": nbytes})
         return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
 
     return retry_on_conflict(col, lambda: attempt(col.snapshot()))

@@ -10,8 +10,9 @@ import pyarrow as pa
 
 from ..errors import NotFoundError
 from ..plan.remap import RemapRule, canonical_prefix, check_replacement
-from ..schema import MERGE_KEY, Kind
+from ..schema import Kind
 from ._commit import commit, head_row, retry_on_conflict
+from ._replace import replace_rows
 from ._rows import rows
 from .collection import sql_str
 
@@ -29,6 +30,13 @@ def remap_rules(snap: Snapshot) -> list[RemapRule]:
     return sorted(out, key=lambda r: r.prefix)
 
 
+def _rule_rows(prefix: str) -> str:
+    """The filter for the row of the rule for ``prefix``; a commit replaces it (and the collection
+    row) through deletion files and a new fragment (``_replace.py``), never a merge_insert,
+    whose join reads the key of every row of the table."""
+    return f"kind = '{Kind.REMAP}' AND source = {sql_str(prefix)}"
+
+
 def add_rule(col: Collection, prefix: str, replacement: str) -> int:
     """Add (or replace) the rule for ``prefix``: one new version; unchanged rules commit nothing."""
     key = canonical_prefix(prefix)
@@ -41,13 +49,7 @@ def add_rule(col: Collection, prefix: str, replacement: str) -> int:
             return snap.version
         row = rows(Kind.REMAP, 1, source=[key], meta=[json.dumps({"replacement": replacement}, sort_keys=True)])
         table = pa.concat_tables([head_row(snap), row])
-        txn, _ = (
-            snap.ds.merge_insert(MERGE_KEY)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .conflict_retries(0)
-            .execute_uncommitted(table)
-        )
+        txn = replace_rows(snap, table, f"kind = 'collection' OR ({_rule_rows(key)})")
         record = {"prefix": key, "replacement": replacement, "replaced": old.get(key)}
         return commit(col, txn, "remap add", f"remap add {key} -> {replacement}", record, parent=snap)
 
@@ -62,13 +64,7 @@ def remove_rule(col: Collection, prefix: str) -> int:
         snap = col.snapshot()
         if key not in {r.prefix for r in remap_rules(snap)}:
             raise NotFoundError(f"{col.uri}: no remap rule for prefix {key!r}")
-        txn, _ = (
-            snap.ds.merge_insert(MERGE_KEY)
-            .when_matched_update_all()
-            .when_not_matched_by_source_delete(f"kind = 'remap' AND source = {sql_str(key)}")
-            .conflict_retries(0)
-            .execute_uncommitted(head_row(snap))
-        )
+        txn = replace_rows(snap, head_row(snap), f"kind = 'collection' OR ({_rule_rows(key)})")
         return commit(col, txn, "remap remove", f"remap remove {key}", {"prefix": key}, parent=snap)
 
     return retry_on_conflict(col, attempt)
