@@ -25,6 +25,7 @@ from ..plan.coalesce import DEFAULT_MAX_BYTES, DEFAULT_MAX_GAP, coalesce
 from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.select import Selection, box_slices, select
+from ._place import place_raw
 from .decode import make_decoder
 from .fetch import Fetcher
 from .fresh import SourceCheck, check_policy
@@ -330,6 +331,7 @@ class Array:
                 for row, raw in part:
                     place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
 
+            items = place_raw(out, items, decoder, masks, sl, sh, dl, steps)  # uncompressed: vectorised
             _run_parallel(decode_place, items)
 
     def _decode(

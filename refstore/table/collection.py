@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import uuid
@@ -25,6 +26,7 @@ from ..errors import (
 from ..plan.slabs import SlabLayout
 from ..scan._types import ArrayMeta
 from ..schema import (
+    CREATE_SCHEMA,
     DATA_STORAGE_VERSION,
     FORMAT_VERSION,
     GLOBAL_KEY_COLUMNS,
@@ -33,6 +35,7 @@ from ..schema import (
     SOURCE_KEY_COLUMNS,
     Kind,
 )
+from ._index import INDEXED_COLUMNS, IndexCache
 from ._rows import rows
 
 if TYPE_CHECKING:
@@ -104,9 +107,9 @@ class Collection:
         )
         try:
             lance.write_dataset(
-                head,
+                pa.Table.from_arrays(head.columns, schema=CREATE_SCHEMA),  # the held column's threshold
                 uri,
-                schema=SCHEMA,
+                schema=CREATE_SCHEMA,
                 mode="create",
                 data_storage_version=DATA_STORAGE_VERSION,
                 enable_stable_row_ids=True,
@@ -191,6 +194,16 @@ class Collection:
         return int(self._dataset().version)
 
 
+def _grid_cells(meta: ArrayMeta, era: int | None) -> int:
+    """Cells of the chunk grid of ``meta`` (of one era: its own chunks over its own length)."""
+    shape, chunks = list(meta.shape), list(meta.chunks)
+    if era is not None and meta.eras:
+        e = meta.eras[era]
+        chunks = list(e.get("chunks") or chunks)
+        shape[int(e.get("axis", 0))] = int(e["stop"]) - int(e["start"])
+    return math.prod(-(-int(s) // max(1, int(c))) for s, c in zip(shape, chunks, strict=False))
+
+
 class Snapshot:
     """A read-only view of the collection at one version."""
 
@@ -203,6 +216,7 @@ class Snapshot:
         self._identity: dict[str, tuple[int, int, str]] | None = None
         self._checksums: dict[str, str] | None = None
         self._slabs: dict[str, SlabLayout] = {}
+        self._indices = IndexCache()
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
         flt = f"kind = {sql_str(kind)}" + (f" AND ({where})" if where else "")
@@ -317,6 +331,10 @@ class Snapshot:
         cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
         if meta.gridless:  # chunks are placed by their slab: the source and the key within it
             cols += [c for c in ("source", *SOURCE_KEY_COLUMNS[:ndim]) if c not in cols]
+        elif set(columns) <= set(INDEXED_COLUMNS):
+            index = self._indices.get(array, era, _grid_cells(meta, era), ndim, lambda: self._load_index(array, era))
+            if index is not None:
+                return index.rows(ranges, columns, with_row_id=with_row_id)
         with storage_errors(self.collection.uri, self.version):
             return self.ds.to_table(
                 columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
@@ -338,6 +356,15 @@ class Snapshot:
             slabs = list(zip(t.column("source").to_pylist(), offsets, extents, strict=True))
             self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs)
         return self._slabs[array]
+
+    def _load_index(self, array: str, era: int | None) -> pa.Table:
+        """Every chunk row of ``array`` (``era``) in the view, for its ``ChunkIndex``."""
+        ndim = len(self.array(array).shape)
+        with storage_errors(self.collection.uri, self.version):
+            return self.ds.to_table(
+                columns=[*GLOBAL_KEY_COLUMNS[:ndim], *INDEXED_COLUMNS], filter=self.view_filter(array, None, era),
+                with_row_id=True,
+            )  # fmt: skip
 
     def chunk_keys(self, array: str) -> np.ndarray[Any, Any]:
         t = self.chunk_rows(array, columns=())
