@@ -19,13 +19,46 @@ if TYPE_CHECKING:
 
     from .collection import Snapshot
 
-__all__ = ["replace_rows"]
+__all__ = ["address_filter", "replace_rows", "replace_rows_at"]
 
 
 def replace_rows(snap: Snapshot, new_rows: pa.Table, scope: str) -> Any:
     """The uncommitted transaction (on ``snap``'s version) that deletes every row matching the
     SQL filter ``scope`` and adds ``new_rows``. Deletion files and data files are written now;
     no version references them until the transaction is committed."""
+    addrs = snap.ds.to_table(columns=[], filter=scope, with_row_address=True).column("_rowaddr").to_numpy()
+    return _transaction(snap, new_rows, addrs, lambda _rows: scope)
+
+
+def replace_rows_at(snap: Snapshot, new_rows: pa.Table, addresses: np.ndarray[Any, Any]) -> Any:
+    """As ``replace_rows`` for rows known by their row addresses (``_rowaddr``, from a query of
+    ``snap``): no query to find them. Lance plans a filter that ORs an indexed selection with
+    another (the collection row) as a scan of the whole table (~0.9 s at 10M rows)."""
+    return _transaction(snap, new_rows, np.asarray(addresses, np.uint64), address_filter)
+
+
+def address_filter(addresses: np.ndarray[Any, Any]) -> str:
+    """A filter matching exactly ``addresses`` (one fragment's): runs of consecutive addresses
+    as ranges, the rest as one IN list."""
+    a = np.unique(np.asarray(addresses, np.uint64))
+    if not len(a):
+        return "false"
+    cuts = np.flatnonzero(np.diff(a) != 1) + 1
+    runs = np.split(a, cuts)
+    parts, singles = [], []
+    for run in runs:
+        if len(run) >= 3:
+            parts.append(f"(_rowaddr BETWEEN {int(run[0])} AND {int(run[-1])})")
+        else:
+            singles.extend(int(x) for x in run)
+    if singles:
+        parts.append("_rowaddr IN (" + ", ".join(map(str, singles)) + ")")
+    return " OR ".join(parts)
+
+
+def _transaction(snap: Snapshot, new_rows: pa.Table, addrs: np.ndarray[Any, Any], deleting: Any) -> Any:
+    """Deletion files for the rows at ``addrs`` (``deleting(fragment's addresses)``: the filter
+    given to ``LanceFragment.delete``) and new fragments for ``new_rows``, as one ``Update``."""
     from lance import LanceOperation
     from lance.dataset import Transaction
     from lance.fragment import write_fragments
@@ -33,13 +66,13 @@ def replace_rows(snap: Snapshot, new_rows: pa.Table, scope: str) -> Any:
     from ..schema import DATA_STORAGE_VERSION
 
     col = snap.collection
-    addrs = snap.ds.to_table(columns=[], filter=scope, with_row_address=True).column("_rowaddr").to_numpy()
     updated, removed = [], []
-    for fid in np.unique(addrs >> np.uint64(32)).tolist():
+    frag_ids = addrs >> np.uint64(32)
+    for fid in np.unique(frag_ids).tolist():
         frag = snap.ds.get_fragment(int(fid))
         if frag is None:  # pragma: no cover - the address came from this version
             raise ValueError(f"fragment {fid} of version {snap.version} is missing")
-        meta = frag.delete(scope)
+        meta = frag.delete(deleting(addrs[frag_ids == fid]))
         if meta is None:
             removed.append(int(fid))
         else:

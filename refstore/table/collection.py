@@ -229,6 +229,19 @@ class Snapshot:
             self._config = json.loads(t.column("meta")[0].as_py()) if t.num_rows else {}
         return self._config
 
+    def head_address(self) -> int:
+        """The row address of the collection row, looked up from the newest fragment back (every
+        refstore commit writes it anew, so it sits in the last fragments; no full-table scan
+        where the ``kind`` index is missing or stale)."""
+        with storage_errors(self.collection.uri, self.version):
+            for frag in reversed(self.ds.get_fragments()):
+                t = self.ds.scanner(
+                    columns=[], filter=f"kind = '{Kind.COLLECTION}'", fragments=[frag], with_row_address=True
+                ).to_table()
+                if t.num_rows:
+                    return int(t.column("_rowaddr")[0].as_py())
+        raise StorageError(f"{self.collection.uri}: version {self.version} has no collection row")
+
     @property
     def concat_dim(self) -> str | None:
         value = self.config().get("concat_dim")

@@ -21,7 +21,7 @@ from ..plan.region import affine_ranges, date_to_cf, interval_ranges, lon_ranges
 from ..plan.select import Selection, select
 from ..schema import HELD_COLUMNS, SCHEMA, Kind
 from ._commit import commit, head_row, retry_on_conflict
-from ._replace import replace_rows
+from ._replace import replace_rows_at
 from ._rows import rows
 
 if TYPE_CHECKING:
@@ -167,15 +167,10 @@ def _axis_ranges(
 
 
 def _rows_in(
-    snap: Snapshot,
-    name: str,
-    meta: ArrayMeta,
-    per_axis: list[list[tuple[int, int]]],
-    held: bool,
-    filters: list[str],
+    snap: Snapshot, name: str, meta: ArrayMeta, per_axis: list[list[tuple[int, int]]], held: bool
 ) -> list[pa.Table]:
-    """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era); the pushdown
-    filter of each box is appended to ``filters`` (the commit deletes what they select)."""
+    """Chunk rows of ``name`` whose chunks meet the boxes ``per_axis`` (per era), with their
+    row addresses (``_rowaddr``: the commit replaces exactly those rows)."""
     out: list[pa.Table] = []
     layout = EraLayout.of(meta)
     for box in product(*per_axis):
@@ -192,8 +187,7 @@ def _rows_in(
                 rng = Grid.of_era(meta, era).box_ranges(e_lo, e_hi)
             flt = snap.view_filter(name, rng if meta.shape else None, era)
             flt += " AND held_at >= 0" if held else " AND held_at < 0"
-            filters.append(flt)
-            t = snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt)
+            t = snap.ds.to_table(columns=_ROW_COLUMNS, filter=flt, with_row_address=True, late_materialization=True)
             if meta.gridless and t.num_rows:
                 origin, size = slabs.rows_boxes(t)
                 whole = Selection(tuple(e_lo), tuple(e_hi), (1,) * len(e_lo), ())
@@ -202,9 +196,9 @@ def _rows_in(
     return out
 
 
-def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> tuple[pa.Table, str]:
-    """Full chunk rows (no blob) of the selection; only held (``held``) or only unheld ones;
-    and the SQL filter selecting exactly those rows (the union of the boxes' filters).
+def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Table:
+    """Full chunk rows (no blob) of the selection, with their ``_rowaddr``; only held
+    (``held``) or only unheld ones.
 
     The coordinate arrays a --bbox/--time selection consults are selected whole as well, so the
     same selection still works (to read, release or hold again) with the sources gone."""
@@ -223,7 +217,6 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> tuple[p
 
     axes = sum(1 for k in (sel.window or ()) if k is not Ellipsis)
     tables: list[pa.Table] = []
-    filters: list[str] = []
     used: set[str] = set()
     for name in names:
         meta = arrays[name]
@@ -239,28 +232,32 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> tuple[p
             if named:
                 raise BadInputError(f"array {name!r}: no coordinates to apply --bbox/--time to")
             continue
-        tables.extend(_rows_in(snap, name, meta, per_axis, held, filters))
+        tables.extend(_rows_in(snap, name, meta, per_axis, held))
     for name in sorted(used):  # the coordinates consulted, whole
         meta = arrays[name]
-        tables.extend(_rows_in(snap, name, meta, [[(0, n)] for n in meta.shape], held, filters))
+        tables.extend(_rows_in(snap, name, meta, [[(0, n)] for n in meta.shape], held))
     if not tables:
-        return rows(Kind.CHUNK, 0).select(_ROW_COLUMNS), "false"
+        empty = rows(Kind.CHUNK, 0).select(_ROW_COLUMNS)
+        return empty.append_column("_rowaddr", pa.array([], pa.uint64()))
     t = pa.concat_tables(tables)
     if t.num_rows:  # boxes may overlap (a window and two longitude runs): keep each chunk once
         ks = [pc.cast(t.column(f"k{i}"), pa.string()) for i in range(8)]
         key = pc.binary_join_element_wise(t.column("array"), t.column("source"), *ks, "\x00")
         _, first = np.unique(key.to_numpy(zero_copy_only=False), return_index=True)
         t = t.take(pa.array(np.sort(first)))
-    return t, " OR ".join(f"({f})" for f in filters)
+    return t
 
 
 # --------------------------------------------------------------------------- commit
-def _commit(col: Collection, snap: Snapshot, table: pa.Table, scope: str, op: str, record: dict[str, Any]) -> int:
-    """Replace the rows ``scope`` selects (exactly the chunk rows in ``table``, rewritten) and
-    the collection row as one version: deletion files on the fragments holding them and new
+def _commit(
+    col: Collection, snap: Snapshot, table: pa.Table, addresses: Any, op: str, record: dict[str, Any]
+) -> int:
+    """Replace the chunk rows at ``addresses`` (``table`` holds them rewritten) and the
+    collection row as one version: deletion files on the fragments holding them and new
     fragments (``table/_replace.py``), not a merge_insert, whose join reads the key of every
     row of the table."""
-    txn = replace_rows(snap, pa.concat_tables([head_row(snap), table]), f"kind = 'collection' OR ({scope})")
+    addrs = np.append(np.asarray(addresses, np.uint64), np.uint64(snap.head_address()))
+    txn = replace_rows_at(snap, pa.concat_tables([head_row(snap), table]), addrs)
     return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record, parent=snap)
 
 
@@ -336,7 +333,7 @@ def hold(
     f = fetcher or _Fetcher()
 
     def attempt(snap: Snapshot) -> HoldReport:
-        t, scope = _selected_rows(snap, sel, held=False)
+        t = _selected_rows(snap, sel, held=False)
         inline = t.column("offset").to_numpy() < 0
         t = t.filter(pa.array(~inline))  # inline chunks are already in the row
         if t.num_rows == 0:
@@ -370,7 +367,7 @@ def hold(
             held=_inline_blobs(data, pos),
         )  # fmt: skip
         record = {"chunks": t.num_rows, "bytes": int(pos[-1])}
-        v = _commit(col, snap, held, f"kind = 'chunk' AND offset >= 0 AND ({scope})", "hold", record)
+        v = _commit(col, snap, held, t.column("_rowaddr").to_numpy(), "hold", record)
         return HoldReport(version=v, chunks=t.num_rows, bytes=int(pos[-1]))
 
     return retry_on_conflict(col, lambda: attempt(col.snapshot()))
@@ -380,12 +377,13 @@ def release(col: Collection, sel: HoldSelection) -> HoldReport:
     """Drop the held bytes of the selected chunks (one version); older versions keep them."""
 
     def attempt(snap: Snapshot) -> HoldReport:
-        t, scope = _selected_rows(snap, sel, held=True)
+        t = _selected_rows(snap, sel, held=True)
         if t.num_rows == 0:
             return HoldReport(version=snap.version, chunks=0, bytes=0)
         nbytes = int(pc.sum(t.column("length")).as_py() or 0)
         freed = rows(Kind.CHUNK, t.num_rows, **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"})
-        v = _commit(col, snap, freed, scope, "release", {"chunks": t.num_rows, "bytes": nbytes})
+        record = {"chunks": t.num_rows, "bytes": nbytes}
+        v = _commit(col, snap, freed, t.column("_rowaddr").to_numpy(), "release", record)
         return HoldReport(version=v, chunks=t.num_rows, bytes=nbytes)
 
     return retry_on_conflict(col, lambda: attempt(col.snapshot()))
