@@ -45,7 +45,8 @@ def address_filter(addresses: np.ndarray[Any, Any]) -> str:
         return "false"
     cuts = np.flatnonzero(np.diff(a) != 1) + 1
     runs = np.split(a, cuts)
-    parts, singles = [], []
+    parts: list[str] = []
+    singles: list[int] = []
     for run in runs:
         if len(run) >= 3:
             parts.append(f"(_rowaddr BETWEEN {int(run[0])} AND {int(run[-1])})")
