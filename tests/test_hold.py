@@ -301,3 +301,21 @@ def test_fetch_into_adjacent_and_overlapping_ranges(tmp_path: Path) -> None:
         assert bytes(buf[a : a + n]) == content[o : o + n]
     with pytest.raises(refstore.SourceReadError, match="short read"):
         _fetch_into(Fetcher(), str(p), np.array([4900]), np.array([0, 200]), memoryview(bytearray(200)))
+
+
+def test_address_filter_deletes_exactly_the_given_rows(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from refstore.table._replace import address_filter
+
+    rng = np.random.default_rng(8)
+    for trial in range(12):
+        uri = str(tmp_path / f"t{trial}.lance")
+        ds = lance.write_dataset(pa.table({"a": np.arange(200)}), uri)
+        want = np.unique(np.concatenate([rng.integers(0, 200, 5), np.arange(k := int(rng.integers(0, 190)), k + 7)]))
+        meta = ds.get_fragment(0).delete(address_filter(want.astype(np.uint64)))
+        assert meta is not None
+        op = lance.LanceOperation.Update(updated_fragments=[meta])
+        kept = lance.LanceDataset.commit(uri, op, read_version=ds.version)
+        assert set(range(200)) - set(kept.to_table().column("a").to_pylist()) == set(want.tolist())
+    assert address_filter(np.zeros(0, np.uint64)) == "false"
