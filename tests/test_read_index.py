@@ -25,6 +25,7 @@ WINDOWS: list[Any] = [
     (7, slice(5, 17)),  # one axis dropped
     (slice(40, 50), slice(0, 5)),  # past the end: empty
     (slice(12, 16), slice(9, 12)),  # unwritten chunks only: fill value
+    (slice(16, 30), slice(None)),  # whole rows of written chunks
 ]
 
 
@@ -35,20 +36,27 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     src.parent.mkdir()
     rng = np.random.default_rng(11)
     with h5py.File(src, "w") as f:
-        for name, kw in (("raw", {}), ("zip", {"compression": "gzip", "shuffle": True})):
-            x = f.create_dataset(name, shape=(38, 23), dtype=">i2", chunks=(4, 3), fillvalue=-7, **kw)
+        for name, kw, cw in (("raw", {}, 3), ("zip", {"compression": "gzip", "shuffle": True}, 3), ("wide", {}, 23)):
+            x = f.create_dataset(name, shape=(38, 23), dtype=">i2", chunks=(4, cw), fillvalue=-7, **kw)
             for i in range(0, 38, 4):
-                for j in range(0, 23, 3):
-                    if (i // 4 + j // 3) % 5 != 3:  # some chunks never written
-                        x[i : i + 4, j : j + 3] = rng.integers(-1000, 1000, x[i : i + 4, j : j + 3].shape)
+                for j in range(0, 23, cw):
+                    if (i // 4 + j // cw) % 5 != 3:  # some chunks never written
+                        x[i : i + 4, j : j + cw] = rng.integers(-1000, 1000, x[i : i + 4, j : j + cw].shape)
     col = str(d / "col")
     refstore.init(col)
     refstore.scan(col, [str(src)])
     return src, col
 
 
-@pytest.mark.parametrize("name", ["raw", "zip"])
-def test_reads_through_the_index_equal_h5py(files: tuple[Path, str], name: str) -> None:
+@pytest.mark.parametrize("name", ["raw", "zip", "wide"])  # wide: chunks span whole rows (one slab copy)
+def test_reads_through_the_index_equal_h5py(
+    files: tuple[Path, str], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from refstore.read import _place
+
+    slabs = []
+    real = _place._stacks_along_axis0
+    monkeypatch.setattr(_place, "_stacks_along_axis0", lambda *a: slabs.append(real(*a)) or slabs[-1])
     src, col = files
     ds = refstore.open(col)
     arr = ds[name]
@@ -58,6 +66,7 @@ def test_reads_through_the_index_equal_h5py(files: tuple[Path, str], name: str) 
             for _ in range(2):  # the second read of the array goes through the index
                 assert_same(arr[w], expected, f"{name}{w}")
     assert (name, None) in ds.snapshot._indices._built
+    assert any(slabs) == (name == "wide") and (name == "zip") == (not slabs)
 
 
 def test_index_rows_equal_the_pushdown(files: tuple[Path, str]) -> None:

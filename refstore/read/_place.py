@@ -54,9 +54,23 @@ def place_raw(
         if crop.size == 0:
             continue
         starts = np.asarray([dst_lo[rows[k]] for k in ks], np.int64).reshape(len(ks), nd)
+        if _stacks_along_axis0(out, crop, starts):  # one slab: a plain copy
+            order = np.argsort(starts[:, 0], kind="stable")
+            a = int(starts[order[0], 0])
+            out[a : a + len(ks) * crop.shape[1]] = crop[order].reshape(-1, *crop.shape[2:])
+            continue
         index = []
         for d in range(nd):
             ax = starts[:, d][:, None] + np.arange(crop.shape[d + 1])[None, :]
             index.append(ax.reshape((len(ks), *([1] * d), crop.shape[d + 1], *([1] * (nd - d - 1)))))
         out[tuple(index)] = crop
     return rest
+
+
+def _stacks_along_axis0(out: np.ndarray[Any, Any], crop: np.ndarray[Any, Any], starts: np.ndarray[Any, Any]) -> bool:
+    """Whether the crops (``m`` of shape ``crop.shape[1:]``) tile a slab of ``out`` end to end
+    along axis 0: each spans every other axis of ``out`` and their axis-0 starts are consecutive."""
+    if crop.ndim < 2 or tuple(crop.shape[2:]) != tuple(out.shape[1:]) or np.any(starts[:, 1:]):
+        return False
+    s = np.sort(starts[:, 0])
+    return bool(np.all(np.diff(s) == crop.shape[1]))
