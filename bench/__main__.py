@@ -340,14 +340,15 @@ def main() -> None:
           "(target <= 8)")  # fmt: skip
     print(
         f"read of {st['read_chunks']} small chunks: refstore {fmt(st['refstore_read_chunks_per_s'])} chunks/s, "
-        f"h5py {fmt(st['h5py_read_chunks_per_s'])} chunks/s, ratio {st['refstore_vs_h5py_read']:.2f}"
+        f"h5py {fmt(st['h5py_read_chunks_per_s'])} chunks/s, ratio {st['refstore_vs_h5py_read']:.2f} (target >= 0.5; "
+        "best of 3 reads by one open Dataset: the first queries Lance, the second builds the chunk index)"
     )
     print(f"diff of two versions of {st['refs']:,} refs: {st['diff_s']:.2f} s "
           f"({st['diff_changed_refs']:,} changed refs; target < 1 s)")  # fmt: skip
     print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
     h = res["hold"]
     print(f"hold of {h['held_mb']:.0f} MB (64 KiB chunks): {h['hold_mb_s']:.0f} MB/s vs plain copy of the same ranges "
-          f"{h['copy_mb_s']:.0f} MB/s")  # fmt: skip
+          f"{h['copy_mb_s']:.0f} MB/s ({h['hold_mb_s'] / h['copy_mb_s']:.2f}x; target >= 0.5)")  # fmt: skip
     print(f"one held chunk: by key (pushdown query + blob) {h['take_by_key_ms']:.2f} ms; by key through a key->row-id "
           f"map built once per version ({h['key_map_ms']:.0f} ms) {h['take_by_rowid_ms']:.2f} ms (target <= 2 ms); "
           f"Parquet 64-row groups: read_table(filters) {h['parquet_filter_ms']:.2f} ms "
