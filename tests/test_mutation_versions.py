@@ -11,29 +11,15 @@ from typing import TYPE_CHECKING
 import h5py
 import lance
 import numpy as np
-import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import refstore
 from refstore.fixtures.oisst import write_day
 from refstore.table import compact, create_tag, delete_tag, diff, gc, list_tags
 from refstore.table.remap import add_rule
-from refstore.table.versions import _member
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 3000), max_size=60), st.lists(st.integers(0, 3000), max_size=60), st.booleans())
-def test_member_is_set_membership(ids: list[int], probe: list[int], sparse: bool) -> None:
-    scale = 1 << 22 if sparse else 1  # sparse ids take the pc.is_in path
-    ids_u = pa.chunked_array([pa.array([i * scale for i in ids], pa.uint64())])
-    x = pa.array([p * scale for p in probe], pa.uint64())
-    got = _member(ids_u)(x)
-    assert got.to_pylist() == [p * scale in {i * scale for i in ids} for p in probe]
 
 
 def _chunks(path: Path) -> dict[str, int]:

@@ -111,43 +111,46 @@ _VIEW = "kind = 'chunk' AND g0 >= -1"
 _VALUE_COLS = ["source", "offset", "length", "filter_mask", "inline"]
 
 
-def _member(ids: pa.ChunkedArray) -> Any:
-    """A vectorised ``x in ids`` test for row ids. Stable row ids are dense (assigned in order),
-    so a bitmap over ``0..max`` is O(n) and small (~50 ms at 10M rows, where a hash set of
-    ``pc.is_in`` takes seconds); sparse ids fall back to ``pc.is_in``."""
-    values = ids.to_numpy() if len(ids) else np.zeros(0, np.uint64)
-    top = int(values.max()) + 1 if len(values) else 0
-    if top > 8 * len(values) + (1 << 20):
-        return lambda x: pc.is_in(x, value_set=ids)
-    mask = np.zeros(top, bool)
-    mask[values] = True
-
-    def test(x: pa.ChunkedArray | pa.Array) -> pa.Array:
-        v = x.to_numpy() if len(x) else np.zeros(0, np.uint64)
-        return pa.array((v < top) & mask[np.minimum(v, max(top - 1, 0))] if top else np.zeros(len(v), bool))
-
-    return test
-
-
 def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> tuple[pa.Table, pa.Table]:
     """The view rows that can differ between ``sa`` (older) and ``sb``: rows of ``sb`` written
-    after ``sa`` (Lance's per-row version tracking, exact with stable row ids) or belonging to a
-    changed source, and the rows of ``sa`` they replaced or that left the view."""
+    after ``sa`` (Lance's change feed, exact with stable row ids) or belonging to a changed
+    source, and the rows of ``sa`` they replaced or that left the view.
+
+    Lance's ``delta`` reads the per-fragment row versions and deletion files, so the cost is that
+    of the change: reading every row id of both versions (the way before) took seconds at 10M
+    rows (``design/scale.md``)."""
     cols = [*key, *_VALUE_COLS]
-    flt = f"{_VIEW} AND (_row_last_updated_at_version > {sa.version}"
-    if changed:
-        flt += " OR source IN (" + ", ".join("'" + c.replace("'", "''") + "'" for c in changed) + ")"
-    tb = sb.ds.to_table(columns=[*cols, "_rowid"], filter=flt + ")")
-    ids_a = sa.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
-    ids_b = sb.ds.to_table(columns=["_rowid"], filter=_VIEW).column("_rowid")
-    in_b, in_a = _member(ids_b), _member(ids_a)
-    gone = pc.filter(ids_a, pc.invert(in_b(ids_a)))
-    replaced = pc.filter(tb.column("_rowid"), in_a(tb.column("_rowid")))
-    old_ids = (
-        pa.concat_arrays([gone.combine_chunks(), replaced.combine_chunks()]) if len(gone) or len(replaced) else None
+    meta = ["_rowid", "_row_created_at_version"]
+    d = sb.ds.delta(begin_version=sa.version, end_version=sb.version)
+    names = [*cols, "kind", *meta]
+    written = [_columns(r, names) for r in (d.get_inserted_rows(), d.get_updated_rows())]
+    if changed:  # every row of a changed source, rewritten or not
+        flt = f"{_VIEW} AND source IN (" + ", ".join("'" + c.replace("'", "''") + "'" for c in changed) + ")"
+        t = sb.ds.to_table(columns=[*cols, "kind", "_row_created_at_version"], filter=flt, with_row_id=True)
+        written.append(t.select(names))
+    tb = pa.concat_tables(written)
+    if tb.num_rows:
+        _, first = np.unique(tb.column("_rowid").to_numpy(), return_index=True)
+        tb = tb.take(pa.array(np.sort(first)))
+    created = tb.column("_row_created_at_version").to_numpy()
+    kept = tb.column("_rowid").filter(pa.array(created <= sa.version))  # in ``sa``: rewritten in place
+    deleted = d.get_deleted_row_ids().read_all().column("_rowid")
+    old_ids = pa.concat_arrays([kept.combine_chunks().cast(pa.uint64()), deleted.combine_chunks().cast(pa.uint64())])
+    in_view = pc.and_(pc.equal(tb.column("kind"), "chunk"), pc.greater_equal(tb.column("g0"), -1))
+    tb = tb.filter(in_view).select(cols)
+    if not len(old_ids):
+        return tb.slice(0, 0), tb
+    ta = sa.ds._take_rows(old_ids, columns=[*cols, "kind"])
+    ta = ta.filter(pc.and_(pc.equal(ta.column("kind"), "chunk"), pc.greater_equal(ta.column("g0"), -1)))
+    return ta.select(cols), tb
+
+
+def _columns(reader: pa.RecordBatchReader, names: list[str]) -> pa.Table:
+    """``names`` of every batch of ``reader`` (the change feed carries every column: keep only
+    these per batch, so a large change is not held whole with its blobs and metadata)."""
+    return pa.Table.from_batches(
+        [b.select(names) for b in reader], schema=pa.schema([reader.schema.field(n) for n in names])
     )
-    ta = sa.ds._take_rows(old_ids, columns=cols) if old_ids is not None else tb.select(cols).slice(0, 0)
-    return ta, tb.select(cols)
 
 
 def _full(sa: Snapshot, sb: Snapshot, key: list[str]) -> tuple[pa.Table, pa.Table]:
