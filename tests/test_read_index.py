@@ -76,10 +76,10 @@ def test_index_rows_equal_the_pushdown(files: tuple[Path, str]) -> None:
     full = snap.ds.to_table(columns=["g0", "g1", *cols], filter=snap.view_filter("zip"), with_row_id=True)
     index = ChunkIndex(full, 2)
     rng = np.random.default_rng(4)
-    for _ in range(40):
+    for trial in range(40):
         lo = rng.integers(-2, 12, 2)
         hi = lo + rng.integers(-1, 9, 2)
-        ranges = [(int(a), int(b)) for a, b in zip(lo, hi, strict=True)]
+        ranges = [(int(a), int(b)) for a, b in zip(lo, hi, strict=True)][: 1 + trial % 2]  # axis 0 only, or both
         want = snap.ds.to_table(columns=["g0", "g1", *cols], filter=snap.view_filter("zip", ranges),
                                 with_row_id=True).sort_by([("g0", "ascending"), ("g1", "ascending")])  # fmt: skip
         got = index.rows(ranges, cols, with_row_id=True)

@@ -52,10 +52,13 @@ class ChunkIndex:
         self.nbytes = int(self.table.nbytes + self.flat.nbytes)
 
     def positions(self, ranges: Sequence[tuple[int, int]] | None) -> np.ndarray[Any, Any]:
-        """Row positions (ascending) whose key lies in the inclusive ``ranges`` per axis."""
+        """Row positions (ascending) whose key lies in the inclusive ``ranges`` per axis (the
+        leading axes; axes past them are not constrained)."""
         n = len(self.flat)
         if ranges is None or not self.ndim or n == 0:
             return np.arange(n)
+        # ranges on the leading axes only (as ``Snapshot.view_filter`` takes them): the rest whole
+        ranges = [*ranges, *[(0, e - 1) for e in self.extent[len(ranges) :]]]
         lo = [max(int(a), 0) for a, _ in ranges]
         hi = [min(int(b), e - 1) for (_, b), e in zip(ranges, self.extent, strict=True)]
         if any(b < a for a, b in zip(lo, hi, strict=True)):
