@@ -195,13 +195,11 @@ class Collection:
 
 
 def _grid_cells(meta: ArrayMeta, era: int | None) -> int:
-    """Cells of the chunk grid of ``meta`` (of one era: its own chunks over its own length)."""
-    shape, chunks = list(meta.shape), list(meta.chunks)
-    if era is not None and meta.eras:
-        e = meta.eras[era]
-        chunks = list(e.get("chunks") or chunks)
-        shape[int(e.get("axis", 0))] = int(e["stop"]) - int(e["start"])
-    return math.prod(-(-int(s) // max(1, int(c))) for s, c in zip(shape, chunks, strict=False))
+    """Cells of the chunk grid of ``meta`` (of one era: its own grid)."""
+    from ..plan.grid import Grid
+
+    grid = Grid.of_era(meta, era)
+    return math.prod(grid.nchunks(d) for d in range(grid.ndim))
 
 
 class Snapshot:
