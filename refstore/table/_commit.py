@@ -1,5 +1,6 @@
 """What every writing operation shares: the collection row that makes concurrent writers
-conflict, the commit of a merge_insert transaction with refstore's record, and the retry from
+conflict, the commit of an uncommitted Lance transaction (rows replaced by
+deletion files and new fragments, `_replace.py`) with refstore's record, and the retry from
 the winner's version."""
 
 from __future__ import annotations
