@@ -202,3 +202,31 @@ def test_a_new_tag_on_the_version_does_not_change_a_re_emit(tmp_path: Path) -> N
     assert Path(a).read_bytes() == Path(b).read_bytes()
     emit(col, "parquet", b, as_of="later")
     assert _doc(b)["tag"] == "later" and _doc(b)["version"] == v
+
+
+def test_streamed_in_ranges_with_whole_row_groups(tmp_path: Path, monkeypatch: Any) -> None:
+    """Arrays read range by range along axis 0 and row groups cut across ranges and arrays: the
+    rows are still h5py's chunk index in key order, every row group but the last full."""
+    from refstore.emit import flat_parquet
+
+    monkeypatch.setattr(flat_parquet, "STREAM_REFS", 2)
+    monkeypatch.setattr(flat_parquet, "ROW_GROUP_ROWS", 3)
+    (tmp_path / "d").mkdir()
+    src = small_file(tmp_path / "d" / "small.h5")
+    out = str(tmp_path / "refs.parquet")
+    rep = emit(_collection(tmp_path, [src]), "parquet", out)
+    md = pq.read_metadata(out)
+    sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    assert sum(sizes) == rep.refs == 7 and sizes[:-1] == [3] * (len(sizes) - 1) and 0 < sizes[-1] <= 3
+    rows = pq.read_table(out).to_pylist()
+    keys = [(r["array_name"], r["era"], r["dim_0"], -1 if r["dim_1"] is None else r["dim_1"]) for r in rows]
+    assert keys == sorted(keys)
+    with h5py.File(src) as f:
+        ds = f["x"]
+        want = sorted((ds.id.get_chunk_info(i).chunk_offset, ds.id.get_chunk_info(i).byte_offset,
+                       ds.id.get_chunk_info(i).size) for i in range(ds.id.get_num_chunks()))  # fmt: skip
+        got = [((r["dim_0"] * 4, r["dim_1"] * 4), r["offset"], r["size"]) for r in rows if r["array_name"] == "x"]
+        assert got == want
+        arrays = reader.open_form(out, None)
+        for name in ("time", "x", "grp/T", "inline"):
+            assert_same(arrays[name][...], np.asarray(f[name][()]), name)

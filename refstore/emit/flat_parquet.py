@@ -30,7 +30,9 @@ time-based is written.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +46,7 @@ from ..plan.remap import to_url
 from ._common import atomic_output
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
@@ -147,8 +149,29 @@ def metadata(src: EmitSource, arrays: list[ArrayMeta], key_columns: int) -> dict
     }
 
 
-def _rows(src: EmitSource, meta: ArrayMeta, era: int | None, era_index: int, ndim_max: int) -> pa.Table:
-    t = src.refs(meta.name, era=era)
+STREAM_REFS = 1_000_000
+"""References read from the collection at once (a range of axis-0 chunk rows): the emit's memory
+is that of one range and one row group, not of the array (``design/scale.md``)."""
+
+
+def _parts(src: EmitSource, meta: ArrayMeta, ndim_max: int) -> Iterator[pa.Table]:
+    """The rows of one array in key order: era by era, else axis-0 range by range."""
+    if meta.eras:
+        for e in meta.eras:
+            yield _rows(src, meta, int(e["index"]), int(e["index"]), ndim_max)
+        return
+    grid = src.grid(meta)
+    if not grid or not grid[0]:
+        yield _rows(src, meta, None, 0, ndim_max)
+        return
+    step = max(1, STREAM_REFS // max(1, math.prod(grid[1:])))
+    for a in range(0, grid[0], step):
+        yield _rows(src, meta, None, 0, ndim_max, rows=(a, min(a + step, grid[0])))
+
+
+def _rows(src: EmitSource, meta: ArrayMeta, era: int | None, era_index: int, ndim_max: int,
+          rows: tuple[int, int] | None = None) -> pa.Table:  # fmt: skip
+    t = src.refs(meta.name, era=era, rows=rows)
     n = t.num_rows
     inline = pc.less(t.column("offset"), 0)
     path: Any = pa.array([], pa.string())
@@ -178,21 +201,24 @@ def write(
 
     arrays = sorted(arrays, key=lambda m: m.name.encode("utf-8"))
     ndim_max = max((m.ndim for m in arrays), default=0)
-    parts: list[pa.Table] = []
-    for i, meta in enumerate(arrays):
-        if meta.eras:
-            parts += [_rows(src, meta, int(e["index"]), int(e["index"]), ndim_max) for e in meta.eras]
-        else:
-            parts.append(_rows(src, meta, None, 0, ndim_max))
-        if progress is not None:
-            progress(i + 1, len(arrays))
-    table = pa.concat_tables(parts)
+
+    def tables() -> Iterator[pa.Table]:
+        for i, meta in enumerate(arrays):
+            yield from _parts(src, meta, ndim_max)
+            if progress is not None:
+                progress(i + 1, len(arrays))
+
+    stream = tables()
+    first = next(stream, None)
+    if first is None:  # pragma: no cover - emit() refuses a version without arrays first
+        raise ValueError("no arrays to write")
     doc = metadata(src, arrays, ndim_max)
     order = ["array_name", "era", *(f"dim_{i}" for i in range(ndim_max))]
-    sorting = [pq.SortingColumn(table.schema.get_field_index(c)) for c in order]
+    sorting = [pq.SortingColumn(first.schema.get_field_index(c)) for c in order]
+    n_refs = 0
     with atomic_output(out) as tmp:
         writer = pq.ParquetWriter(
-            tmp, table.schema,
+            tmp, first.schema,
             version="2.6",
             data_page_version="1.0",
             compression="zstd",
@@ -204,9 +230,22 @@ def write(
             sorting_columns=sorting,
         )  # fmt: skip
         try:
-            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            # whole row groups as they fill (the same groups as one write of everything)
+            pending: list[pa.Table] = []
+            held = 0
+            for part in itertools.chain([first], stream):
+                pending.append(part)
+                held += part.num_rows
+                n_refs += part.num_rows
+                if held >= ROW_GROUP_ROWS:
+                    buf = pa.concat_tables(pending)
+                    full = held - held % ROW_GROUP_ROWS
+                    writer.write_table(buf.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+                    pending, held = [buf.slice(full)], held - full
+            if held:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
             text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
             writer.add_key_value_metadata({METADATA_KEY: text})
         finally:
             writer.close()
-    return {"refs": table.num_rows, "row_groups": -(-table.num_rows // ROW_GROUP_ROWS)}
+    return {"refs": n_refs, "row_groups": -(-n_refs // ROW_GROUP_ROWS)}
