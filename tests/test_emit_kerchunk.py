@@ -60,7 +60,14 @@ def _reads_as_fill(raw: bytes | None, zarray: dict[str, Any], d: h5py.Dataset) -
     return bool(np.frombuffer(bytes(data), d.dtype).tobytes() == want.tobytes())
 
 
-def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True])
+def test_parquet_layout_rows_are_h5py_chunks(emit_cases: list[Any], tmp_path: Path, monkeypatch: Any,
+                                             streamed: bool) -> None:  # fmt: skip
+    if streamed:  # record files of 3 rows written one batch at a time (axis-0 rows cut across files)
+        from refstore.emit import kerchunk_parquet
+
+        monkeypatch.setattr(kerchunk_parquet, "MAX_RECORD_SIZE", 3)
+        monkeypatch.setattr(kerchunk_parquet, "STREAM_REFS", 2)
     case = _case(emit_cases, "edge")
     out = tmp_path / "edge.parq"
     rep = emit(refstore.Collection.open(case.uri), "kerchunk-parquet", str(out), skip_unexpressible=True)

@@ -42,7 +42,7 @@ from ._common import atomic_output, is_kerchunk_parquet
 from .kerchunk_json import check_v2, consolidated, fill_plan, string_dictionary, v2_metadata
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ..scan._types import ArrayMeta
     from ._input import EmitSource
@@ -94,11 +94,34 @@ MAX_FILES = 1_000_000
 claiming more is refused before anything is written."""
 
 
+STREAM_REFS = 1_000_000
+"""References read from the collection at once: record files are written batch by batch, each
+batch from the axis-0 chunk rows covering it, so memory follows one batch, not the array."""
+
+
+def _batches(src: EmitSource, meta: ArrayMeta, rs: int, n_files: int) -> Iterator[tuple[int, int, pa.Table]]:
+    """(first file, end file, the references those files hold or more): arrays with eras at once
+    (their axis-0 keys are per era), others by axis-0 rows covering ~``STREAM_REFS`` chunks."""
+    grid = src.grid(meta)
+    per_row = math.prod(grid[1:]) if grid else 1
+    if meta.eras or not grid or not per_row:
+        yield 0, n_files, src.refs(meta.name)
+        return
+    step = max(1, STREAM_REFS // rs)
+    for k0 in range(0, n_files, step):
+        k1 = min(k0 + step, n_files)
+        a, b = k0 * rs // per_row, min(grid[0], -(-(k1 * rs) // per_row))
+        yield k0, k1, src.refs(meta.name, rows=(a, b))
+
+
 class _Records:
     """The reference files of one array, one at a time: memory follows the references and one
     record file (``rows`` rows), never the chunk grid."""
 
-    def __init__(self, src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int) -> None:
+    def __init__(
+        self, src: EmitSource, meta: ArrayMeta, refs: pa.Table, rows: int, *, n_refs: int | None = None
+    ) -> None:
+        """``n_refs``: the array's references in all (``refs`` may be those of some files only)."""
         self.rows = rows
         self.n_chunks = _n_chunks(src, meta)
         flat = src.flat_index(meta, refs)
@@ -113,7 +136,7 @@ class _Records:
             d = string_dictionary(refs.column("path"))
             self.urls = pa.array([to_url(p) for p in d.dictionary.to_pylist()], pa.string())
             self.path_idx = d.indices.to_numpy(zero_copy_only=False)
-        self.fill = fill_plan(meta, self.n_chunks, refs.num_rows).chunk
+        self.fill = fill_plan(meta, self.n_chunks, refs.num_rows if n_refs is None else n_refs).chunk
 
     def bounds(self, k: int) -> tuple[int, int]:
         """Rows of the references in file ``k``."""
@@ -191,20 +214,21 @@ def write(
                 )
         empty: bytes | None = None
         for i, meta in enumerate(arrays):
-            refs = src.refs(meta.name)
             n_files = math.ceil(_n_chunks(src, meta) / rs)
-            records = _Records(src, meta, refs, rs)
+            total = src.snapshot.ds.count_rows(filter=src.snapshot.view_filter(meta.name))
             folder = os.path.join(tmp, *meta.name.split("/"))
             os.makedirs(folder, exist_ok=True)
-            for k in range(n_files):
-                if records.is_empty(k):
-                    empty = empty if empty is not None else _parquet_bytes(records.table(k))
-                    data = empty
-                else:
-                    data = _parquet_bytes(records.table(k))
-                with open(os.path.join(folder, f"refs.{k}.parq"), "wb") as f:
-                    f.write(data)
-            n_refs[meta.name] = refs.num_rows
+            for k0, k1, refs in _batches(src, meta, rs, n_files):
+                records = _Records(src, meta, refs, rs, n_refs=total)
+                for k in range(k0, k1):
+                    if records.is_empty(k):
+                        empty = empty if empty is not None else _parquet_bytes(records.table(k))
+                        data = empty
+                    else:
+                        data = _parquet_bytes(records.table(k))
+                    with open(os.path.join(folder, f"refs.{k}.parq"), "wb") as f:
+                        f.write(data)
+            n_refs[meta.name] = total
             files += n_files
             if progress is not None:
                 progress(i + 1, len(arrays))
