@@ -31,7 +31,6 @@ from ..schema import (
     FORMAT_VERSION,
     GLOBAL_KEY_COLUMNS,
     NOT_PLACED,
-    SCHEMA,
     SOURCE_KEY_COLUMNS,
     Kind,
 )
