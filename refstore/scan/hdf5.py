@@ -72,27 +72,31 @@ class HDF5Scanner:
 
     # ------------------------------------------------------------------ internals
     def _scan(self, f: Any, info: Any) -> ScanResult:
-        import h5py
+        from h5py import h5ds, h5i, h5o
 
-        datasets: list[Any] = []
-        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(f)}
+        # Low-level walk: h5py's high-level objects cost a lock, a File object and a property
+        # cache per dataset and per attribute, about as much as the rest of a small file's scan.
+        datasets: list[_Dataset] = []
+        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5o.open(f.id, b"/"))}
 
-        def visit(name: str, obj: Any) -> None:
-            if isinstance(obj, h5py.Dataset):
-                datasets.append(obj)
-            elif isinstance(obj, h5py.Group):
-                groups[_text(name)] = _attrs(obj)
+        def visit(name: bytes) -> None:
+            oid = h5o.open(f.id, name)
+            kind = h5i.get_type(oid)
+            if kind == h5i.DATASET:
+                datasets.append(_Dataset(oid))
+            elif kind == h5i.GROUP:
+                groups[_text(_decode(name))] = _attrs(oid)
 
-        f.visititems(visit)
+        h5o.visit(f.id, visit)
 
         metas: list[ArrayMeta] = []
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
-            is_scale = bool(h5py.h5ds.is_scale(ds.id))
+            is_scale = bool(h5ds.is_scale(ds.id))
             if is_scale and _is_dimension_only(ds):
                 continue
-            attrs = _attrs(ds)
+            attrs = _attrs(ds.id)
             meta, chunks = _scan_dataset(ds, attrs, is_scale)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
@@ -145,27 +149,93 @@ def _open_reason(e: OSError) -> str:
     return f"cannot open as HDF5: {_first_line(e)}"
 
 
-def _attrs(obj: Any) -> dict[str, dict[str, Any]]:
-    """Visible attributes, typed (netCDF/HDF5 bookkeeping attributes are left unread)."""
+def _decode(name: bytes) -> str | bytes:
+    """A name as h5py's high-level API gives it: UTF-8 text, else the bytes."""
+    try:
+        return name.decode("utf8")
+    except UnicodeDecodeError:
+        return name
+
+
+class _Dataset:
+    """A dataset read through h5py's low-level ``DatasetID``, with the few properties of
+    ``h5py.Dataset`` the scanner uses, computed the same way."""
+
+    __slots__ = ("dcpl", "dtype", "id", "name", "shape")
+
+    def __init__(self, dsid: Any) -> None:
+        from h5py import h5i
+
+        self.id = dsid
+        self.name: str | bytes = _decode(h5i.get_name(dsid))
+        self.shape: tuple[int, ...] | None = dsid.shape
+        self.dtype: np.dtype[Any] = dsid.dtype
+        self.dcpl = dsid.get_create_plist()
+
+    @property
+    def fillvalue(self) -> Any:
+        arr = np.zeros((1,), dtype=self.dtype)
+        self.dcpl.get_fill_value(arr)
+        return arr[0]
+
+    def read_all(self) -> np.ndarray[Any, Any]:
+        import h5py
+
+        return np.asarray(h5py.Dataset(self.id, readonly=True)[()])
+
+
+def _attrs(oid: Any) -> dict[str, dict[str, Any]]:
+    """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
+    when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread."""
+    from h5py import h5, h5a, h5p
+
+    raw_names: list[bytes] = []
+    cpl = oid.get_create_plist()
+    tracked = cpl.get_attr_creation_order() & h5p.CRT_ORDER_TRACKED
+    h5a.iterate(oid, lambda n, *_: raw_names.append(n), index_type=h5.INDEX_CRT_ORDER if tracked else h5.INDEX_NAME)
     out: dict[str, dict[str, Any]] = {}
-    attrs = obj.attrs
-    for name in attrs:
+    for raw in raw_names:
+        name = _decode(raw)
         if name in _HIDDEN_ATTRS:
             continue
         try:
-            value = attrs[name]
+            value = _read_attr(oid, raw)
         except (OSError, TypeError, ValueError):
             continue  # attribute types h5py cannot read (references to regions, ...)
-        enc = encode_attr(value)
+        enc = encode_attr(value) if value is not None else None
         if enc is not None:
             out[_text(name)] = enc
     return out
 
 
-def _is_dimension_only(ds: Any) -> bool:
+def _read_attr(oid: Any, name: bytes) -> Any:
+    """One attribute's value as ``h5py.AttributeManager.__getitem__`` gives it (None for an
+    empty dataspace, which has no recorded form)."""
+    from h5py import h5a, h5t
+
+    attr = h5a.open(oid, name)
+    shape = attr.shape
+    if shape is None:
+        return None
+    dtype = attr.dtype
+    htype = h5t.py_create(dtype)
+    if dtype.subdtype is not None:  # a top-level array type: numpy takes it as extra dimensions
+        dtype, subshape = dtype.subdtype
+        shape = shape + subshape
+    arr = np.zeros(shape, dtype=dtype, order="C")
+    attr.read(arr, mtype=htype)
+    info = h5t.check_string_dtype(dtype)
+    if info is not None and info.length is None:
+        arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat], dtype=dtype).reshape(arr.shape)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def _is_dimension_only(ds: _Dataset) -> bool:
     """A netCDF4 dimension without a variable (a scale whose NAME says so): not an array."""
+    from h5py import h5a
+
     try:
-        name = ds.attrs.get("NAME", None)
+        name = _read_attr(ds.id, b"NAME") if h5a.exists(ds.id, b"NAME") else None
     except (OSError, TypeError, ValueError):
         return False
     if isinstance(name, str):
@@ -277,14 +347,14 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
 
 
-def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> tuple[ArrayMeta, _Chunks | None]:
+def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool) -> tuple[ArrayMeta, _Chunks | None]:
     import h5py
 
     name = _text(ds.name).lstrip("/")
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
     dt = ds.dtype
     dims = _dim_names(ds, is_scale) if ds.shape is not None else ()
-    dcpl = ds.id.get_create_plist()
+    dcpl = ds.dcpl
     layout = dcpl.get_layout()
 
     def meta(chunks: tuple[int, ...], codecs: tuple[dict[str, Any], ...] = (), reason: str | None = None) -> ArrayMeta:
@@ -311,7 +381,7 @@ def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> 
     if layout == h5py.h5d.COMPACT:
         if 0 in shape:
             return meta(full), None
-        raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
+        raw = np.ascontiguousarray(ds.read_all()).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
         return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
 
@@ -329,7 +399,7 @@ def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> 
     if layout != h5py.h5d.CHUNKED:
         return meta(full, reason="HDF5 virtual dataset (VDS) layout"), None
 
-    chunks = tuple(int(c) for c in ds.chunks)
+    chunks = tuple(int(c) for c in dcpl.get_chunk())
     codecs, reason = filters_to_codecs(dcpl, dt)
     codecs += _string_pad(ds)
     if reason is not None:
@@ -341,7 +411,7 @@ def _scan_dataset(ds: Any, attrs: dict[str, dict[str, Any]], is_scale: bool) -> 
     if oversized and int(np.prod(shape)) * dt.itemsize <= _INLINE_OVERSIZED_MAX:
         # A chunk larger than the array (netCDF4's unlimited 1-D coordinates: chunk 512, shape
         # 1) cannot be placed on a regular grid when concatenated; hold its values inline.
-        raw = np.ascontiguousarray(ds[()]).astype(dt, copy=False).tobytes()
+        raw = np.ascontiguousarray(ds.read_all()).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
         return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
 
