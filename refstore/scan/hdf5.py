@@ -218,7 +218,7 @@ def _read_attr(oid: Any, name: bytes) -> Any:
     if shape is None:
         return None
     dtype = attr.dtype
-    htype = h5t.py_create(dtype)
+    htype = _memory_type(dtype)
     if dtype.subdtype is not None:  # a top-level array type: numpy takes it as extra dimensions
         dtype, subshape = dtype.subdtype
         shape = shape + subshape
@@ -228,6 +228,23 @@ def _read_attr(oid: Any, name: bytes) -> Any:
     if info is not None and info.length is None:
         arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat], dtype=dtype).reshape(arr.shape)
     return arr[()] if arr.ndim == 0 else arr
+
+
+_MEMORY_TYPES: dict[str, Any] = {}
+
+
+def _memory_type(dtype: np.dtype[Any]) -> Any:
+    """``h5t.py_create(dtype)``, kept per dtype for plain numbers and fixed-length bytes (the
+    type is then a function of ``dtype.str`` alone; types with metadata, vlen or nesting are
+    made each time)."""
+    from h5py import h5t
+
+    if dtype.kind not in "biufcS" or dtype.metadata is not None or dtype.subdtype is not None or dtype.names:
+        return h5t.py_create(dtype)
+    htype = _MEMORY_TYPES.get(dtype.str)
+    if htype is None:
+        htype = _MEMORY_TYPES[dtype.str] = h5t.py_create(dtype)
+    return htype
 
 
 def _is_dimension_only(ds: _Dataset) -> bool:

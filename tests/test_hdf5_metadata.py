@@ -1,0 +1,187 @@
+"""The HDF5 scanner reads names, dimensions, attributes, fill values and chunk shapes through
+h5py's low-level API (scan speed); every value it records must equal what h5py's high-level
+API (``File.visititems``, ``Dataset.attrs``, ``.dims``, ``.fillvalue``, ``.chunks``) gives, on
+every HDF5 file in ../shared/data and on a generated file with the awkward cases."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore._values import decode_attr, decode_fill, encode_attr
+from refstore.scan.hdf5 import HDF5Scanner
+
+from .conftest import hdf5_files_in_shared
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FILES = hdf5_files_in_shared()
+# bookkeeping attributes netCDF4/HDF5 write for themselves, never recorded as attributes
+HIDDEN = {"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
+          "_nc3_strict", "_NCProperties", "_SuperblockVersion", "_IsNetcdf4"}  # fmt: skip
+DIM_ONLY = b"This is a netCDF dimension but not a netCDF variable"
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
+
+def _hl_attrs(obj: Any) -> dict[str, Any]:
+    """Attributes as h5py's AttributeManager reads them, in its order, minus the unreadable."""
+    out: dict[str, Any] = {}
+    for name in obj.attrs:
+        if name in HIDDEN:
+            continue
+        try:
+            value = obj.attrs[name]
+        except (OSError, TypeError, ValueError):
+            continue
+        if isinstance(value, h5py.Empty):
+            continue
+        out[_text(name)] = value
+    return out
+
+
+def _same_attrs(recorded: dict[str, dict[str, Any]], hl: dict[str, Any], what: str) -> None:
+    expected = {k: e for k, v in hl.items() if (e := encode_attr(v)) is not None}
+    assert list(recorded) == list(expected), what  # same names, same order
+    assert recorded == expected, what
+    for k, enc in recorded.items():  # and the decoded values equal h5py's, dtype included
+        v = hl[k]
+        got = decode_attr(enc)
+        if isinstance(v, (str, bytes)) or (isinstance(v, np.ndarray) and v.dtype.kind in "OSU"):
+            continue  # text: compared through its encoding above
+        want = np.asarray(v)
+        assert np.asarray(got).dtype == want.dtype.newbyteorder("=") or np.asarray(got).dtype == want.dtype, (what, k)
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{what} {k}")
+
+
+def _hl_dims(h: h5py.Dataset) -> tuple[str, ...]:
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    is_scale = h.is_scale
+    for i, size in enumerate(h.shape):
+        if is_scale and h.ndim == 1:
+            name: str | None = _text(h.name).rsplit("/", 1)[-1]
+        else:
+            scales = h.dims[i]
+            name = scales[0].name.rsplit("/", 1)[-1] if len(scales) else None
+        if name is None:
+            base = f"phony_dim_{size}"
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            name = base if k == 0 else f"{base}_{k}"
+        names.append(name)
+    return tuple(names)
+
+
+def _check_file(path: Path) -> int:
+    result = HDF5Scanner()(str(path))
+    metas = {m.name: m for m in result.arrays}
+    checked = 0
+    with h5py.File(path, "r") as f:
+        hl_groups: dict[str, dict[str, Any]] = {"": _hl_attrs(f)}
+        hl_datasets: dict[str, h5py.Dataset] = {}
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Group):
+                hl_groups[_text(name)] = _hl_attrs(obj)
+            elif isinstance(obj, h5py.Dataset):
+                hl_datasets[_text(obj.name).lstrip("/")] = obj
+
+        f.visititems(visit)
+        assert list(result.groups) == list(hl_groups)
+        for g, attrs in hl_groups.items():
+            _same_attrs(result.groups[g], attrs, f"{path.name}:/{g}")
+        expected_names = []
+        for name, h in hl_datasets.items():
+            label = h.attrs.get("NAME") if "NAME" in h.attrs else None
+            label = label.encode() if isinstance(label, str) else label
+            if h.is_scale and isinstance(label, bytes) and label.startswith(DIM_ONLY):
+                continue
+            expected_names.append(name)
+        assert list(metas) == expected_names, path.name
+        for name in expected_names:
+            h, m = hl_datasets[name], metas[name]
+            what = f"{path.name}:{name}"
+            if h.shape is None:
+                assert m.shape == () and m.status == "unsupported", what
+                continue
+            assert m.shape == h.shape and m.dtype == h.dtype.str, what
+            assert m.dims == _hl_dims(h), what
+            _same_attrs(m.attrs, _hl_attrs(h), what)
+            full = tuple(max(s, 1) for s in h.shape)
+            assert m.chunks in ((h.chunks,) if h.chunks is not None and m.status != "ok" else (h.chunks, full)), what
+            if h.chunks is None:
+                assert m.chunks == full, what
+            if m.fill_value is not None:
+                got = np.asarray(decode_fill(m.fill_value, h.dtype), h.dtype)
+                assert got.tobytes() == np.asarray(h.fillvalue, h.dtype).tobytes(), what
+            else:
+                assert m.status != "ok" or h.dtype.kind not in "biufcS", what
+            checked += 1
+    return checked
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/data is not present")
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shared_file_metadata_equals_h5py(path: Path) -> None:
+    assert _check_file(path) > 0
+
+
+@pytest.fixture(scope="module")
+def awkward(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Attributes of every kind h5py reads (and some it cannot), tracked creation order, scales
+    attached and not, nested groups, a non-UTF-8 attribute name, contiguous and chunked layouts."""
+    path = tmp_path_factory.mktemp("meta") / "awkward.h5"
+    with h5py.File(path, "w", track_order=True) as f:
+        f.attrs["zz_first"] = np.int16(-3)
+        f.attrs["aa_second"] = "text"
+        f.attrs["vlen_list"] = np.array(["a", "bé"], dtype=h5py.string_dtype())
+        f.attrs["fixed"] = np.bytes_(b"fixed  ")
+        f.attrs["fixed_arr"] = np.array([b"ab", b"c"], dtype="S2")
+        f.attrs["big"] = np.array([1.5, -2.0], dtype=">f8")
+        f.attrs["cplx"] = np.complex64(1 + 2j)
+        f.attrs["flag"] = np.bool_(True)
+        f.attrs["empty"] = h5py.Empty("f4")
+        f.attrs.create("arrtype", np.array([[1, 2, 3], [4, 5, 6]], "<i4"), dtype=np.dtype(("<i4", (3,))))
+        f.attrs["nan"] = np.float32(np.nan)
+        x = f.create_dataset("x", data=np.arange(6, dtype="f8"))
+        x.make_scale("x")
+        x.attrs["units"] = "m"
+        y = f.create_dataset("y", data=np.arange(4, dtype="<i2"))
+        y.make_scale("y")
+        v = f.create_dataset("v", data=np.ones((4, 6), ">f4"), chunks=(2, 3), compression="gzip", fillvalue=-9.5)
+        v.dims[0].attach_scale(y)
+        v.dims[1].attach_scale(x)
+        v.attrs["scale_factor"] = np.float32(0.25)
+        v.attrs["ref"] = x.ref  # an object reference: not recorded
+        v.attrs.create(b"caf\xe9", np.int8(1))  # a name that is not UTF-8
+        f.create_dataset("phony", data=np.zeros((3, 3), "u1"))  # no scales: phony_dim_3, phony_dim_3_1
+        g = f.create_group("grp", track_order=False)
+        g.attrs["b"] = np.uint64(2**63)
+        g.attrs["a"] = np.array([1, 2], "u2")
+        sub = g.create_group("sub")
+        sub.attrs["s"] = "deep"
+        c = sub.create_dataset("plain", data=np.arange(5, dtype="i8"))
+        c.attrs["long_name"] = np.array(["one string"], dtype=h5py.string_dtype())
+        f.create_dataset("strings", data=np.array([b"abc", b"de"], "S3"))
+        f.create_dataset("null", data=h5py.Empty("f4"))
+    return path
+
+
+def test_generated_file_metadata_equals_h5py(awkward: Path) -> None:
+    assert _check_file(awkward) == 6
+    result = HDF5Scanner()(str(awkward))
+    metas = {m.name: m for m in result.arrays}
+    # the cases the file is made for really are in it
+    assert metas["v"].dims == ("y", "x") and metas["phony"].dims == ("phony_dim_3", "phony_dim_3_1")
+    assert list(result.groups[""])[:2] == ["zz_first", "aa_second"]  # creation order kept
+    assert list(result.groups["grp"]) == ["a", "b"]  # by name when not tracked
+    assert "ref" not in metas["v"].attrs and "empty" not in result.groups[""]
+    assert "caf\ufffd" in metas["v"].attrs
+    assert result.groups[""]["arrtype"]["shape"] == [2, 3]
