@@ -72,28 +72,28 @@ class HDF5Scanner:
 
     # ------------------------------------------------------------------ internals
     def _scan(self, f: Any, info: Any) -> ScanResult:
-        from h5py import h5ds, h5i, h5o
+        import h5py
 
         # Low-level walk: h5py's high-level objects cost a lock, a File object and a property
         # cache per dataset and per attribute, about as much as the rest of a small file's scan.
         datasets: list[_Dataset] = []
-        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5o.open(f.id, b"/"))}
+        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5py.h5o.open(f.id, b"/"))}
 
         def visit(name: bytes) -> None:
-            oid = h5o.open(f.id, name)
-            kind = h5i.get_type(oid)
-            if kind == h5i.DATASET:
+            oid = h5py.h5o.open(f.id, name)
+            kind = h5py.h5i.get_type(oid)
+            if kind == h5py.h5i.DATASET:
                 datasets.append(_Dataset(oid))
-            elif kind == h5i.GROUP:
+            elif kind == h5py.h5i.GROUP:
                 groups[_text(_decode(name))] = _attrs(oid)
 
-        h5o.visit(f.id, visit)
+        h5py.h5o.visit(f.id, visit)
 
         metas: list[ArrayMeta] = []
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
-            is_scale = bool(h5ds.is_scale(ds.id))
+            is_scale = bool(h5py.h5ds.is_scale(ds.id))
             if is_scale and _is_dimension_only(ds):
                 continue
             attrs = _attrs(ds.id)
@@ -164,10 +164,10 @@ class _Dataset:
     __slots__ = ("dcpl", "dtype", "id", "name", "shape")
 
     def __init__(self, dsid: Any) -> None:
-        from h5py import h5i
+        import h5py
 
         self.id = dsid
-        self.name: str | bytes = _decode(h5i.get_name(dsid))
+        self.name: str | bytes = _decode(h5py.h5i.get_name(dsid))
         self.shape: tuple[int, ...] | None = dsid.shape
         self.dtype: np.dtype[Any] = dsid.dtype
         self.dcpl = dsid.get_create_plist()
@@ -187,12 +187,13 @@ class _Dataset:
 def _attrs(oid: Any) -> dict[str, dict[str, Any]]:
     """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
     when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread."""
-    from h5py import h5, h5a, h5p
+    import h5py
 
     raw_names: list[bytes] = []
     cpl = oid.get_create_plist()
-    tracked = cpl.get_attr_creation_order() & h5p.CRT_ORDER_TRACKED
-    h5a.iterate(oid, lambda n, *_: raw_names.append(n), index_type=h5.INDEX_CRT_ORDER if tracked else h5.INDEX_NAME)
+    tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    order = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
+    h5py.h5a.iterate(oid, lambda n, *_: raw_names.append(n), index_type=order)
     out: dict[str, dict[str, Any]] = {}
     for raw in raw_names:
         name = _decode(raw)
@@ -211,9 +212,9 @@ def _attrs(oid: Any) -> dict[str, dict[str, Any]]:
 def _read_attr(oid: Any, name: bytes) -> Any:
     """One attribute's value as ``h5py.AttributeManager.__getitem__`` gives it (None for an
     empty dataspace, which has no recorded form)."""
-    from h5py import h5a, h5t
+    import h5py
 
-    attr = h5a.open(oid, name)
+    attr = h5py.h5a.open(oid, name)
     shape = attr.shape
     if shape is None:
         return None
@@ -224,7 +225,7 @@ def _read_attr(oid: Any, name: bytes) -> Any:
         shape = shape + subshape
     arr = np.zeros(shape, dtype=dtype, order="C")
     attr.read(arr, mtype=htype)
-    info = h5t.check_string_dtype(dtype)
+    info = h5py.h5t.check_string_dtype(dtype)
     if info is not None and info.length is None:
         arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat], dtype=dtype).reshape(arr.shape)
     return arr[()] if arr.ndim == 0 else arr
@@ -237,22 +238,22 @@ def _memory_type(dtype: np.dtype[Any]) -> Any:
     """``h5t.py_create(dtype)``, kept per dtype for plain numbers and fixed-length bytes (the
     type is then a function of ``dtype.str`` alone; types with metadata, vlen or nesting are
     made each time)."""
-    from h5py import h5t
+    import h5py
 
     if dtype.kind not in "biufcS" or dtype.metadata is not None or dtype.subdtype is not None or dtype.names:
-        return h5t.py_create(dtype)
+        return h5py.h5t.py_create(dtype)
     htype = _MEMORY_TYPES.get(dtype.str)
     if htype is None:
-        htype = _MEMORY_TYPES[dtype.str] = h5t.py_create(dtype)
+        htype = _MEMORY_TYPES[dtype.str] = h5py.h5t.py_create(dtype)
     return htype
 
 
 def _is_dimension_only(ds: _Dataset) -> bool:
     """A netCDF4 dimension without a variable (a scale whose NAME says so): not an array."""
-    from h5py import h5a
+    import h5py
 
     try:
-        name = _read_attr(ds.id, b"NAME") if h5a.exists(ds.id, b"NAME") else None
+        name = _read_attr(ds.id, b"NAME") if h5py.h5a.exists(ds.id, b"NAME") else None
     except (OSError, TypeError, ValueError):
         return False
     if isinstance(name, str):
