@@ -96,7 +96,7 @@ class HDF5Scanner:
             is_scale = bool(h5py.h5ds.is_scale(ds.id))
             if is_scale and _is_dimension_only(ds):
                 continue
-            attrs = _attrs(ds.id)
+            attrs = _attrs(ds.id, ds.dcpl)
             meta, chunks = _scan_dataset(ds, attrs, is_scale)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
@@ -184,13 +184,13 @@ class _Dataset:
         return np.asarray(h5py.Dataset(self.id, readonly=True)[()])
 
 
-def _attrs(oid: Any) -> dict[str, dict[str, Any]]:
+def _attrs(oid: Any, cpl: Any = None) -> dict[str, dict[str, Any]]:
     """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
     when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread."""
     import h5py
 
     raw_names: list[bytes] = []
-    cpl = oid.get_create_plist()
+    cpl = oid.get_create_plist() if cpl is None else cpl
     tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
     order = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
     h5py.h5a.iterate(oid, lambda n, *_: raw_names.append(n), index_type=order)
@@ -266,15 +266,21 @@ def _dim_names(ds: Any, is_scale: bool) -> tuple[str, ...]:
 
     names: list[str] = []
     seen: dict[str, int] = {}
+    own = is_scale and len(ds.shape) == 1
+    # no DIMENSION_LIST: no dimension has a scale (one check instead of one call per dimension);
+    # with one, iterating a dimension without scales finds nothing, as get_num_scales = 0 says
+    try:
+        attached = not own and bool(h5py.h5a.exists(ds.id, b"DIMENSION_LIST"))
+    except (RuntimeError, OSError, ValueError, KeyError):
+        attached = False
     for i, size in enumerate(ds.shape):
         name: str | None = None
-        if is_scale and len(ds.shape) == 1:
+        if own:
             name = _text(ds.name).rsplit("/", 1)[-1]
-        else:
+        elif attached:
             try:
-                if h5py.h5ds.get_num_scales(ds.id, i):
-                    found = h5py.h5ds.iterate(ds.id, i, h5py.h5i.get_name, 0)
-                    name = found.decode("utf-8", "replace").rsplit("/", 1)[-1] if found else None
+                found = h5py.h5ds.iterate(ds.id, i, h5py.h5i.get_name, 0)
+                name = found.decode("utf-8", "replace").rsplit("/", 1)[-1] if found else None
             except (RuntimeError, OSError, ValueError, KeyError):
                 name = None
         if name is None:
