@@ -6,7 +6,7 @@ mutation run (``./dev mutate versions``); fast (small series, no CLI subprocess)
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import lance
@@ -170,3 +170,167 @@ def test_compact_materialises_deletions(tmp_path: Path, new_collection) -> None:
     assert deleted and 0 < min(deleted) < 1
     compact(c)
     assert all(f.metadata.deletion_file is None for f in lance.dataset(c.uri).get_fragments())
+
+
+# --------------------------------------------------------------------------- one module-scoped history
+# Five versions of one small collection, made once: v1 two days, v2 a third day (tagged), v3 the
+# first day reprocessed and the second renamed, v4 the third removed, v5 a remap rule. Expected
+# counts come from h5py's chunk index of the files and netCDF4's dimension names.
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import netCDF4
+
+    root = tmp_path_factory.mktemp("history")
+    folder = root / "d"
+    folder.mkdir()
+    col = str(root / "col")
+    refstore.init(col)
+    d0 = write_day(folder / "d0.nc", date(2024, 1, 1))
+    d1 = write_day(folder / "d1.nc", date(2024, 1, 2))
+    v1 = refstore.scan(col, [str(folder)], concat_dim="time").version
+    d2 = write_day(folder / "d2.nc", date(2024, 1, 3))
+    v2 = refstore.scan(col, [str(folder)]).version
+    c = refstore.Collection.open(col)
+    create_tag(c, "three-days", as_of=v2)
+    chunks = {p.name: _chunks(p) for p in (d0, d1, d2)}
+    d1.unlink()
+    d1b = write_day(folder / "d1b.nc", date(2024, 1, 2))
+    write_day(d0, date(2024, 1, 1), seed=9)
+    v3 = refstore.scan(col, [str(folder)], prune=True).version
+    chunks["d0.nc"], chunks["d1b.nc"] = _chunks(d0), _chunks(d1b)
+    d2.unlink()
+    v4 = refstore.scan(col, [str(folder)], prune=True).version
+    c = refstore.Collection.open(col)
+    v5 = add_rule(c, str(folder), "https://example.org/d/")
+    with netCDF4.Dataset(d0) as nc:
+        along = {n for n in chunks["d0.nc"] if "time" in nc[n].dimensions}
+    assert along and along != set(chunks["d0.nc"])
+    paths = {n: str(folder / n) for n in ("d0.nc", "d1.nc", "d1b.nc", "d2.nc")}
+    return {"col": c, "v": (v1, v2, v3, v4, v5), "chunks": chunks, "along": along, "paths": paths}
+
+
+def _expect(h: dict[str, Any], counts: dict[str, tuple[str, ...]]) -> dict[str, dict[str, int]]:
+    """Per array, the h5py chunk counts of the files named for added/removed/changed ("*:" prefix:
+    every array of that file, else only the arrays along time)."""
+    out: dict[str, dict[str, int]] = {}
+    for name in h["chunks"]["d0.nc"]:
+        row = {}
+        for what, files in counts.items():
+            n = 0
+            for f in files:
+                every = f.startswith("*:")
+                f = f.removeprefix("*:")
+                if every or name in h["along"]:
+                    n += h["chunks"][f][name]
+            row[what] = n
+        out[name] = row
+    return out
+
+
+def _counts(d: Any) -> dict[str, dict[str, int]]:
+    return {n: {k: a[k] for k in ("added", "removed", "changed")} for n, a in d.arrays.items()}
+
+
+@pytest.fixture
+def fast_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diff must take Lance's change feed (``_touched``), never the fallback join of everything."""
+    from refstore.table import versions
+
+    def refuse(*a: object) -> None:
+        raise AssertionError("the full join was used")
+
+    monkeypatch.setattr(versions, "_full", refuse)
+
+
+def test_fast_diff_of_each_step_matches_h5py_counts(history: dict[str, Any], fast_only: None) -> None:
+    h = history
+    c, (v1, v2, v3, v4, v5) = h["col"], h["v"]
+    p = h["paths"]
+    d = diff(c, v1, v2)
+    assert d.sources_added == [p["d2.nc"]] and d.sources_removed == d.sources_changed == []
+    assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ()})
+    # reprocessed d0 (every array of it: the arrays without time come from the first file) and
+    # d1 renamed to d1b (the same keys, another source: changed, not added/removed)
+    d = diff(c, v2, v3)
+    assert d.sources_added == [p["d1b.nc"]] and d.sources_removed == [p["d1.nc"]]
+    assert d.sources_changed == [p["d0.nc"]] and not d.remap_changed
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    d = diff(c, v3, v4)
+    assert d.sources_removed == [p["d2.nc"]] and d.sources_added == d.sources_changed == []
+    assert _counts(d) == _expect(h, {"added": (), "removed": ("d2.nc",), "changed": ()})
+    assert {n for n, a in d.arrays.items() if a["metadata_changed"]} == h["along"]
+    d = diff(c, v4, v5)
+    assert d.remap_changed and d.differs and _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ()})
+    d = diff(c, "three-days", v4)  # the tag names v2
+    assert d.a == v2 and d.sources_removed == sorted([p["d1.nc"], p["d2.nc"]])
+    assert _counts(d) == _expect(h, {"added": (), "removed": ("d2.nc",), "changed": ("*:d0.nc", "d1b.nc")})
+
+
+def test_a_backward_diff_is_the_forward_one_flipped(history: dict[str, Any], fast_only: None) -> None:
+    h = history
+    c, (v1, v2, v3, v4, v5) = h["col"], h["v"]
+    p = h["paths"]
+    d = diff(c, v3, v2)  # not to the latest: the flipped call must keep both ends
+    assert (d.a, d.b) == (v3, v2)
+    assert d.sources_added == [p["d1.nc"]] and d.sources_removed == [p["d1b.nc"]]
+    assert d.sources_changed == [p["d0.nc"]] and not d.remap_changed
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    d = diff(c, v4, v1)
+    assert d.sources_added == [p["d1.nc"]] and d.sources_removed == [p["d1b.nc"]]
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    d = diff(c, v5, v3)
+    assert d.remap_changed and d.sources_added == [p["d2.nc"]] and d.sources_removed == []
+    assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ()})
+
+
+def test_exhaustive_and_fallback_diffs_equal_the_fast_one(history: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from refstore.table import versions
+
+    c, vs = history["col"], history["v"]
+    pairs = [(a, b) for a in vs for b in vs if a != b]
+    fast = {(a, b): diff(c, a, b).to_json() for a, b in pairs}
+
+    def no_feed(*a: object) -> None:
+        raise AttributeError("no row-version tracking")  # what an older Lance raises
+
+    monkeypatch.setattr(versions, "_touched", no_feed)
+    for a, b in pairs:
+        assert diff(c, a, b).to_json() == fast[(a, b)], (a, b)  # the fallback: the full join
+        assert diff(c, a, b, exhaustive=True).to_json() == fast[(a, b)], (a, b)
+
+
+def test_the_change_feed_rows_are_lances_rows_of_each_version(history: dict[str, Any]) -> None:
+    """``_touched`` against Lance read directly: the rows it returns for ``b`` are rows of ``b``'s
+    view, those for ``a`` rows of ``a``'s view, and every key present in only one of the two
+    views is among them."""
+    from refstore.table.versions import _VALUE_COLS, _touched
+
+    c, (v1, v2, v3, v4, _) = history["col"], history["v"]
+    key = ["array", "era", "g0", "g1", "g2", "g3"]
+    cols = [*key, *_VALUE_COLS]
+    for a, b, changed in ((v1, v2, []), (v2, v3, [history["paths"]["d0.nc"]]), (v3, v4, [])):
+        la = lance.dataset(c.uri, version=a).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
+        lb = lance.dataset(c.uri, version=b).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
+        ta, tb = _touched(c.snapshot(a), c.snapshot(b), changed, key)
+        assert ta.column_names == tb.column_names == cols
+        ra, rb = ta.to_pylist(), tb.to_pylist()
+        assert all(r in la for r in ra) and all(r in lb for r in rb)
+        ka = {tuple(r[k] for k in key) for r in la}
+        kb = {tuple(r[k] for k in key) for r in lb}
+        assert ka ^ kb <= {tuple(r[k] for k in key) for r in ra + rb}
+        new_b = [r for r in lb if r not in la or r["source"] in changed]
+        assert sorted(map(str, new_b)) == sorted(map(str, rb))  # exactly the rows written or of a changed source
+        assert len(ra) == len({tuple(r[k] for k in key) for r in ra})
+
+
+def test_a_tag_lance_already_holds_is_refused_as_immutable(history: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race: another writer made the tag between the check and the create (Lance refuses it)."""
+    from refstore.table import versions
+
+    c = history["col"]
+    monkeypatch.setattr(versions, "_tags", lambda col: {})
+    with pytest.raises(refstore.BadInputError, match=r"^tag 'three-days' already exists; tags are immutable$"):
+        create_tag(c, "three-days")
+    assert lance.dataset(c.uri).tags.list()["three-days"]["version"] == history["v"][1]
