@@ -188,6 +188,8 @@ _TIFF_CASES: list[tuple[str, str, dict[str, Any], tuple[int, ...]]] = [
     ("tiles-separate-floatpred", "<f4", {"tile": (16, 16), "compression": "zlib", "predictor": 3,
                                          "photometric": "rgb", "planarconfig": "separate"}, (3, 20, 35)),
     ("tiles-zstd", "<i4", {"tile": (16, 16), "compression": "zstd"}, (20, 35)),
+    ("tiles-lerc", "<f4", {"tile": (16, 16), "compression": "lerc"}, (20, 35)),
+    ("strips-lzw", "<u2", {"rowsperstrip": 4, "compression": "lzw"}, (10, 13)),
     ("tiles-jpeg", "u1", {"tile": (16, 16), "compression": "jpeg"}, (20, 35)),
     ("strips-jpeg-rgb", "u1", {"rowsperstrip": 8, "compression": "jpeg", "photometric": "rgb"}, (20, 17, 3)),
     ("strips-bilevel", "bool", {"rowsperstrip": 3}, (10, 13)),
@@ -290,3 +292,77 @@ def test_bilevel_strips_with_a_short_last_strip_read_as_tifffile(tmp_path: Path,
     got = refstore.open(col)["image"][...]
     assert got.dtype == expected.dtype == np.dtype(bool)
     assert np.array_equal(got, expected)
+
+
+def _spacepad_file(path: Path, values: list[bytes], n: int, chunks: tuple[int, ...], **kw: Any) -> None:
+    """A fixed-length, space-padded string dataset (HDF5's H5T_STR_SPACEPAD; h5py's high-level
+    API writes null padding only)."""
+    with h5py.File(path, "w") as f:
+        tid = h5py.h5t.C_S1.copy()
+        tid.set_size(n)
+        tid.set_strpad(h5py.h5t.STR_SPACEPAD)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk(chunks)
+        if kw.get("gzip"):
+            dcpl.set_shuffle()
+            dcpl.set_deflate(4)
+        space = h5py.h5s.create_simple((len(values),))
+        dsid = h5py.h5d.create(f.id, b"s", tid, space, dcpl=dcpl)
+        raw = np.array([v.ljust(n, b" ") for v in values], dtype=f"S{n}")
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=tid)
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_space_padded_strings_decode_as_h5py_converts_them(tmp_path: Path, gzip: bool) -> None:
+    """HDF5 converts space padding to null padding on read: trailing spaces become NULs, inner
+    spaces stay (h5py reads the values, the chunks are fetched raw)."""
+    values = [b"ab", b"a b", b"", b"  x", b"full5", b"x  y ", b" ", b"q"]
+    path = tmp_path / "s.h5"
+    _spacepad_file(path, values, 5, (3,), gzip=gzip)
+    with h5py.File(path, "r") as f:
+        ds = f["s"]
+        assert ds.id.get_type().get_strpad() == h5py.h5t.STR_SPACEPAD
+        codecs, reason = filters_to_codecs(ds.id.get_create_plist(), ds.dtype)
+        assert reason is None
+        codecs = [*codecs, {"id": "spacepad"}]
+        decode = make_decoder(codecs, ds.dtype.str, (3,))
+        seen = []
+        for offset, mask, raw in _h5_chunks(ds):
+            exp = ds[offset[0] : offset[0] + 3]
+            if not gzip:  # the stored bytes are space padded
+                assert raw == b"".join(v.ljust(5, b" ") for v in values[offset[0] : offset[0] + 3]).ljust(15, b"\0")
+            got = decode(raw, mask)
+            _assert_chunk(got, exp, offset)
+            seen.append(offset[0])
+        assert seen == [0, 3, 6]
+        assert list(ds[()]) == [v.rstrip(b" ") for v in values]  # h5py's conversion, as the oracle
+
+
+@pytest.mark.parametrize("dtype", ["<i4", ">u2"])
+def test_masked_chunks_run_the_general_shuffle_and_fletcher32_steps(tmp_path: Path, dtype: str) -> None:
+    """A chunk whose mask skips deflate undoes shuffle and fletcher32 one step at a time (not the
+    fast path); a fresh decoder per case (make_decoder caches one per pipeline, dtype and shape)."""
+    import zlib
+
+    import numcodecs
+
+    data = _data(dtype, (6, 8))
+    path = tmp_path / "m.h5"
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("v", data=data, chunks=(3, 8), shuffle=True, compression="gzip", fletcher32=True)
+        raw = bytes(numcodecs.Shuffle(elementsize=data.dtype.itemsize).encode(data[3:].tobytes()))
+        ds.id.write_direct_chunk((3, 0), bytes(numcodecs.Fletcher32().encode(raw)), filter_mask=2)
+        raw0 = zlib.compress(data[:3].tobytes())  # shuffle skipped, deflate kept
+        ds.id.write_direct_chunk((0, 0), bytes(numcodecs.Fletcher32().encode(raw0)), filter_mask=1)
+    with h5py.File(path, "r") as f:
+        ds = f["v"]
+        codecs, _ = filters_to_codecs(ds.id.get_create_plist(), ds.dtype)
+        decode = ChunkDecoder(codecs, ds.dtype.str, (3, 8))
+        got = {offset[0]: (mask, decode(raw, mask)) for offset, mask, raw in _h5_chunks(ds)}
+        assert {k: m for k, (m, _) in got.items()} == {0: 1, 3: 2}
+        for start, (_, arr) in got.items():
+            _assert_chunk(arr, ds[start : start + 3], start)
+        bad = bytearray(_h5_chunks(ds)[1][2])
+        bad[0] ^= 0xFF
+    with pytest.raises(RuntimeError):  # numcodecs' Fletcher32 checks the checksum
+        decode(bytes(bad), 2)
