@@ -366,3 +366,25 @@ def test_masked_chunks_run_the_general_shuffle_and_fletcher32_steps(tmp_path: Pa
         bad[0] ^= 0xFF
     with pytest.raises(RuntimeError):  # numcodecs' Fletcher32 checks the checksum
         decode(bytes(bad), 2)
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "<f8"])
+def test_a_grib_message_decodes_to_eccodes_values(dtype: str) -> None:
+    """A whole GRIB message (the ``refstore.grib`` step) gives the values ecCodes decodes from
+    it, in the chunk's shape (Nj, Ni) and dtype."""
+    eccodes = pytest.importorskip("eccodes")
+    h = eccodes.codes_grib_new_from_samples("regular_ll_sfc_grib2")
+    try:
+        ni, nj = eccodes.codes_get(h, "Ni"), eccodes.codes_get(h, "Nj")
+        eccodes.codes_set_values(h, (np.arange(ni * nj, dtype="f8") % 97) * 0.5 + 200.0)
+        msg = bytes(eccodes.codes_get_message(h))
+    finally:
+        eccodes.codes_release(h)
+    h = eccodes.codes_new_from_message(msg)
+    try:
+        exp = eccodes.codes_get_values(h).reshape(nj, ni).astype(dtype)
+    finally:
+        eccodes.codes_release(h)
+    got = ChunkDecoder([{"id": "refstore.grib"}], dtype, (nj, ni))(msg)
+    assert got.shape == (nj, ni) and got.dtype == np.dtype(dtype)
+    assert got.tobytes() == exp.tobytes()
