@@ -5,6 +5,7 @@ mutation run (``./dev mutate versions``); fast (small series, no CLI subprocess)
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,10 @@ def test_tags_validate_sort_and_delete(tmp_path: Path, new_collection) -> None:
     assert list_tags(c) == [{"name": "a", "version": v1}, {"name": "c", "version": v1},
                             {"name": "b.later-1_x", "version": v2}]  # fmt: skip
     for bad in ("12", "a b", "", "ü", "x/y"):
-        with pytest.raises(refstore.BadInputError, match="use letters, digits"):
+        with pytest.raises(refstore.BadInputError, match=re.escape(
+            f"tag {bad!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit "
+            "(not only digits: that is a version number; not '-': that is an option)"
+        )):  # fmt: skip
             create_tag(c, bad)
     assert create_tag(c, "1a") == v2  # digits and a letter: a name
     with pytest.raises(refstore.BadInputError, match=rf"tag 'a' already exists \(version {v1}\); tags are immutable"):
@@ -187,7 +191,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder.mkdir()
     col = str(root / "col")
     refstore.init(col)
-    d0 = write_day(folder / "d0.nc", date(2024, 1, 1))
+    d0 = write_day(folder / "d'0.nc", date(2024, 1, 1))
     d1 = write_day(folder / "d1.nc", date(2024, 1, 2))
     v1 = refstore.scan(col, [str(folder)], concat_dim="time").version
     d2 = write_day(folder / "d2.nc", date(2024, 1, 3))
@@ -198,16 +202,17 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     d1.unlink()
     d1b = write_day(folder / "d1b.nc", date(2024, 1, 2))
     write_day(d0, date(2024, 1, 1), seed=9)
+    write_day(d2, date(2024, 1, 3), seed=7)
     v3 = refstore.scan(col, [str(folder)], prune=True).version
-    chunks["d0.nc"], chunks["d1b.nc"] = _chunks(d0), _chunks(d1b)
+    chunks["d'0.nc"], chunks["d1b.nc"], chunks["d2.nc"] = _chunks(d0), _chunks(d1b), _chunks(d2)
     d2.unlink()
     v4 = refstore.scan(col, [str(folder)], prune=True).version
     c = refstore.Collection.open(col)
     v5 = add_rule(c, str(folder), "https://example.org/d/")
     with netCDF4.Dataset(d0) as nc:
-        along = {n for n in chunks["d0.nc"] if "time" in nc[n].dimensions}
-    assert along and along != set(chunks["d0.nc"])
-    paths = {n: str(folder / n) for n in ("d0.nc", "d1.nc", "d1b.nc", "d2.nc")}
+        along = {n for n in chunks["d'0.nc"] if "time" in nc[n].dimensions}
+    assert along and along != set(chunks["d'0.nc"])
+    paths = {n: str(folder / n) for n in ("d'0.nc", "d1.nc", "d1b.nc", "d2.nc")}
     return {"col": c, "v": (v1, v2, v3, v4, v5), "chunks": chunks, "along": along, "paths": paths}
 
 
@@ -215,7 +220,7 @@ def _expect(h: dict[str, Any], counts: dict[str, tuple[str, ...]]) -> dict[str, 
     """Per array, the h5py chunk counts of the files named for added/removed/changed ("*:" prefix:
     every array of that file, else only the arrays along time)."""
     out: dict[str, dict[str, int]] = {}
-    for name in h["chunks"]["d0.nc"]:
+    for name in h["chunks"]["d'0.nc"]:
         row = {}
         for what, files in counts.items():
             n = 0
@@ -251,12 +256,16 @@ def test_fast_diff_of_each_step_matches_h5py_counts(history: dict[str, Any], fas
     d = diff(c, v1, v2)
     assert d.sources_added == [p["d2.nc"]] and d.sources_removed == d.sources_changed == []
     assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ()})
-    # reprocessed d0 (every array of it: the arrays without time come from the first file) and
+    # reprocessed d'0 (every array of it: the arrays without time come from the first file) and
     # d1 renamed to d1b (the same keys, another source: changed, not added/removed)
     d = diff(c, v2, v3)
     assert d.sources_added == [p["d1b.nc"]] and d.sources_removed == [p["d1.nc"]]
-    assert d.sources_changed == [p["d0.nc"]] and not d.remap_changed
-    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    assert d.sources_changed == [p["d'0.nc"], p["d2.nc"]] and not d.remap_changed
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d'0.nc", "d1b.nc", "d2.nc")})
+    d = diff(c, v1, v3)  # d'0's rows were written at v1 itself and replaced at v3
+    assert d.sources_added == [p["d1b.nc"], p["d2.nc"]] and d.sources_removed == [p["d1.nc"]]
+    assert d.sources_changed == [p["d'0.nc"]]
+    assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ("*:d'0.nc", "d1b.nc")})
     d = diff(c, v3, v4)
     assert d.sources_removed == [p["d2.nc"]] and d.sources_added == d.sources_changed == []
     assert _counts(d) == _expect(h, {"added": (), "removed": ("d2.nc",), "changed": ()})
@@ -265,7 +274,7 @@ def test_fast_diff_of_each_step_matches_h5py_counts(history: dict[str, Any], fas
     assert d.remap_changed and d.differs and _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ()})
     d = diff(c, "three-days", v4)  # the tag names v2
     assert d.a == v2 and d.sources_removed == sorted([p["d1.nc"], p["d2.nc"]])
-    assert _counts(d) == _expect(h, {"added": (), "removed": ("d2.nc",), "changed": ("*:d0.nc", "d1b.nc")})
+    assert _counts(d) == _expect(h, {"added": (), "removed": ("d2.nc",), "changed": ("*:d'0.nc", "d1b.nc")})
 
 
 def test_a_backward_diff_is_the_forward_one_flipped(history: dict[str, Any], fast_only: None) -> None:
@@ -275,11 +284,11 @@ def test_a_backward_diff_is_the_forward_one_flipped(history: dict[str, Any], fas
     d = diff(c, v3, v2)  # not to the latest: the flipped call must keep both ends
     assert (d.a, d.b) == (v3, v2)
     assert d.sources_added == [p["d1.nc"]] and d.sources_removed == [p["d1b.nc"]]
-    assert d.sources_changed == [p["d0.nc"]] and not d.remap_changed
-    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    assert d.sources_changed == [p["d'0.nc"], p["d2.nc"]] and not d.remap_changed
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d'0.nc", "d1b.nc", "d2.nc")})
     d = diff(c, v4, v1)
     assert d.sources_added == [p["d1.nc"]] and d.sources_removed == [p["d1b.nc"]]
-    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d0.nc", "d1b.nc")})
+    assert _counts(d) == _expect(h, {"added": (), "removed": (), "changed": ("*:d'0.nc", "d1b.nc")})
     d = diff(c, v5, v3)
     assert d.remap_changed and d.sources_added == [p["d2.nc"]] and d.sources_removed == []
     assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ()})
@@ -310,7 +319,7 @@ def test_the_change_feed_rows_are_lances_rows_of_each_version(history: dict[str,
     c, (v1, v2, v3, v4, _) = history["col"], history["v"]
     key = ["array", "era", "g0", "g1", "g2", "g3"]
     cols = [*key, *_VALUE_COLS]
-    for a, b, changed in ((v1, v2, []), (v2, v3, [history["paths"]["d0.nc"]]), (v3, v4, [])):
+    for a, b, changed in ((v1, v2, []), (v2, v3, [history["paths"]["d'0.nc"], history["paths"]["d2.nc"]]), (v3, v4, [])):
         la = lance.dataset(c.uri, version=a).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
         lb = lance.dataset(c.uri, version=b).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
         ta, tb = _touched(c.snapshot(a), c.snapshot(b), changed, key)
