@@ -332,6 +332,7 @@ def test_space_padded_strings_decode_as_h5py_converts_them(tmp_path: Path, gzip:
             if not gzip:  # the stored bytes are space padded
                 assert raw == b"".join(v.ljust(5, b" ") for v in values[offset[0] : offset[0] + 3]).ljust(15, b"\0")
             got = decode(raw, mask)
+            assert got.shape == (3,)
             _assert_chunk(got, exp, offset)
             seen.append(offset[0])
         assert seen == [0, 3, 6]
