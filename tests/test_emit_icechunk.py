@@ -611,7 +611,8 @@ def test_local_emit_silences_only_its_own_concurrency_warning(tmp_path: Path, ne
         f"ic.Repository.create(ic.local_filesystem_storage({str(tmp_path / 'mine')!r}))\n"
         # what is tested is the log above; the end of the process is not: once, in a CI run under
         # load, this script died with SIGSEGV after the create's warning, probably in the
-        # interpreter's teardown of Icechunk's and Lance's runtimes (not reproduced in 30 runs); leave without it
+        # interpreter's teardown of Icechunk's and Lance's runtimes (not reproduced in 30 runs);
+        # leave without it
         "sys.stderr.flush(); import os; os._exit(0)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "ICECHUNK_LOG"}

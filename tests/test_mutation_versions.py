@@ -294,7 +294,9 @@ def test_a_backward_diff_is_the_forward_one_flipped(history: dict[str, Any], fas
     assert _counts(d) == _expect(h, {"added": ("d2.nc",), "removed": (), "changed": ()})
 
 
-def test_exhaustive_and_fallback_diffs_equal_the_fast_one(history: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exhaustive_and_fallback_diffs_equal_the_fast_one(
+    history: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from refstore.table import versions
 
     c, vs = history["col"], history["v"]
@@ -319,7 +321,11 @@ def test_the_change_feed_rows_are_lances_rows_of_each_version(history: dict[str,
     c, (v1, v2, v3, v4, _) = history["col"], history["v"]
     key = ["array", "era", "g0", "g1", "g2", "g3"]
     cols = [*key, *_VALUE_COLS]
-    for a, b, changed in ((v1, v2, []), (v2, v3, [history["paths"]["d'0.nc"], history["paths"]["d2.nc"]]), (v3, v4, [])):
+    for a, b, changed in (
+        (v1, v2, []),
+        (v2, v3, [history["paths"]["d'0.nc"], history["paths"]["d2.nc"]]),
+        (v3, v4, []),
+    ):
         la = lance.dataset(c.uri, version=a).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
         lb = lance.dataset(c.uri, version=b).to_table(columns=cols, filter="kind = 'chunk' AND g0 >= -1").to_pylist()
         ta, tb = _touched(c.snapshot(a), c.snapshot(b), changed, key)
@@ -334,7 +340,9 @@ def test_the_change_feed_rows_are_lances_rows_of_each_version(history: dict[str,
         assert len(ra) == len({tuple(r[k] for k in key) for r in ra})
 
 
-def test_a_tag_lance_already_holds_is_refused_as_immutable(history: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tag_lance_already_holds_is_refused_as_immutable(
+    history: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The race: another writer made the tag between the check and the create (Lance refuses it)."""
     from refstore.table import versions
 
