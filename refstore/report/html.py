@@ -12,11 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StorageError
+from ._write import replace_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -220,19 +220,5 @@ def write_report(col: Collection, out: str, *, as_of: int | str | None = None,
         why = "is a folder" if os.path.isdir(out) else "its folder does not exist"
         raise StorageError(f"{out}: cannot write: {why}")
     page, summary = build_page(col, as_of=as_of, progress=progress)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".refstore-", suffix=".html", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(page)
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
-            os.replace(tmp, out)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise StorageError(f"{out}: cannot write: {e.strerror or e}") from None
+    replace_file(out, page.encode("utf-8"), ".html")
     return {"out": out, **summary}

@@ -11,14 +11,13 @@ a fixed pixel size and a fixed plot box (``Picture.plot_box``), so pixels can be
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BadInputError, StorageError
+from ..errors import BadInputError
+from ._write import replace_file
 from .coverage import STATES
 
 if TYPE_CHECKING:
@@ -128,23 +127,4 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
 
 def write_png(pic: Picture, out: str) -> None:
     """Write ``pic`` to ``out`` (a temporary beside it renamed over it: never half a file)."""
-    folder = os.path.dirname(os.path.abspath(out))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".refstore-", suffix=".png", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(pic.png)
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, out)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise StorageError(f"{out}: cannot write: {e.strerror or e}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    replace_file(out, pic.png, ".png")
