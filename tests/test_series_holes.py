@@ -209,9 +209,12 @@ def test_gaps_without_fill_value_read_missing(tmp_path: Path, fmt: str) -> None:
         same_decoded(got[name], xr_oracle(files, name))
         assert_same(refstore.open(uri)[name][...], raw_oracle(files, name), name)
     same_decoded(got["c"][1:4], xr_oracle(files, "c")[1:4])
-    store = xr.open_zarr(refstore.zarr_store(uri))
+    zs = refstore.zarr_store(uri)
+    assert {"f", "i"} <= set(zs.blocks)  # unpacked (holes) and in blocks of small chunks
+    store = xr.open_zarr(zs)
     for name in ("f", "i"):
         same_decoded(store[name], xr_oracle(files, name))
+        same_decoded(store[name][1:5], xr_oracle(files, name)[1:5])
     col = refstore.Collection.open(uri)
     case = Case(f"gaps-{fmt}", uri)
     for form, reader in sorted(READERS.items()):

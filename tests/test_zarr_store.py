@@ -65,7 +65,7 @@ class TestRefstoreZarrStore(StoreTests[RefstoreZarrStore, cpu.Buffer]):
 
     @pytest.fixture
     def store_kwargs(self, collection: str) -> dict[str, Any]:
-        return {"uri": collection, "as_of": None, "read_only": True}
+        return {"uri": collection, "as_of": None, "read_only": True, "source_grid": True}  # stored bytes
 
     async def get(self, store: RefstoreZarrStore, key: str) -> Buffer:
         """The bytes behind ``key`` without the store: the metadata document, inline bytes, or
@@ -320,7 +320,7 @@ def test_batch_coalesces_adjacent_chunks(tmp_path: Path) -> None:
     uri = str(tmp_path / "col")
     refstore.init(uri)
     refstore.scan(uri, [str(path)])
-    store = refstore.zarr_store(uri)
+    store = refstore.zarr_store(uri, source_grid=True)  # stored bytes on the source grid
     calls: list[int] = []
     fetcher = store.state.fetcher
     real = fetcher.get_ranges
@@ -364,6 +364,7 @@ def test_held_bytes_without_sources_and_stale_refused(tmp_path: Path) -> None:
     hold(refstore.Collection.open(uri), HoldSelection(arrays=names))
     shutil.move(str(tmp_path / "data"), str(tmp_path / "away"))
     store = refstore.zarr_store(uri)
+    assert "sst" in store.blocks  # small chunks: served in blocks, decoded from the held bytes
     assert_same(zarr.open_array(store, path="sst", mode="r")[...], raw, "held sst via zarr")
     assert_same(xr.open_dataset(uri, engine="refstore")["sst"].values, decoded, "held sst via xarray")
 
@@ -377,9 +378,12 @@ def test_held_bytes_without_sources_and_stale_refused(tmp_path: Path) -> None:
         zarr.open_array(refstore.zarr_store(uri), path="sst", mode="r")[...]
     from refstore.read import ReadOptions
 
-    warned = refstore.zarr_store(uri, options=ReadOptions(on_stale="warn"))
-    with pytest.warns(refstore.StaleSourceWarning, match="changed since scan"):
-        assert_same(zarr.open_array(warned, path="sst", mode="r")[...], raw, "sst read despite staleness")
+    for source_grid in (False, True):  # in blocks (decoded) and as stored bytes
+        with pytest.raises(refstore.StaleSourceError, match="changed since scan"):
+            zarr.open_array(refstore.zarr_store(uri, source_grid=source_grid), path="sst", mode="r")[...]
+        warned = refstore.zarr_store(uri, options=ReadOptions(on_stale="warn"), source_grid=source_grid)
+        with pytest.warns(refstore.StaleSourceWarning, match="changed since scan"):
+            assert_same(zarr.open_array(warned, path="sst", mode="r")[...], raw, "sst read despite staleness")
 
 
 def _cf_decoded_concat(files: tuple[str, ...], name: str) -> np.ndarray[Any, Any]:
@@ -415,6 +419,7 @@ def test_eras_of_other_packing_served_unpacked(packing_era_series: tuple[str, li
     uri, days = packing_era_series
     assert len(refstore.open(uri)["sst"].eras) == 2
     store = refstore.zarr_store(uri)
+    assert "sst" in store.blocks
     want = _netcdf4_concat(days, "sst", "time")
     got = xr.open_zarr(store)["sst"]
     assert_same(got[2].values, want[2].values, "the day of the other scale_factor")
@@ -468,13 +473,15 @@ def test_eras_of_other_chunks_dtype_codecs(tmp_path: Path) -> None:
     refstore.init(uri)
     refstore.scan(uri, [str(d)], concat_dim="time")
     assert len(refstore.open(uri)["x"].eras) == 2
-    store = refstore.zarr_store(uri)
-    assert "eras" in store.served_decoded["x"]
-    arr = zarr.open_array(store, path="x", mode="r")
-    assert arr.dtype == np.dtype("<i4") and arr.chunks == (1, 12)
-    assert_same(arr[...], expected, "eras via zarr")
-    assert_same(arr[3:6, 4:11], expected[3:6, 4:11], "across the boundary")
-    assert arr.attrs["scale_factor"] == np.float32(0.1)
+    # 24-byte source chunks: by default one coarse zarr chunk holds all 8 rows (8 < 256 chunks)
+    for source_grid, chunks in ((True, (1, 12)), (False, (8, 12))):
+        store = refstore.zarr_store(uri, source_grid=source_grid)
+        assert "eras" in store.served_decoded["x"]
+        arr = zarr.open_array(store, path="x", mode="r")
+        assert arr.dtype == np.dtype("<i4") and arr.chunks == chunks
+        assert_same(arr[...], expected, "eras via zarr")
+        assert_same(arr[3:6, 4:11], expected[3:6, 4:11], "across the boundary")
+        assert arr.attrs["scale_factor"] == np.float32(0.1)
 
 
 def test_codecs_registered_without_user_action(tmp_path: Path) -> None:
