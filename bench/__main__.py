@@ -226,7 +226,61 @@ def bench_size_and_read(work: Path, n_refs: int) -> dict[str, Any]:
     res["refstore_read_chunks_per_s"] = 1000 / t_ref
     res["h5py_read_chunks_per_s"] = 1000 / min(th)
     res["refstore_vs_h5py_read"] = res["refstore_read_chunks_per_s"] / res["h5py_read_chunks_per_s"]
+    res.update(bench_read_peers(work, str(col), window, exp))
     return res
+
+
+def best_of(readers: dict[str, Any], window: Any, expected: np.ndarray[Any, Any], n: int = 15) -> dict[str, float]:
+    """Best seconds of ``n`` reads per reader after one untimed read each (which opens what the
+    handle caches), the readers taking turns (the machine is shared: each sees the same load)."""
+    best = dict.fromkeys(readers, float("inf"))
+    for read in readers.values():
+        assert np.array_equal(np.asarray(read(window)), expected)
+    for _ in range(n):
+        for name, read in readers.items():
+            t0 = time.perf_counter()
+            got = np.asarray(read(window))
+            best[name] = min(best[name], time.perf_counter() - t0)
+            assert np.array_equal(got, expected)
+    return best
+
+
+def bench_read_peers(work: Path, col: str, window: Any, expected: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """The same window through the direct reader, ``refstore.zarr_store`` (zarr-python, default
+    concurrency), ``engine="refstore"`` and Icechunk emitted from the same collection read via
+    zarr, in turns (ratios within one run)."""
+    import xarray as xr
+    import zarr
+
+    import refstore
+
+    out: dict[str, Any] = {}
+    z = zarr.open_array(refstore.zarr_store(col), path="x", mode="r")
+    out["zarr_store_chunks"] = list(z.chunks)
+    xv = xr.open_dataset(col, engine="refstore")["x"].variable
+    d = refstore.open(col)["x"]
+    readers: dict[str, Any] = {"direct": lambda w: d[w], "zarr_store": lambda w: z[w], "xarray": lambda w: xv[w].values}
+    try:
+        from bench.read import open_icechunk_repo
+        from refstore.emit import emit
+
+        t0 = time.perf_counter()
+        emit(refstore.Collection.open(col), "icechunk", str(work / "icechunk"))
+        out["icechunk_emit_s"] = time.perf_counter() - t0
+        repo = open_icechunk_repo(str(work / "icechunk"))
+        ice = zarr.open_array(repo.readonly_session("main").store, path="x", mode="r")
+        readers["icechunk"] = lambda w: ice[w]
+    except ImportError as e:
+        out["icechunk_skipped"] = f"not installed ({e.name})"
+    best = best_of(readers, window, expected)
+    for name, t in best.items():
+        out[f"{name}_read_chunks_per_s"] = 1000 / t
+    out["zarr_store_vs_direct"] = best["direct"] / best["zarr_store"]
+    out["xarray_vs_direct"] = best["direct"] / best["xarray"]
+    if "icechunk" in best:
+        out["direct_vs_icechunk"] = best["icechunk"] / best["direct"]
+        out["zarr_store_vs_icechunk"] = best["icechunk"] / best["zarr_store"]
+    return out
 
 
 def bench_hold(work: Path, n_chunks: int = 16384) -> dict[str, Any]:
@@ -354,6 +408,16 @@ def main() -> None:
         f"h5py {fmt(st['h5py_read_chunks_per_s'])} chunks/s, ratio {st['refstore_vs_h5py_read']:.2f} (target >= 0.5; "
         "best of 3 reads by one open Dataset: the first queries Lance, the second builds the chunk index)"
     )
+    print(f"  same window via refstore.zarr_store (zarr chunks {tuple(st['zarr_store_chunks'])}) "
+          f"{fmt(st['zarr_store_read_chunks_per_s'])} chunks/s = {st['zarr_store_vs_direct']:.2f}x the direct reader, "
+          f"via engine='refstore' {fmt(st['xarray_read_chunks_per_s'])} = {st['xarray_vs_direct']:.2f}x "
+          "(target >= 0.5)")  # fmt: skip
+    if "icechunk_read_chunks_per_s" in st:
+        print(f"  Icechunk via zarr {fmt(st['icechunk_read_chunks_per_s'])} chunks/s: direct "
+              f"{st['direct_vs_icechunk']:.1f}x, via zarr_store {st['zarr_store_vs_icechunk']:.1f}x "
+              f"(target >= 20; emit {st['icechunk_emit_s']:.1f} s)")  # fmt: skip
+    else:
+        print(f"  Icechunk via zarr: {st['icechunk_skipped']}")
     print(f"diff of two versions of {st['refs']:,} refs: {st['diff_s']:.2f} s "
           f"({st['diff_changed_refs']:,} changed refs; target < 1 s)")  # fmt: skip
     print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
