@@ -185,3 +185,60 @@ def test_generated_file_metadata_equals_h5py(awkward: Path) -> None:
     assert "ref" not in metas["v"].attrs and "empty" not in result.groups[""]
     assert "caf\ufffd" in metas["v"].attrs
     assert result.groups[""]["arrtype"]["shape"] == [2, 3]
+
+
+def _series_file(path: Path, i: int, libver: str, *, n_attrs: int = 3, stamp: str = "2024-01-01",
+                 vlen: str = "abc") -> Path:  # fmt: skip
+    """One file of a series: attributes that repeat, one fixed string that changes with the
+    same length (``stamp``), a variable-length one (``vlen``: its bytes live in a heap)."""
+    with h5py.File(path, "w", libver=libver) as f:
+        f.attrs["title"] = np.bytes_(b"series")
+        f.attrs["date_created"] = np.bytes_(stamp.encode())
+        t = f.create_dataset("t", data=np.array([float(i)]), maxshape=(None,), chunks=(1,))
+        t.make_scale("t")
+        t.attrs["units"] = np.bytes_(b"days since 2000-01-01")
+        v = f.create_dataset("v", data=np.full((1, 4), i, "<f4"), chunks=(1, 2))
+        v.dims[0].attach_scale(t)
+        for k in range(n_attrs):
+            v.attrs[f"a{k}"] = np.float32(k + 0.5)
+        v.attrs["valid"] = np.array([i, i + 1], "<i2")
+        v.attrs["comment"] = vlen
+        g = f.create_group("g", track_order=True)
+        g.attrs["z"] = np.int8(1)
+        g.attrs["a"] = np.int8(2)
+    return path
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])  # object headers version 1 and 2
+def test_attributes_read_once_per_series_equal_h5py(tmp_path: Path, libver: str) -> None:
+    """Files whose attribute messages repeat are read through the cache of ``_hdf5_header``;
+    every file's recorded attributes still equal h5py's reading of that file: a changed value
+    of the same length, a variable-length string (bytes elsewhere, never a key), dense storage
+    (20 attributes: a fractal heap under libver latest), tracked creation order."""
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_header import HeaderReader
+
+    files = [
+        _series_file(tmp_path / "a.h5", 0, libver),
+        _series_file(tmp_path / "b.h5", 0, libver),  # the same attributes
+        _series_file(tmp_path / "c.h5", 1, libver, stamp="2024-01-02", vlen="abd"),
+        _series_file(tmp_path / "d.h5", 2, libver, n_attrs=20),
+        _series_file(tmp_path / "e.h5", 0, libver, vlen="abd"),  # only the variable-length value differs
+    ]
+    scanner._ATTR_CACHE._got.clear()
+    for p in files:
+        _check_file(p)
+    keys = {}
+    for p in files:
+        with h5py.File(p, "r") as f, HeaderReader(str(p)) as h:
+            for name in ("/", "v", "t", "g"):
+                oid = h5py.h5o.open(f.id, name.encode())
+                info = h5py.h5o.get_info(oid)
+                keys[p.name, name] = h.attribute_key(info.addr, info.num_attrs, scanner._HIDDEN_ATTRS)
+    assert keys["a.h5", "t"] is not None and keys["a.h5", "t"] == keys["b.h5", "t"]  # a proof, reused
+    assert keys["a.h5", "/"] is not None and keys["a.h5", "/"] != keys["c.h5", "/"]  # same size, other value
+    assert keys["a.h5", "v"] is None  # a variable-length string is never proved by its bytes
+    assert keys["a.h5", "g"] is not None
+    if libver == "latest":
+        assert keys["d.h5", "v"] is None  # dense storage: not in the header
+    assert len(scanner._ATTR_CACHE._got) >= 3

@@ -20,6 +20,7 @@ from .._values import encode_attr, encode_fill
 from ..errors import ScanError
 from ._cftime import cf_seconds
 from ._hdf5_codecs import filters_to_codecs
+from ._hdf5_header import AttrCache, HeaderReader
 from ._sources import open_source
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 
@@ -58,26 +59,28 @@ class HDF5Scanner:
 
         _load_filter_plugins()
         location = info.location
+        remote = _objstore.is_remote(location)
         try:
-            f = h5py.File(fh if _objstore.is_remote(location) else location, "r")
+            f = h5py.File(fh if remote else location, "r")
         except OSError as e:
             raise ScanError(location, _open_reason(e)) from None
         try:
-            with f:
-                return self._scan(f, info)
+            with f, contextlib.ExitStack() as stack:
+                header = None if remote else stack.enter_context(HeaderReader(location))
+                return self._scan(f, info, header)
         except ScanError:
             raise
         except (OSError, RuntimeError, KeyError, ValueError) as e:
             raise ScanError(location, f"cannot be read as HDF5: {_first_line(e)}") from None
 
     # ------------------------------------------------------------------ internals
-    def _scan(self, f: Any, info: Any) -> ScanResult:
+    def _scan(self, f: Any, info: Any, header: HeaderReader | None = None) -> ScanResult:
         import h5py
 
         # Low-level walk: h5py's high-level objects cost a lock, a File object and a property
         # cache per dataset and per attribute, about as much as the rest of a small file's scan.
         datasets: list[_Dataset] = []
-        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5py.h5o.open(f.id, b"/"))}
+        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5py.h5o.open(f.id, b"/"), header=header)}
 
         def visit(name: bytes) -> None:
             oid = h5py.h5o.open(f.id, name)
@@ -85,7 +88,7 @@ class HDF5Scanner:
             if kind == h5py.h5i.DATASET:
                 datasets.append(_Dataset(oid))
             elif kind == h5py.h5i.GROUP:
-                groups[_text(_decode(name))] = _attrs(oid)
+                groups[_text(_decode(name))] = _attrs(oid, header=header)
 
         h5py.h5o.visit(f.id, visit)
 
@@ -96,7 +99,7 @@ class HDF5Scanner:
             is_scale = bool(h5py.h5ds.is_scale(ds.id))
             if is_scale and _is_dimension_only(ds):
                 continue
-            attrs = _attrs(ds.id, ds.dcpl)
+            attrs = _attrs(ds.id, ds.dcpl, header)
             meta, chunks = _scan_dataset(ds, attrs, is_scale)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
@@ -184,14 +187,30 @@ class _Dataset:
         return np.asarray(h5py.Dataset(self.id, readonly=True)[()])
 
 
-def _attrs(oid: Any, cpl: Any = None) -> dict[str, dict[str, Any]]:
+_ATTR_CACHE = AttrCache()
+
+
+def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None) -> dict[str, dict[str, Any]]:
     """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
-    when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread."""
+    when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread. With the
+    file's ``header`` reader, attributes whose messages are byte for byte ones already read
+    (another file of the series) are taken from ``_ATTR_CACHE`` (``_hdf5_header``)."""
+    import h5py
+
+    cpl = oid.get_create_plist() if cpl is None else cpl
+    tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    if header is not None:
+        info = h5py.h5o.get_info(oid)
+        key = header.attribute_key(info.addr, info.num_attrs, _HIDDEN_ATTRS)
+        if key is not None:
+            return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs(oid, tracked))
+    return _read_attrs(oid, tracked)
+
+
+def _read_attrs(oid: Any, tracked: int) -> dict[str, dict[str, Any]]:
     import h5py
 
     raw_names: list[bytes] = []
-    cpl = oid.get_create_plist() if cpl is None else cpl
-    tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
     order = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
     h5py.h5a.iterate(oid, lambda n, *_: raw_names.append(n), index_type=order)
     out: dict[str, dict[str, Any]] = {}

@@ -1,0 +1,207 @@
+"""A cheap proof that an HDF5 object's attributes equal ones already read (scan speed).
+
+Reading attributes through HDF5 costs ~40 us each (open, dataspace, type, read); the files of a
+series mostly repeat them. The attribute messages of an object header hold everything
+h5py's reading of an attribute depends on: name, datatype, dataspace and, for fixed-size types,
+the value itself. So the raw bytes of an object's visible attribute messages (object header
+format version 1 or 2, read with ``os.pread``) are a key to the attributes decoded from them
+once (``AttrCache``). No key, and the attributes are read through HDF5 as before, whenever the
+bytes would not prove the values: dense attribute storage (a fractal heap), shared messages,
+visible attributes of variable-length, reference or any type other than integers, floats and
+fixed-length strings (their bytes point elsewhere), a user block, or any layout this reader
+does not parse. Pure parsing over bytes, apart from the reads.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["AttrCache", "HeaderReader"]
+
+_PAGE = 1 << 16
+_ATTR = 0x000C
+_CONTINUATION = 0x0010
+_SHARED = 0x02
+_PLAIN_CLASSES = frozenset({0, 1, 3})  # fixed-point, floating-point, fixed-length string
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_MAX_BLOCK = 1 << 20  # bytes: a larger header block (or a damaged length) proves nothing
+_MAX_BLOCKS = 64  # header blocks followed per object (a damaged file may loop)
+
+
+class HeaderReader:
+    """Raw object-header bytes of one local HDF5 file (pages of 64 KiB read once each)."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._pages: dict[int, bytes] = {}
+        self.offsets = self.lengths = 0
+        head = self.read(0, 16)
+        if head[:8] == _SIGNATURE:  # superblock at 0: no user block, addresses are file offsets
+            version = head[8]
+            if version in (0, 1):
+                self.offsets, self.lengths = head[13], head[14]
+            elif version in (2, 3):
+                self.offsets, self.lengths = head[9], head[10]
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> HeaderReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, at: int, n: int) -> bytes:
+        first, last = at // _PAGE, (at + n - 1) // _PAGE
+        if first != last or n > _PAGE:
+            return os.pread(self._fd, n, at)
+        page = self._pages.get(first)
+        if page is None:
+            page = self._pages[first] = os.pread(self._fd, _PAGE, first * _PAGE)
+        lo = at - first * _PAGE
+        return page[lo : lo + n]
+
+    def attribute_key(self, addr: int, num_attrs: int, hidden: frozenset[str]) -> bytes | None:
+        """The visible attribute messages of the object header at ``addr``, as bytes (each
+        message with its header, in header order), or None when they prove nothing (module
+        doc). ``num_attrs``: HDF5's count of the object's attributes (dense storage has none in
+        the header: the counts differ)."""
+        if self.offsets != 8 or self.lengths != 8:
+            return None
+        try:
+            messages = self._messages(addr)
+        except (struct.error, IndexError, ValueError, OSError):
+            return None
+        if messages is None:
+            return None
+        parts: list[bytes] = []
+        found = 0
+        for kind, flags, raw, body in messages:
+            if kind != _ATTR:
+                continue
+            found += 1
+            if flags & _SHARED:
+                return None
+            name, dtype_class = _attribute_head(body)
+            if name in hidden:
+                continue
+            if dtype_class not in _PLAIN_CLASSES:
+                return None
+            parts.append(raw)
+        if found != num_attrs:
+            return None
+        return b"".join(parts)
+
+    # ------------------------------------------------------------------ object headers
+    def _messages(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+        """(type, flags, raw message with its header, body) of every message of the header."""
+        head = self.read(addr, 4)
+        if head == b"OHDR":
+            return self._v2(addr)
+        if head[:1] == b"\x01":
+            return self._v1(addr)
+        return None
+
+    def _v1(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+        prefix = self.read(addr, 16)
+        nmesgs, size = struct.unpack_from("<H", prefix, 2)[0], struct.unpack_from("<I", prefix, 8)[0]
+        blocks = [(addr + 16, size)]
+        out: list[tuple[int, int, bytes, bytes]] = []
+        seen = 0
+        while blocks:
+            start, length = blocks.pop(0)
+            seen += 1
+            if seen > _MAX_BLOCKS or not 0 < length <= _MAX_BLOCK:
+                return None
+            data = self.read(start, length)
+            pos = 0
+            while pos + 8 <= len(data):
+                kind, msize, flags = struct.unpack_from("<HHB", data, pos)
+                body = data[pos + 8 : pos + 8 + msize]
+                if len(body) != msize:
+                    return None
+                if kind == _CONTINUATION:
+                    off, ln = struct.unpack_from("<QQ", body)
+                    blocks.append((off, ln))
+                out.append((kind, flags, data[pos : pos + 8 + msize], body))
+                pos += 8 + msize
+        return out if len(out) == nmesgs else None
+
+    def _v2(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+        prefix = self.read(addr, 64)
+        if prefix[4] != 2:
+            return None
+        flags = prefix[5]
+        pos = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        size = int.from_bytes(prefix[pos : pos + width], "little")
+        pos += width
+        crt = 2 if flags & 0x04 else 0
+        out: list[tuple[int, int, bytes, bytes]] = []
+        blocks = [(addr + pos, size)]
+        first = True
+        seen = 0
+        while blocks:
+            start, length = blocks.pop(0)
+            seen += 1
+            if seen > _MAX_BLOCKS or not 8 < length <= _MAX_BLOCK:
+                return None
+            if not first:  # a continuation block: "OCHK", messages, checksum
+                if self.read(start, 4) != b"OCHK":
+                    return None
+                start, length = start + 4, length - 8
+            first = False
+            data = self.read(start, length)
+            at = 0
+            head = 4 + crt
+            while at + head <= len(data):
+                kind, msize, mflags = data[at], struct.unpack_from("<H", data, at + 1)[0], data[at + 3]
+                body = data[at + head : at + head + msize]
+                if len(body) != msize:
+                    break  # the gap at the end of a chunk
+                if kind == _CONTINUATION:
+                    off, ln = struct.unpack_from("<QQ", body)
+                    blocks.append((off, ln))
+                out.append((kind, mflags, data[at : at + head + msize], body))
+                at += head + msize
+        return out
+
+
+def _attribute_head(body: bytes) -> tuple[str, int]:
+    """(name, datatype class) of an attribute message (versions 1-3)."""
+    version = body[0]
+    name_size, dtype_size = struct.unpack_from("<HH", body, 2)
+    at = 9 if version == 3 else 8
+    name = body[at : at + name_size].rstrip(b"\x00").decode("utf-8", "replace")
+    if version == 1:
+        at += (name_size + 7) & ~7
+    elif version in (2, 3):
+        at += name_size
+    else:
+        raise ValueError(f"attribute message version {version}")
+    if dtype_size < 1:
+        raise ValueError("empty datatype")
+    return name, body[at] & 0x0F
+
+
+class AttrCache:
+    """Decoded attributes by the key of their messages (``HeaderReader.attribute_key``), a few
+    thousand entries at most (cleared when full), so a series reads each array's attributes once."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._got: dict[bytes, dict[str, dict[str, Any]]] = {}
+
+    def get(self, key: bytes, read: Callable[[], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        got = self._got.get(key)
+        if got is None:
+            if len(self._got) >= self._limit:
+                self._got.clear()
+            got = self._got[key] = read()
+        return {k: dict(v) for k, v in got.items()}
