@@ -39,6 +39,8 @@ class HeaderReader:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_RDONLY)
         self._pages: dict[int, bytes] = {}
+        self._parsed: dict[int, dict[str, tuple[int, bytes, bytes]] | None] = {}
+        self._heaps: dict[int, dict[int, bytes]] = {}
         self.offsets = self.lengths = 0
         head = self.read(0, 16)
         if head[:8] == _SIGNATURE:  # superblock at 0: no user block, addresses are file offsets
@@ -67,36 +69,114 @@ class HeaderReader:
         lo = at - first * _PAGE
         return page[lo : lo + n]
 
+    def _attributes(self, addr: int, num_attrs: int) -> dict[str, tuple[int, bytes, bytes]] | None:
+        """Name -> (message flags, raw message with its header, body) of every attribute of
+        the object header at ``addr`` (parsed once per object), or None unless all
+        ``num_attrs`` attributes (HDF5's count: dense storage keeps them out of the header) were
+        found in a header this reader parses."""
+        if addr in self._parsed:
+            return self._parsed[addr]
+        got: dict[str, tuple[int, bytes, bytes]] | None = None
+        if self.offsets == 8 and self.lengths == 8:
+            try:
+                messages = self._messages(addr)
+                if messages is not None:
+                    got = {_attribute_head(body)[0]: (flags, raw, body)
+                           for kind, flags, raw, body in messages if kind == _ATTR}  # fmt: skip
+                    got = got if len(got) == num_attrs else None
+            except (struct.error, IndexError, ValueError, OSError):
+                got = None
+        self._parsed[addr] = got
+        return got
+
     def attribute_key(self, addr: int, num_attrs: int, hidden: frozenset[str]) -> bytes | None:
         """The visible attribute messages of the object header at ``addr``, as bytes (each
         message with its header, in header order), or None when they prove nothing (module
-        doc). ``num_attrs``: HDF5's count of the object's attributes (dense storage has none in
-        the header: the counts differ)."""
-        if self.offsets != 8 or self.lengths != 8:
-            return None
-        try:
-            messages = self._messages(addr)
-        except (struct.error, IndexError, ValueError, OSError):
-            return None
-        if messages is None:
+        doc). ``num_attrs``: HDF5's count of the object's attributes."""
+        attrs = self._attributes(addr, num_attrs)
+        if attrs is None:
             return None
         parts: list[bytes] = []
-        found = 0
-        for kind, flags, raw, body in messages:
-            if kind != _ATTR:
-                continue
-            found += 1
+        for name, (flags, raw, body) in attrs.items():
             if flags & _SHARED:
                 return None
-            name, dtype_class = _attribute_head(body)
             if name in hidden:
                 continue
-            if dtype_class not in _PLAIN_CLASSES:
+            if _attribute_head(body)[1] not in _PLAIN_CLASSES:
                 return None
             parts.append(raw)
-        if found != num_attrs:
-            return None
         return b"".join(parts)
+
+    def fixed_string(self, addr: int, num_attrs: int, name: str) -> tuple[bool, bytes | None]:
+        """(known, value) of a scalar fixed-length string attribute, trailing NULs dropped as
+        h5py reads it: (True, None) when the
+        object has no such attribute; (False, None) when only HDF5 can tell (the caller reads
+        it)."""
+        attrs = self._attributes(addr, num_attrs)
+        if attrs is None:
+            return False, None
+        if name not in attrs:
+            return True, None
+        flags, _raw, body = attrs[name]
+        try:
+            dtype, space, data = _attribute_parts(body)
+            if flags & _SHARED or dtype[0] & 0x0F != 3 or _space_elements(space) != 1:
+                return False, None
+            size = struct.unpack_from("<I", dtype, 4)[0]
+        except (struct.error, IndexError, ValueError):
+            return False, None
+        return (True, data[:size].rstrip(b"\x00")) if len(data) >= size else (False, None)  # as numpy's bytes_
+
+    def first_scales(self, addr: int, num_attrs: int, ndim: int) -> list[int | None] | None:
+        """Per dimension, the object address of the first dimension scale attached (None: no
+        scale), read from the ``DIMENSION_LIST`` attribute (a variable-length list of object
+        references per dimension, kept in the global heap) as ``H5DSiterate_scales`` reads it;
+        None when only HDF5 can tell."""
+        attrs = self._attributes(addr, num_attrs)
+        if attrs is None:
+            return None
+        if "DIMENSION_LIST" not in attrs:
+            return [None] * ndim
+        flags, _raw, body = attrs["DIMENSION_LIST"]
+        try:
+            dtype, space, data = _attribute_parts(body)
+            if flags & _SHARED or dtype[0] & 0x0F != 9 or _space_elements(space) != ndim or len(data) < 16 * ndim:
+                return None
+            out: list[int | None] = []
+            for i in range(ndim):
+                count, heap, index = struct.unpack_from("<IQI", data, 16 * i)
+                if count == 0:
+                    out.append(None)
+                    continue
+                obj = self._heap_object(heap, index)
+                if obj is None or len(obj) < 8:
+                    return None
+                out.append(struct.unpack_from("<Q", obj)[0])
+        except (struct.error, IndexError, ValueError, OSError):
+            return None
+        return out
+
+    def _heap_object(self, addr: int, index: int) -> bytes | None:
+        """Object ``index`` of the global heap collection at ``addr``."""
+        heap = self._heaps.get(addr)
+        if heap is None:
+            head = self.read(addr, 16)
+            if head[:4] != b"GCOL" or head[4] != 1:
+                return None
+            size = struct.unpack_from("<Q", head, 8)[0]
+            if not 16 < size <= _MAX_BLOCK:
+                return None
+            blob = self.read(addr, size)
+            heap = {}
+            at = 16
+            while at + 16 <= len(blob):
+                idx, _rc, n = struct.unpack_from("<HH4xQ", blob, at)
+                if idx == 0:  # free space: the end of the objects
+                    break
+                heap[idx] = blob[at + 16 : at + 16 + n]
+                at += 16 + ((n + 7) & ~7)
+            self._heaps[addr] = heap
+        return heap.get(index)
 
     # ------------------------------------------------------------------ object headers
     def _messages(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
@@ -171,6 +251,39 @@ class HeaderReader:
                 out.append((kind, mflags, data[at : at + head + msize], body))
                 at += head + msize
         return out
+
+
+def _attribute_parts(body: bytes) -> tuple[bytes, bytes, bytes]:
+    """(datatype, dataspace, data) of an attribute message (versions 1-3)."""
+    version = body[0]
+    name_size, dtype_size, space_size = struct.unpack_from("<HHH", body, 2)
+    at = 9 if version == 3 else 8
+    align = 7 if version == 1 else 0  # version 1 pads each part to 8 bytes
+    at += (name_size + align) & ~align
+    dtype = body[at : at + dtype_size]
+    at += (dtype_size + align) & ~align
+    space = body[at : at + space_size]
+    at += (space_size + align) & ~align
+    if len(dtype) != dtype_size or len(space) != space_size:
+        raise ValueError("truncated attribute message")
+    return dtype, space, body[at:]
+
+
+def _space_elements(space: bytes) -> int:
+    """Elements of a simple dataspace message (versions 1-2; a scalar has one)."""
+    version, rank = space[0], space[1]
+    if version == 1:
+        dims = struct.unpack_from(f"<{rank}Q", space, 8)
+    elif version == 2:
+        if space[3] == 2:  # null dataspace
+            return 0
+        dims = struct.unpack_from(f"<{rank}Q", space, 4)
+    else:
+        raise ValueError(f"dataspace message version {version}")
+    n = 1
+    for d in dims:
+        n *= d
+    return n
 
 
 def _attribute_head(body: bytes) -> tuple[str, int]:

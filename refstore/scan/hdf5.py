@@ -92,15 +92,21 @@ class HDF5Scanner:
 
         h5py.h5o.visit(f.id, visit)
 
+        names_at: dict[int, str] | None = None  # object address -> dataset name, for dimension scales
+        if header is not None:
+            for ds in datasets:
+                ds.info = h5py.h5o.get_info(ds.id)
+            if all(ds.info.rc == 1 for ds in datasets):  # one name per object: HDF5 names a scale by it
+                names_at = {ds.info.addr: _text(ds.name).rsplit("/", 1)[-1] for ds in datasets}
         metas: list[ArrayMeta] = []
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
             is_scale = bool(h5py.h5ds.is_scale(ds.id))
-            if is_scale and _is_dimension_only(ds):
+            if is_scale and _is_dimension_only(ds, header):
                 continue
-            attrs = _attrs(ds.id, ds.dcpl, header)
-            meta, chunks = _scan_dataset(ds, attrs, is_scale)
+            attrs = _attrs(ds.id, ds.dcpl, header, ds.info)
+            meta, chunks = _scan_dataset(ds, attrs, is_scale, header, names_at)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
             if self.concat_dim is not None and chunks is not None and chunks.whole:
@@ -164,12 +170,13 @@ class _Dataset:
     """A dataset read through h5py's low-level ``DatasetID``, with the few properties of
     ``h5py.Dataset`` the scanner uses, computed the same way."""
 
-    __slots__ = ("dcpl", "dtype", "id", "name", "shape")
+    __slots__ = ("dcpl", "dtype", "id", "info", "name", "shape")
 
     def __init__(self, dsid: Any) -> None:
         import h5py
 
         self.id = dsid
+        self.info: Any = None  # h5o.get_info, when the file's object headers are read (HeaderReader)
         self.name: str | bytes = _decode(h5py.h5i.get_name(dsid))
         self.shape: tuple[int, ...] | None = dsid.shape
         self.dtype: np.dtype[Any] = dsid.dtype
@@ -190,7 +197,8 @@ class _Dataset:
 _ATTR_CACHE = AttrCache()
 
 
-def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None) -> dict[str, dict[str, Any]]:
+def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None,
+           info: Any = None) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
     when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread. With the
     file's ``header`` reader, attributes whose messages are byte for byte ones already read
@@ -200,7 +208,7 @@ def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None) -> dic
     cpl = oid.get_create_plist() if cpl is None else cpl
     tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
     if header is not None:
-        info = h5py.h5o.get_info(oid)
+        info = h5py.h5o.get_info(oid) if info is None else info
         key = header.attribute_key(info.addr, info.num_attrs, _HIDDEN_ATTRS)
         if key is not None:
             return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs(oid, tracked))
@@ -267,10 +275,14 @@ def _memory_type(dtype: np.dtype[Any]) -> Any:
     return htype
 
 
-def _is_dimension_only(ds: _Dataset) -> bool:
+def _is_dimension_only(ds: _Dataset, header: HeaderReader | None = None) -> bool:
     """A netCDF4 dimension without a variable (a scale whose NAME says so): not an array."""
     import h5py
 
+    if header is not None and ds.info is not None:
+        known, value = header.fixed_string(ds.info.addr, ds.info.num_attrs, "NAME")
+        if known:
+            return value is not None and value.startswith(_NC_DIM_ONLY)
     try:
         name = _read_attr(ds.id, b"NAME") if h5py.h5a.exists(ds.id, b"NAME") else None
     except (OSError, TypeError, ValueError):
@@ -280,12 +292,29 @@ def _is_dimension_only(ds: _Dataset) -> bool:
     return isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY)
 
 
-def _dim_names(ds: Any, is_scale: bool) -> tuple[str, ...]:
+def _dim_names(ds: Any, is_scale: bool, header: HeaderReader | None = None,
+               names_at: dict[int, str] | None = None) -> tuple[str, ...]:  # fmt: skip
+    """Dimension names as h5py's ``dims`` give them (the first scale attached, by its base name;
+    else ``phony_dim_<size>``). With the file's ``header`` reader and the address -> name map of
+    its datasets, the scales come from the ``DIMENSION_LIST`` bytes (``first_scales``) instead of
+    one ``H5DSiterate_scales`` per dimension."""
     import h5py
 
     names: list[str] = []
     seen: dict[str, int] = {}
     own = is_scale and len(ds.shape) == 1
+    if not own and header is not None and names_at is not None and ds.info is not None:
+        scales = header.first_scales(ds.info.addr, ds.info.num_attrs, len(ds.shape))
+        if scales is not None and all(a is None or a in names_at for a in scales):
+            for a, size in zip(scales, ds.shape, strict=True):
+                if a is not None:
+                    names.append(names_at[a])
+                    continue
+                base = f"phony_dim_{size}"
+                k = seen.get(base, 0)
+                seen[base] = k + 1
+                names.append(base if k == 0 else f"{base}_{k}")
+            return tuple(names)
     # no DIMENSION_LIST: no dimension has a scale (one check instead of one call per dimension);
     # with one, iterating a dimension without scales finds nothing, as get_num_scales = 0 says
     try:
@@ -390,13 +419,14 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
 
 
-def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool) -> tuple[ArrayMeta, _Chunks | None]:
+def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool, header: HeaderReader | None = None,
+                  names_at: dict[int, str] | None = None) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
     import h5py
 
     name = _text(ds.name).lstrip("/")
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
     dt = ds.dtype
-    dims = _dim_names(ds, is_scale) if ds.shape is not None else ()
+    dims = _dim_names(ds, is_scale, header, names_at) if ds.shape is not None else ()
     dcpl = ds.dcpl
     layout = dcpl.get_layout()
 
