@@ -42,13 +42,18 @@ class HeaderReader:
         self._parsed: dict[int, dict[str, tuple[int, bytes, bytes]] | None] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
         self.offsets = self.lengths = 0
-        head = self.read(0, 16)
-        if head[:8] == _SIGNATURE:  # superblock at 0: no user block, addresses are file offsets
+        head = self.read(0, 48)
+        if head[:8] == _SIGNATURE and len(head) == 48:  # superblock at 0: no user block
             version = head[8]
             if version in (0, 1):
-                self.offsets, self.lengths = head[13], head[14]
+                at = 28 if version == 1 else 24  # version 1 has 4 more bytes before the base address
+                sizes, base = (head[13], head[14]), head[at : at + 8]
             elif version in (2, 3):
-                self.offsets, self.lengths = head[9], head[10]
+                sizes, base = (head[9], head[10]), head[12:20]
+            else:
+                sizes, base = (0, 0), b""
+            if base == bytes(8):  # base address 0: object addresses are file offsets
+                self.offsets, self.lengths = sizes
 
     def close(self) -> None:
         os.close(self._fd)

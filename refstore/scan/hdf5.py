@@ -86,7 +86,7 @@ class HDF5Scanner:
             oid = h5py.h5o.open(f.id, name)
             kind = h5py.h5i.get_type(oid)
             if kind == h5py.h5i.DATASET:
-                datasets.append(_Dataset(oid))
+                datasets.append(_Dataset(oid, b"/" + name))  # the path it was opened by: H5Iget_name's
             elif kind == h5py.h5i.GROUP:
                 groups[_text(_decode(name))] = _attrs(oid, header=header)
 
@@ -172,12 +172,12 @@ class _Dataset:
 
     __slots__ = ("dcpl", "dtype", "id", "info", "name", "shape")
 
-    def __init__(self, dsid: Any) -> None:
+    def __init__(self, dsid: Any, path: bytes | None = None) -> None:
         import h5py
 
         self.id = dsid
         self.info: Any = None  # h5o.get_info, when the file's object headers are read (HeaderReader)
-        self.name: str | bytes = _decode(h5py.h5i.get_name(dsid))
+        self.name: str | bytes = _decode(h5py.h5i.get_name(dsid) if path is None else path)
         self.shape: tuple[int, ...] | None = dsid.shape
         self.dtype: np.dtype[Any] = dsid.dtype
         self.dcpl = dsid.get_create_plist()
