@@ -239,6 +239,9 @@ def test_attributes_read_once_per_series_equal_h5py(tmp_path: Path, libver: str)
             # dimension names and the scale's NAME come from the header bytes (the global heap for the list)
             assert h.first_scales(v.addr, v.num_attrs, 2) == [t.addr, None] or (libver, p.name) == ("latest", "d.h5")
             assert h.fixed_string(t.addr, t.num_attrs, "NAME") == (True, b"t")
+            assert h.fixed_string(t.addr, t.num_attrs, "CLASS") == (True, b"DIMENSION_SCALE")  # H5DSis_scale
+            assert h.fixed_string(v.addr, v.num_attrs, "CLASS") == ((False, None) if (libver, p.name) == (
+                "latest", "d.h5") else (True, None))  # fmt: skip
     assert keys["a.h5", "t"] is not None and keys["a.h5", "t"] == keys["b.h5", "t"]  # a proof, reused
     assert keys["a.h5", "/"] is not None and keys["a.h5", "/"] != keys["c.h5", "/"]  # same size, other value
     assert keys["a.h5", "v"] is None  # a variable-length string is never proved by its bytes

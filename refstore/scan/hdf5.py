@@ -102,7 +102,7 @@ class HDF5Scanner:
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
-            is_scale = bool(h5py.h5ds.is_scale(ds.id))
+            is_scale = _is_scale(ds, header)
             if is_scale and _is_dimension_only(ds, header):
                 continue
             attrs = _attrs(ds.id, ds.dcpl, header, ds.info)
@@ -273,6 +273,18 @@ def _memory_type(dtype: np.dtype[Any]) -> Any:
     if htype is None:
         htype = _MEMORY_TYPES[dtype.str] = h5py.h5t.py_create(dtype)
     return htype
+
+
+def _is_scale(ds: _Dataset, header: HeaderReader | None) -> bool:
+    """``H5DSis_scale``: a ``CLASS`` attribute reading ``DIMENSION_SCALE`` (from the header
+    bytes when they tell, else through HDF5)."""
+    import h5py
+
+    if header is not None and ds.info is not None:
+        known, value = header.fixed_string(ds.info.addr, ds.info.num_attrs, "CLASS")
+        if known:
+            return value == b"DIMENSION_SCALE"
+    return bool(h5py.h5ds.is_scale(ds.id))
 
 
 def _is_dimension_only(ds: _Dataset, header: HeaderReader | None = None) -> bool:
