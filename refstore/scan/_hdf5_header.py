@@ -42,7 +42,11 @@ class HeaderReader:
         self._parsed: dict[int, dict[str, tuple[int, bytes, bytes]] | None] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
         self.offsets = self.lengths = 0
-        head = self.read(0, 48)
+        try:
+            head = self.read(0, 48)
+        except OSError:
+            os.close(self._fd)
+            raise
         if head[:8] == _SIGNATURE and len(head) == 48:  # superblock at 0: no user block
             version = head[8]
             if version in (0, 1):
