@@ -231,15 +231,21 @@ def test_big_array_has_split_manifests(tmp_path: Path, new_collection: Any, monk
         assert_same(got[1990:2010], f["x"][1990:2010], "x across a split")
 
 
-def test_split_array_is_committed_range_by_range_but_main_gets_one_snapshot(tmp_path: Path, new_collection: Any,
-                                                                             monkeypatch: Any) -> None:  # fmt: skip
+def _parts(history: list[Any], version: int) -> list[int]:
+    """The part numbers of the emit's parts in ``history`` (newest first), after its snapshot."""
+    return [h.metadata["refstore"]["part"] for h in history if "part" in h.metadata.get("refstore", {})
+            and h.metadata["refstore"]["version"] == version]  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [3500, 3000])  # the last range pending at the end, or committed as a part
+def test_split_array_is_committed_in_parts_and_main_moves_once(tmp_path: Path, new_collection: Any,
+                                                               monkeypatch: Any, rows: int) -> None:  # fmt: skip
     from refstore.emit import _icechunk_plan
     from refstore.emit import icechunk as ice
 
     monkeypatch.setattr(_icechunk_plan, "SPLIT_REFS", 1000)
-    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 1000)  # a checkpoint after every range of 1000 rows
+    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 1000)  # a part after every range of 1000 rows
     src = tmp_path / "many.h5"
-    rows = 3500
     with h5py.File(src, "w") as f:
         x = f.create_dataset("x", shape=(rows, 8), dtype="f4", chunks=(1, 8))
         x[...] = np.arange(rows * 8, dtype="f4").reshape(rows, 8)
@@ -250,10 +256,23 @@ def test_split_array_is_committed_range_by_range_but_main_gets_one_snapshot(tmp_
     repo = open_repo(out)
     assert repo.list_branches() == {"main"}
     history = list(repo.ancestry(branch="main"))
-    assert len(history) == 2 and history[0].metadata["refstore"]["version"] == first.version, history
-    assert repo.lookup_tag(f"refstore-v{first.version}") == history[0].id  # init + this emit
+    n = -(-rows // 1000) - 1  # every range but the last is a part; the last is the emit's snapshot
+    assert [h.metadata.get("refstore", {}).get("version") for h in history] == [first.version] * (n + 1) + [None]
+    assert history[0].message == f"refstore {refstore.Collection.open(col).uri} version {first.version}"
+    assert history[0].metadata["refstore"]["parts"] == n and "part" not in history[0].metadata["refstore"]
+    assert _parts(history, first.version) == list(range(n, 0, -1))
+    assert all(h.message.endswith(f"(part {i})") for h, i in zip(history[1:], range(n, 0, -1), strict=False))
+    assert repo.lookup_tag(f"refstore-v{first.version}") == history[0].id
     with h5py.File(src) as f:
-        assert_same(open_form(out, None)["x"][...], f["x"][...], "x after range-by-range commits")
+        assert_same(open_form(out, None)["x"][...], f["x"][...], "x after commits in parts")
+    with warnings.catch_warnings():  # the last part holds the ranges set so far; the rest is fill
+        warnings.simplefilter("ignore")
+        part = zarr.open_array(repo.readonly_session(snapshot_id=history[1].id).store, path="x", mode="r")[...]
+    with h5py.File(src) as f:
+        assert_same(part[: n * 1000], f["x"][: n * 1000], "x in the last part")
+    assert not part[n * 1000 :].any()
+    again = emit(refstore.Collection.open(col), "icechunk", out)
+    assert not again.extra["committed"] and len(list(open_repo(out).ancestry(branch="main"))) == len(history)
     with h5py.File(src, "r+") as f:  # a new state of the source: every reference is rewritten
         f["x"][100:2600] = -1.0
     os.utime(src, ns=(os.stat(src).st_atime_ns, os.stat(src).st_mtime_ns + 5 * 10**9))
@@ -262,10 +281,52 @@ def test_split_array_is_committed_range_by_range_but_main_gets_one_snapshot(tmp_
     assert rep.extra["committed"] and rep.extra["written"] == rows
     repo = open_repo(out)
     assert repo.list_branches() == {"main"}
-    history = list(repo.ancestry(branch="main"))
-    assert len(history) == 3 and history[1].id == repo.lookup_tag(f"refstore-v{first.version}")
+    newer = list(repo.ancestry(branch="main"))
+    assert len(newer) == 2 * len(history) - 1 and newer[n + 1].id == repo.lookup_tag(f"refstore-v{first.version}")
+    assert newer[0].id == repo.lookup_tag(f"refstore-v{rep.version}")
     with h5py.File(src) as f:
         assert_same(open_form(out, None)["x"][...], f["x"][...], "x after an update")
+
+
+def test_staged_update_interrupted_before_main_moves_is_finished_by_the_next_emit(
+        tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:  # fmt: skip
+    """A staged update (parts on the staging branch) that tagged its snapshot but failed to move
+    ``main``: ``main`` is as it was; the next emit of that version moves it to the tagged
+    snapshot, through the parts between."""
+    from refstore.emit import _icechunk_plan
+    from refstore.emit import icechunk as ice
+
+    monkeypatch.setattr(_icechunk_plan, "SPLIT_REFS", 1000)
+    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 1000)
+    src = tmp_path / "many.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=np.arange(2500 * 4, dtype="f4").reshape(2500, 4), chunks=(1, 4))
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    first = emit(refstore.Collection.open(col), "icechunk", out)
+    with h5py.File(src, "r+") as f:
+        f["x"][:] = -f["x"][:]
+    os.utime(src, ns=(os.stat(src).st_atime_ns, os.stat(src).st_mtime_ns + 5 * 10**9))
+    refstore.scan(col, [str(src)])
+
+    def fail(*_a: Any, **_k: Any) -> None:
+        raise ic.IcechunkError("disk full (test)")
+
+    with monkeypatch.context() as m:
+        m.setattr(ic.Repository, "reset_branch", fail)
+        with pytest.raises(refstore.StorageError, match="disk full"):
+            emit(refstore.Collection.open(col), "icechunk", out)
+    repo = open_repo(out)
+    assert repo.lookup_branch("main") == repo.lookup_tag(f"refstore-v{first.version}")
+    version = refstore.Collection.open(col).latest_version
+    assert repo.lookup_snapshot(repo.lookup_tag(f"refstore-v{version}")).parent_id != repo.lookup_branch("main")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    assert rep.extra.get("repaired") and rep.extra["snapshot"] == repo.lookup_tag(f"refstore-v{version}")
+    repo = open_repo(out)
+    assert repo.lookup_branch("main") == repo.lookup_tag(f"refstore-v{version}")
+    with h5py.File(src) as f:
+        assert_same(open_form(out, None)["x"][...], f["x"][...], "x after the repaired update")
 
 
 def test_xarray_over_the_repository_equals_xarray_over_the_netcdf_files(tmp_path: Path, new_collection: Any) -> None:

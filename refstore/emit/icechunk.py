@@ -14,8 +14,8 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
   grid, C-order flat arrays, ``""`` = no chunk); inline and held chunks as native chunks;
 - checksums: the etag, else the scan's mtime rounded up to whole seconds (unremapped sources);
 - split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks; such arrays are read, set
-  and committed range by range on a staging branch (each commit amending the last), then
-  ``main`` moves once to the emit's one snapshot (``_Sessions``);
+  and committed in parts (plain commits of ~``CHECKPOINT_REFS`` references) on a staging
+  branch, then ``main`` moves once to the emit's snapshot after its parts (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
   tags ``refstore-vN`` plus every refstore tag naming the version;
 - an update of an existing repository writes its snapshot off any branch (``flush``, or the
@@ -417,9 +417,11 @@ def _row_ranges(grid: tuple[int, ...], split: int | None) -> list[tuple[int, int
     return [(a, min(a + split, grid[0])) for a in range(0, grid[0], split)]
 
 
-CHECKPOINT_REFS = 2_000_000
-"""References set between two checkpoints of a staged emit (Icechunk's memory while committing
-grows with them; each checkpoint costs a commit)."""
+CHECKPOINT_REFS = 500_000
+"""References set before a staged emit commits a part (after the manifest range that reaches
+it; split ranges hold up to ``SPLIT_REFS``, so a big array commits every range). Icechunk's
+commit needs ~0.9 KB per pending reference at its peak (change set, manifest, transaction log);
+each part costs a commit and a snapshot in ``main``'s history."""
 
 
 def _trim() -> None:
@@ -430,18 +432,23 @@ def _trim() -> None:
 
 
 TMP_BRANCH = "refstore-emit"
-"""The branch an emit of split arrays commits to range by range (each commit amending the
-previous one) before ``main`` is moved to its one final snapshot; deleted afterwards."""
+"""The branch an emit of split arrays commits to part by part before ``main`` is moved to its
+last commit; deleted afterwards."""
 
 
 class _Sessions:
     """Writable sessions of one emit. Without split arrays: one session on ``main`` (an update
     ends in ``flush``: a snapshot off the branch, tagged, then ``main`` moved). With them:
-    on ``TMP_BRANCH`` (created at ``main``'s tip), checkpointed after a manifest range once
-    ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those uncommitted
-    changes; ``finish`` amends the last
-    checkpoint into the one snapshot of this emit, whose parent is ``main``'s old tip, and
-    moves ``main`` there (refusing if ``main`` moved meanwhile)."""
+    on ``TMP_BRANCH`` (created at ``main``'s tip), a **part** is committed after a manifest
+    range once ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those
+    uncommitted changes; ``finish`` commits the rest as the emit's snapshot (message and
+    metadata of the emit, ``parts`` = how many parts precede it), tags it and moves ``main``
+    there (refusing if ``main`` moved meanwhile). ``main`` moves once; its history gets the
+    parts (``(part i)`` messages, metadata ``part``) before the emit's snapshot.
+
+    Parts are plain commits, not amends: an amend merges the amended commit's transaction log
+    into its own (every chunk index of the emit so far, in memory), so the k-th amend costs
+    memory and time in proportion to k parts (``design/scale.md``)."""
 
     def __init__(self, repo: Any, message: str, info: dict[str, Any], *, staged: bool, update: bool,
                  storage: Any = None, prefixes: list[str] | None = None) -> None:  # fmt: skip
@@ -449,7 +456,7 @@ class _Sessions:
 
         self.update = update
         self.message = message
-        self.metadata = {"refstore": info}
+        self.info = info
         self.last = ""
         self.pending = 0
         self.repo = repo
@@ -476,18 +483,21 @@ class _Sessions:
     def store(self) -> Any:
         return self.session.store
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The emit's snapshot's metadata."""
+        return {"refstore": {**self.info, **({"parts": self.checkpoints} if self.checkpoints else {})}}
+
     def checkpoint(self, refs: int) -> None:
-        """Commit (amend) once ``CHECKPOINT_REFS`` references are pending."""
+        """Commit a part once ``CHECKPOINT_REFS`` references are pending (staged emits only)."""
         self.pending += refs
         if self.branch == BRANCH or self.pending < CHECKPOINT_REFS or not self.session.has_uncommitted_changes:
             return
         self.pending = 0
-        # each checkpoint may be the last: the final message and metadata
-        if self.checkpoints:
-            self.last = self.session.amend(self.message, metadata=self.metadata)
-        else:
-            self.last = self.session.commit(self.message, metadata=self.metadata)
         self.checkpoints += 1
+        _trim()  # what the range's planning freed, before Icechunk's commit peaks
+        part = {"uri": self.info["uri"], "version": self.info["version"], "part": self.checkpoints}
+        self.last = self.session.commit(f"{self.message} (part {self.checkpoints})", metadata={"refstore": part})
         self.session = self.writer.writable_session(self.branch)
         _trim()
 
@@ -505,9 +515,11 @@ class _Sessions:
         if not committed:
             snap = self.base
         elif self.checkpoints and not s.has_uncommitted_changes:
-            snap = self.last
+            # the last part becomes the emit's snapshot (the amend merges one part's log)
+            self.checkpoints -= 1
+            snap = s.amend(self.message, metadata=self.metadata, allow_empty=True)
         elif self.checkpoints:
-            snap = s.amend(self.message, metadata=self.metadata)
+            snap = s.commit(self.message, metadata=self.metadata)
         elif self.update:  # a snapshot on main's tip; main moves below
             snap = s.flush(self.message, metadata=self.metadata)
         else:
@@ -534,7 +546,15 @@ def _interrupted(repo: Any, version: int) -> str | None:
     if name not in set(repo.list_tags()):
         return None
     snap, tip = repo.lookup_tag(name), repo.lookup_branch(BRANCH)
-    return str(snap) if snap != tip and repo.lookup_snapshot(snap).parent_id == tip else None
+    if snap == tip:
+        return None
+    parent = repo.lookup_snapshot(snap).parent_id
+    while parent is not None and parent != tip:  # the emit's parts lie between
+        part = _info(repo.lookup_snapshot(parent))
+        if "part" not in part or part.get("version") != version:
+            return None
+        parent = repo.lookup_snapshot(parent).parent_id
+    return str(snap) if parent == tip else None
 
 
 def _checksum(token: str) -> datetime | str | None:
@@ -792,13 +812,14 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
             meta_doc = doc if before != doc else None
             for j, rows in enumerate(_row_ranges(grids[meta.name], splits.get(meta.name))):
                 want = _wanted(src, meta, locs, url_index, token_index, rows)
-                n_refs += len(want.state.flat)
+                n_want = len(want.state.flat)
+                n_refs += n_want
                 _write_array(store, meta, want, _held_rows(have, grids[meta.name], rows, first=j == 0), locs.urls,
                              token_list, counts, meta_doc=meta_doc if j == 0 else None)  # fmt: skip
+                del want  # not alive while Icechunk commits
                 if rows is not None:
-                    sessions.checkpoint(len(want.state.flat))
+                    sessions.checkpoint(n_want)
                     store = sessions.store
-                del want
             if progress is not None:
                 progress(i + 1, len(arrays))
 
