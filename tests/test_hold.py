@@ -320,3 +320,57 @@ def test_address_filter_deletes_exactly_the_given_rows(tmp_path: Path) -> None:
         kept = lance.LanceDataset.commit(uri, op, read_version=ds.version)
         assert set(range(200)) - set(kept.to_table().column("a").to_pylist()) == set(want.tolist())
     assert address_filter(np.zeros(0, np.uint64)) == "false"
+
+
+def test_hold_in_many_batches_across_sources(tmp_path: Path, new_collection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held bytes streamed to Lance in batches smaller than a chunk run (batches cut inside a
+    source and spanning two): every chunk's bytes equal h5py's raw chunk; a read failing in a
+    later batch commits nothing."""
+    import hashlib
+    import importlib
+
+    from refstore.read.fetch import Fetcher
+
+    monkeypatch.setattr(importlib.import_module("refstore.table.hold"), "HOLD_BATCH_BYTES", 40_000)
+    rng = np.random.default_rng(11)
+    files = []
+    for i, rows_ in enumerate((5, 1, 7)):
+        p = tmp_path / f"f{i}.h5"
+        with h5py.File(p, "w") as f:
+            t = f.create_dataset("t", data=np.arange(rows_, dtype="f8") + 10 * i)
+            t.make_scale("t")
+            x = f.create_dataset("x", data=rng.normal(size=(rows_, 2048)), chunks=(1, 2048))  # 16 KiB chunks
+            y = f.create_dataset("y", data=rng.normal(size=(rows_, 16)).astype("f4"), chunks=(1, 16))  # 64 B
+            x.dims[0].attach_scale(t)
+            y.dims[0].attach_scale(t)
+        files.append(p)
+    col = new_collection()
+    refstore.scan(col, [str(p) for p in files], concat_dim="t")
+    v = lance.dataset(col).version
+
+    class FailsLater(Fetcher):
+        calls = 0
+
+        def read_into(self, location: str, starts: list[int], views: list[memoryview]) -> None:
+            FailsLater.calls += 1
+            if FailsLater.calls == 4:
+                raise refstore.SourceReadError(f"{location}: short read (test)")
+            super().read_into(location, starts, views)
+
+    with pytest.raises(refstore.SourceReadError, match=r"short read .*nothing was held"):
+        hold(refstore.Collection.open(col), HoldSelection(arrays=("x", "y")), fetcher=FailsLater())
+    assert FailsLater.calls == 4 and lance.dataset(col).version == v
+
+    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("x", "y")))
+    assert rep.chunks == 2 * 13 and rep.bytes == 13 * (2048 * 8 + 16 * 4)
+    expected = {n: np.concatenate([h5py.File(p)[n][()] for p in files]) for n in ("x", "y")}
+    raw = {n: [_raw_chunks(p, n) for p in files] for n in ("x", "y")}
+    for p in files:
+        p.rename(p.with_suffix(".gone"))
+    ds = refstore.open(col)
+    for n in ("x", "y"):
+        assert_same(ds[n][...], expected[n], f"held {n} read with the sources gone")
+        got = ds.snapshot.rows("chunk", ["source", "k0", "held_sha256"], f"array = '{n}'").to_pylist()
+        want = {(str(p), k[0]): hashlib.sha256(b).hexdigest() for p, r in zip(files, raw[n], strict=True)
+                for k, b in r.items()}  # fmt: skip
+        assert {(r["source"], r["k0"]): r["held_sha256"] for r in got} == want

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from .collection import Snapshot
 
 __all__ = ["address_filter", "replace_rows", "replace_rows_at"]
@@ -30,10 +29,12 @@ def replace_rows(snap: Snapshot, new_rows: pa.Table, scope: str) -> Any:
     return _transaction(snap, new_rows, addrs, lambda _rows: scope)
 
 
-def replace_rows_at(snap: Snapshot, new_rows: pa.Table, addresses: np.ndarray[Any, Any]) -> Any:
+def replace_rows_at(snap: Snapshot, new_rows: pa.Table | pa.RecordBatchReader,
+                    addresses: np.ndarray[Any, Any]) -> Any:  # fmt: skip
     """As ``replace_rows`` for rows known by their row addresses (``_rowaddr``, from a query of
     ``snap``): no query to find them. Lance plans a filter that ORs an indexed selection with
-    another (the collection row) as a scan of the whole table (~0.9 s at 10M rows)."""
+    another (the collection row) as a scan of the whole table (~0.9 s at 10M rows).
+    ``new_rows`` may be a stream of batches (at least one row), written as it is read."""
     return _transaction(snap, new_rows, np.asarray(addresses, np.uint64), address_filter)
 
 
@@ -57,7 +58,8 @@ def address_filter(addresses: np.ndarray[Any, Any]) -> str:
     return " OR ".join(parts)
 
 
-def _transaction(snap: Snapshot, new_rows: pa.Table, addrs: np.ndarray[Any, Any], deleting: Any) -> Any:
+def _transaction(snap: Snapshot, new_rows: pa.Table | pa.RecordBatchReader, addrs: np.ndarray[Any, Any],
+                 deleting: Any) -> Any:  # fmt: skip
     """Deletion files for the rows at ``addrs`` (``deleting(fragment's addresses)``: the filter
     given to ``LanceFragment.delete``) and new fragments for ``new_rows``, as one ``Update``."""
     from lance import LanceOperation
@@ -79,7 +81,7 @@ def _transaction(snap: Snapshot, new_rows: pa.Table, addrs: np.ndarray[Any, Any]
         else:
             updated.append(meta)
     new: list[Any] = []
-    if new_rows.num_rows:
+    if not isinstance(new_rows, pa.Table) or new_rows.num_rows:
         new = list(
             write_fragments(
                 new_rows, col.uri, mode="append", data_storage_version=DATA_STORAGE_VERSION,

@@ -4,6 +4,7 @@ or drop them again. A held chunk reads without its source, and a tag that held i
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from dataclasses import dataclass
 from itertools import product
@@ -25,7 +26,7 @@ from ._replace import replace_rows_at
 from ._rows import rows
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from datetime import datetime
 
     from ..read.fetch import Fetcher
@@ -250,14 +251,25 @@ def _selected_rows(snap: Snapshot, sel: HoldSelection, *, held: bool) -> pa.Tabl
 
 # --------------------------------------------------------------------------- commit
 def _commit(
-    col: Collection, snap: Snapshot, table: pa.Table, addresses: Any, op: str, record: dict[str, Any]
+    col: Collection,
+    snap: Snapshot,
+    table: pa.Table | Iterator[pa.Table],
+    addresses: Any,
+    op: str,
+    record: dict[str, Any],
 ) -> int:
-    """Replace the chunk rows at ``addresses`` (``table`` holds them rewritten) and the
-    collection row as one version: deletion files on the fragments holding them and new
-    fragments (``table/_replace.py``), not a merge_insert, whose join reads the key of every
-    row of the table."""
+    """Replace the chunk rows at ``addresses`` (``table`` holds them rewritten, or yields them
+    batch by batch) and the collection row as one version: deletion files on the fragments
+    holding them and new fragments (``table/_replace.py``), not a merge_insert, whose join reads
+    the key of every row of the table."""
     addrs = np.append(np.asarray(addresses, np.uint64), np.uint64(snap.head_address()))
-    txn = replace_rows_at(snap, pa.concat_tables([head_row(snap), table]), addrs)
+    head = head_row(snap)
+    if isinstance(table, pa.Table):
+        new: pa.Table | pa.RecordBatchReader = pa.concat_tables([head, table])
+    else:
+        parts = itertools.chain([head], table)
+        new = pa.RecordBatchReader.from_batches(SCHEMA, (b for t in parts for b in t.to_batches()))
+    txn = replace_rows_at(snap, new, addrs)
     return commit(col, txn, op, f"{op}: {record['chunks']} chunks, {record['bytes']} bytes", record, parent=snap)
 
 
@@ -342,35 +354,92 @@ def hold(
         t = t.take(pc.sort_indices(t, [("source", "ascending"), ("offset", "ascending")]))
         check = SourceCheck(snap.source_identity(), f, checksums=snap.source_checksums(), action="hold")
         sources = t.column("source").to_numpy(zero_copy_only=False)
-        offsets = t.column("offset").to_numpy()
         pos = np.zeros(t.num_rows + 1, np.int64)
         np.cumsum(t.column("length").to_numpy(), out=pos[1:])
-        data = np.empty(int(pos[-1]), np.uint8)
-        buf = memoryview(data)
         cuts = np.flatnonzero(sources[1:] != sources[:-1]) + 1
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), t.num_rows], strict=True):
-            src = str(sources[a])
-            check(src)
-            try:
-                _fetch_into(f, src, offsets[a:b], pos[a : b + 1] - pos[a], buf[int(pos[a]) : int(pos[b])])
-            except SourceReadError as e:
-                raise SourceReadError(f"{e} (nothing was held)") from None
-            if progress is not None:
-                progress(b, t.num_rows)
+        starts = np.array([0, *cuts.tolist()], np.int64)
+        for a in starts.tolist():  # every source before anything is written
+            check(str(sources[a]))
         version = snap.version + 1
-        held = rows(
-            Kind.CHUNK, t.num_rows,
-            **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"},
-            held_at=pa.array(np.full(t.num_rows, version, np.int32)),
-            held_ns=pa.array(np.full(t.num_rows, time.time_ns(), np.int64)),
-            held_sha256=_sha256(buf, pos),
-            held=_inline_blobs(data, pos),
-        )  # fmt: skip
+        batches = _HeldBatches(t, pos, starts, f, version, progress)
         record = {"chunks": t.num_rows, "bytes": int(pos[-1])}
-        v = _commit(col, snap, held, t.column("_rowaddr").to_numpy(), "hold", record)
+        try:
+            v = _commit(col, snap, batches.tables(), t.column("_rowaddr").to_numpy(), "hold", record)
+        except Exception:
+            if batches.error is not None:  # raised while Lance was reading the batches: as itself
+                raise batches.error from None
+            raise
         return HoldReport(version=v, chunks=t.num_rows, bytes=int(pos[-1]))
 
     return retry_on_conflict(col, lambda: attempt(col.snapshot()))
+
+
+HOLD_BATCH_BYTES = 8 << 20
+"""Held bytes read (and hashed) per batch of rows handed to Lance: memory is bounded by a few
+batches, not by the selection, and the next batch is read while Lance writes the last."""
+
+
+class _HeldBatches:
+    """The rewritten rows of a hold, in batches of about ``HOLD_BATCH_BYTES`` of held bytes
+    (rows in file order: ``t``, cumulative byte positions ``pos``, first row of each source
+    ``starts``). A worker thread reads and hashes batch k+1 while Lance writes batch k
+    (``preadv``, hashlib and Lance's writer release the GIL)."""
+
+    def __init__(self, t: pa.Table, pos: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], fetcher: Fetcher,
+                 version: int, progress: Callable[[int, int], None] | None) -> None:  # fmt: skip
+        self.t, self.pos, self.fetcher, self.version, self.progress = t, pos, fetcher, version, progress
+        self.sources = t.column("source").to_numpy(zero_copy_only=False)
+        self.offsets = t.column("offset").to_numpy()
+        self.source_start = starts
+        self.now = time.time_ns()
+        self.error: Exception | None = None
+        # a batch starts at each row whose bytes start past a multiple of HOLD_BATCH_BYTES
+        step = np.flatnonzero(np.diff(pos[:-1] // HOLD_BATCH_BYTES)) + 1
+        self.cuts = [0, *step.tolist(), t.num_rows]
+
+    def _batch(self, a: int, b: int) -> pa.Table:
+        """Rows ``a:b`` with their held bytes read and hashed."""
+        pos = self.pos[a : b + 1] - self.pos[a]
+        data = np.empty(int(pos[-1]), np.uint8)
+        buf = memoryview(data)
+        # the sources met in a:b: each run of rows of one source is read by one call
+        inner = self.source_start[(self.source_start > a) & (self.source_start < b)]
+        bounds = [a, *inner.tolist(), b]
+        for lo, hi in itertools.pairwise(bounds):
+            p = pos[lo - a : hi - a + 1]
+            try:
+                _fetch_into(
+                    self.fetcher, str(self.sources[lo]), self.offsets[lo:hi], p - p[0], buf[int(p[0]) : int(p[-1])]
+                )
+            except SourceReadError as e:
+                raise SourceReadError(f"{e} (nothing was held)") from None
+        t = self.t.slice(a, b - a)
+        return rows(
+            Kind.CHUNK, b - a,
+            **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"},
+            held_at=pa.array(np.full(b - a, self.version, np.int32)),
+            held_ns=pa.array(np.full(b - a, self.now, np.int64)),
+            held_sha256=_sha256(buf, pos),
+            held=_inline_blobs(data, pos),
+        )  # fmt: skip
+
+    def tables(self) -> Iterator[pa.Table]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        spans = list(itertools.pairwise(self.cuts))
+        with ThreadPoolExecutor(1, thread_name_prefix="refstore-hold") as ex:
+            nxt = ex.submit(self._batch, *spans[0])
+            for k in range(len(spans)):
+                try:
+                    cur = nxt.result()
+                except Exception as e:  # Lance would wrap it in an error of its own
+                    self.error = e
+                    raise
+                if k + 1 < len(spans):
+                    nxt = ex.submit(self._batch, *spans[k + 1])
+                if self.progress is not None:
+                    self.progress(spans[k][1], self.t.num_rows)
+                yield cur
 
 
 def release(col: Collection, sel: HoldSelection) -> HoldReport:
