@@ -457,7 +457,6 @@ class _Sessions:
         self.update = update
         self.message = message
         self.info = info
-        self.last = ""
         self.pending = 0
         self.repo = repo
         self.base = repo.lookup_branch(BRANCH)
@@ -497,7 +496,7 @@ class _Sessions:
         self.checkpoints += 1
         _trim()  # what the range's planning freed, before Icechunk's commit peaks
         part = {"uri": self.info["uri"], "version": self.info["version"], "part": self.checkpoints}
-        self.last = self.session.commit(f"{self.message} (part {self.checkpoints})", metadata={"refstore": part})
+        self.session.commit(f"{self.message} (part {self.checkpoints})", metadata={"refstore": part})
         self.session = self.writer.writable_session(self.branch)
         _trim()
 
