@@ -361,7 +361,9 @@ async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_ind
     metadata (``known``: written by refstore; a URL missing there had none); without it every
     token counts as unknown, so every reference is rewritten. Columnar per batch: the batch's
     locations go to Arrow and are dictionary-encoded (work per distinct URL, not per chunk)."""
-    cols: dict[str, list[np.ndarray[Any, Any]]] = {k: [] for k in ("coords", "kind", "loc", "off", "len", "tok")}
+    cols: dict[str, list[np.ndarray[Any, Any]]] = {k: [] for k in ("flat", "kind", "loc", "off", "len", "tok")}
+    outside: list[np.ndarray[Any, Any]] = []
+    limit = np.array(grid, np.int64)
     async for coords, kinds, paths, offs, lens, _inline in store.array_chunk_iterator(name, 262_144):
         virtual = np.asarray(kinds) == 2
         loc = np.full(len(virtual), -1, np.int64)
@@ -376,26 +378,32 @@ async def _have(store: Any, name: str, ndim: int, grid: tuple[int, ...], url_ind
             loc[virtual] = code[idx]
             tok[virtual] = tcode[idx]
         del paths
-        cols["coords"].append(np.asarray(coords, np.int64).reshape(len(virtual), ndim))
-        cols["kind"].append(np.where(virtual, VIRTUAL, NATIVE).astype(np.uint8))
-        cols["loc"].append(loc)
-        cols["tok"].append(tok)
-        cols["off"].append(np.where(virtual, offs, 0).astype(np.uint64))
-        cols["len"].append(np.where(virtual, lens, 0).astype(np.uint64))
+        # flat indices per batch: the (n, ndim) coordinates are never held for the whole array
+        c = np.asarray(coords, np.int64).reshape(len(virtual), ndim)
+        inside = np.all(c < limit, axis=1)
+        batch: dict[str, np.ndarray[Any, Any]] = {
+            "kind": np.where(virtual, VIRTUAL, NATIVE).astype(np.uint8),
+            "loc": loc,
+            "tok": tok,
+            "off": np.where(virtual, offs, 0).astype(np.uint64),
+            "len": np.where(virtual, lens, 0).astype(np.uint64),
+        }
+        if not inside.all():  # past a shrunken grid
+            outside.append(c[~inside])
+            c = c[inside]
+            batch = {k: v[inside] for k, v in batch.items()}
+        flat = np.ravel_multi_index(tuple(c.T), grid) if ndim else np.zeros(len(c), np.int64)
+        del c
+        cols["flat"].append(np.asarray(flat, np.int64))
+        for k, v in batch.items():
+            cols[k].append(v)
+    gone = np.concatenate(outside) if outside else np.zeros((0, ndim), np.int64)
     if not cols["kind"]:
-        return _Held(ChunkState.empty(), np.zeros((0, ndim), np.int64))
-    coords = np.concatenate(cols.pop("coords"))
-    c = {k: np.concatenate(cols.pop(k)) for k in list(cols)}
-    inside = np.all(coords < np.array(grid, np.int64), axis=1) if ndim else np.ones(len(c["kind"]), bool)
-    outside = coords[~inside]
-    if not inside.all():
-        coords = coords[inside]
-        c = {k: v[inside] for k, v in c.items()}
-    flat = np.ravel_multi_index(tuple(coords.T), grid) if ndim else np.zeros(len(coords), np.int64)
-    del coords
-    state = ChunkState(flat=np.asarray(flat, np.int64), kind=c["kind"], loc=c["loc"], offset=c["off"],
-                       length=c["len"], token=c["tok"])  # fmt: skip
-    return _Held(state.sorted(), outside)
+        return _Held(ChunkState.empty(), gone)
+    col = {k: np.concatenate(cols.pop(k)) for k in list(cols)}
+    state = ChunkState(flat=col["flat"], kind=col["kind"], loc=col["loc"], offset=col["off"], length=col["len"],
+                       token=col["tok"])  # fmt: skip
+    return _Held(state.sorted(), gone)
 
 
 def _held_rows(held: _Held, grid: tuple[int, ...], rows: tuple[int, int] | None, *, first: bool) -> _Held:
@@ -808,6 +816,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
             else:
                 have = _run(_have(store, meta.name, len(meta.shape), grids[meta.name], url_index, token_index,
                                   old_tokens, known=bool(old)))  # fmt: skip
+                _trim()  # the batches it was gathered from
             meta_doc = doc if before != doc else None
             for j, rows in enumerate(_row_ranges(grids[meta.name], splits.get(meta.name))):
                 want = _wanted(src, meta, locs, url_index, token_index, rows)
