@@ -682,3 +682,69 @@ def test_local_emit_silences_only_its_own_concurrency_warning(tmp_path: Path, ne
     during, after = run.stderr.split("<after>")
     assert "not safe for concurrent commits" not in during
     assert "not safe for concurrent commits" in after
+
+
+def test_many_unsplit_arrays_are_committed_in_parts(tmp_path: Path, new_collection: Any, monkeypatch: Any) -> None:
+    """Arrays too small to split but more than a part together: a part after each array once
+    ``CHECKPOINT_REFS`` are pending, ``main`` moved once, every array as h5py reads it."""
+    from refstore.emit import icechunk as ice
+
+    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 40)
+    src = tmp_path / "arrays.h5"
+    rng = np.random.default_rng(4)
+    with h5py.File(src, "w") as f:
+        for name in ("a", "b", "c", "d"):
+            f.create_dataset(name, data=rng.normal(size=(30, 4)).astype("f4"), chunks=(1, 4))  # 30 chunks each
+    col = new_collection()
+    refstore.scan(col, [str(src)])
+    out = str(tmp_path / "repo.icechunk")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    repo = open_repo(out)
+    assert repo.list_branches() == {"main"}
+    history = list(repo.ancestry(branch="main"))
+    assert _parts(history, rep.version) == [1]  # a+b (60 >= 40); c+d, the second part, amended into the snapshot
+    assert history[0].metadata["refstore"]["parts"] == 1 and len(history) == 3
+    got = open_form(out, None)
+    with h5py.File(src) as f:
+        for name in ("a", "b", "c", "d"):
+            assert_same(got[name][...], f[name][()], name)
+
+
+def test_update_whose_last_ranges_are_unchanged_amends_its_last_part(tmp_path: Path, new_collection: Any,
+                                                                     monkeypatch: Any) -> None:  # fmt: skip
+    """An update rewriting only the first ranges of a split array: nothing is pending at the end,
+    so the last part is amended into the emit's snapshot (no empty commit after it)."""
+    from refstore.emit import _icechunk_plan
+    from refstore.emit import icechunk as ice
+
+    monkeypatch.setattr(_icechunk_plan, "SPLIT_REFS", 1000)
+    monkeypatch.setattr(ice, "CHECKPOINT_REFS", 1000)
+    files = []
+    for i, rows in enumerate((2000, 1500)):
+        p = tmp_path / f"part{i}.h5"
+        with h5py.File(p, "w") as f:
+            t = f.create_dataset("t", data=np.arange(rows, dtype="f8") + 10_000 * i)
+            t.make_scale("t")
+            x = f.create_dataset("x", data=np.arange(rows * 4, dtype="f4").reshape(rows, 4) + i, chunks=(1, 4))
+            x.dims[0].attach_scale(t)
+        files.append(p)
+    col = new_collection()
+    refstore.scan(col, [str(p) for p in files], concat_dim="t")
+    out = str(tmp_path / "repo.icechunk")
+    emit(refstore.Collection.open(col), "icechunk", out)
+    before = len(list(open_repo(out).ancestry(branch="main")))
+    with h5py.File(files[0], "r+") as f:  # the first source reprocessed: rows 0-1999 (two ranges) rewritten
+        f["x"][:] = -f["x"][:]
+    os.utime(files[0], ns=(os.stat(files[0]).st_atime_ns, os.stat(files[0]).st_mtime_ns + 5 * 10**9))
+    refstore.scan(col, [str(p) for p in files], concat_dim="t")
+    rep = emit(refstore.Collection.open(col), "icechunk", out)
+    first_rows = refstore.open(col).snapshot.count("chunk", "g0 >= 0 AND g0 < 2000")  # x and t
+    assert rep.extra["committed"] and rep.extra["written"] == first_rows
+    repo = open_repo(out)
+    history = list(repo.ancestry(branch="main"))
+    k = history[0].metadata["refstore"]["parts"]
+    assert k >= 1 and _parts(history, rep.version) == list(range(k, 0, -1)) and len(history) == before + k + 1
+    # the snapshot is the last part amended (its ranges), not an empty commit after it
+    assert repo.diff(from_snapshot_id=history[1].id, to_snapshot_id=history[0].id).updated_chunks
+    with h5py.File(files[0]) as f0, h5py.File(files[1]) as f1:
+        assert_same(open_form(out, None)["x"][...], np.concatenate([f0["x"][()], f1["x"][()]]), "x after the update")

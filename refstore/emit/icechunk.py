@@ -13,8 +13,9 @@ it exists, commits to its ``main`` branch only what changed since what it holds.
 - references in bulk (``set_virtual_refs_arr``: one call per checksum and block of the chunk
   grid, C-order flat arrays, ``""`` = no chunk); inline and held chunks as native chunks;
 - checksums: the etag, else the scan's mtime rounded up to whole seconds (unremapped sources);
-- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks; such arrays are read, set
-  and committed in parts (plain commits of ~``CHECKPOINT_REFS`` references) on a staging
+- split manifests along axis 0 for arrays over ``SPLIT_REFS`` chunks; such arrays are read and
+  set range by range; an emit with one (or with more than ``CHECKPOINT_REFS`` grid cells in
+  all) is committed in parts (plain commits of ~``CHECKPOINT_REFS`` references) on a staging
   branch, then ``main`` moves once to the emit's snapshot after its parts (``_Sessions``);
 - commit message ``refstore <uri> version N``, metadata ``{"refstore": {...}}``, and Icechunk
   tags ``refstore-vN`` plus every refstore tag naming the version;
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import math
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -440,15 +442,16 @@ def _trim() -> None:
 
 
 TMP_BRANCH = "refstore-emit"
-"""The branch an emit of split arrays commits to part by part before ``main`` is moved to its
-last commit; deleted afterwards."""
+"""The branch a staged emit commits to part by part before ``main`` is moved to its last
+commit; deleted afterwards."""
 
 
 class _Sessions:
-    """Writable sessions of one emit. Without split arrays: one session on ``main`` (an update
-    ends in ``flush``: a snapshot off the branch, tagged, then ``main`` moved). With them:
-    on ``TMP_BRANCH`` (created at ``main``'s tip), a **part** is committed after a manifest
-    range once ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those
+    """Writable sessions of one emit. Unstaged (no split array, grids of at most
+    ``CHECKPOINT_REFS`` cells in all): one session on ``main`` (an update ends in ``flush``: a
+    snapshot off the branch, tagged, then ``main`` moved). Staged: on ``TMP_BRANCH`` (created
+    at ``main``'s tip), a **part** is committed after a manifest range (or an unsplit array)
+    once ``CHECKPOINT_REFS`` references are pending, so that Icechunk holds only those
     uncommitted changes; ``finish`` commits the rest as the emit's snapshot (message and
     metadata of the emit, ``parts`` = how many parts precede it), tags it and moves ``main``
     there (refusing if ``main`` moved meanwhile). ``main`` moves once; its history gets the
@@ -781,7 +784,11 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
     }
-    sessions = _Sessions(repo, message, info, staged=bool(splits), update=not fresh, storage=storage,
+    # staged (committed in parts) when an array is split or the arrays' grids together could hold
+    # more than a part: many unsplit arrays would otherwise all be pending in one session
+    cells = sum(math.prod(grids[m.name]) for m in arrays)
+    staged = bool(splits) or cells > CHECKPOINT_REFS
+    sessions = _Sessions(repo, message, info, staged=staged, update=not fresh, storage=storage,
                          prefixes=prefixes)  # fmt: skip
     try:
         store = sessions.store
@@ -818,16 +825,17 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
                                   old_tokens, known=bool(old)))  # fmt: skip
                 _trim()  # the batches it was gathered from
             meta_doc = doc if before != doc else None
-            for j, rows in enumerate(_row_ranges(grids[meta.name], splits.get(meta.name))):
+            ranges = _row_ranges(grids[meta.name], splits.get(meta.name))
+            for j, rows in enumerate(ranges):
                 want = _wanted(src, meta, locs, url_index, token_index, rows)
                 n_want = len(want.state.flat)
                 n_refs += n_want
                 _write_array(store, meta, want, _held_rows(have, grids[meta.name], rows, first=j == 0), locs.urls,
                              token_list, counts, meta_doc=meta_doc if j == 0 else None)  # fmt: skip
                 del want  # not alive while Icechunk commits
-                if rows is not None:
-                    sessions.checkpoint(n_want)
-                    store = sessions.store
+                if i + 1 < len(arrays) or j + 1 < len(ranges):  # the last is committed by ``finish``
+                    sessions.checkpoint(n_want)  # after a manifest range or a whole unsplit array
+                store = sessions.store
             if progress is not None:
                 progress(i + 1, len(arrays))
 
