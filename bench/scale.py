@@ -4,7 +4,11 @@ commit (workers' fragment path), then: bytes per reference, upsert of one new da
 reprocessed day, chunks under a bbox+time box (with and without Lance scalar indices), diff of
 two versions, hold / release / remap commits, emit times, memory sampled throughout every phase
 (peak and a timeline), and remote reads of a 5x5 tile box from a loopback S3 server, coalesced vs
-one request per chunk. The sources are synthetic (no bytes): ``verify`` is not measured here.
+one request per chunk, and ``verify --sample 1000`` (CLI). The rows are synthetic but their sources
+are real: one HDF5 template per distinct layout (a 4-D int16 ``temp`` with the rows' chunk grid,
+shuffle+zlib, noise of varying amplitude so compressed lengths vary), hard-linked once per day,
+and every row's offset/length is the template's own chunk (read from h5py's chunk index), so
+verify's oracle (h5py) reads what the table references. The template is cached in ``--dir``.
 
     python -m bench.scale [--refs 10000000] [--quick] [--json] [--dir DIR]
 """
@@ -78,20 +82,82 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+TEMPLATE_TIME = 0.0
+"""The ``Time`` value every template holds: the days of the series are hard links of one file,
+so their ``Time`` is the template's (the series is ordered by each day's sort value)."""
+
+
+def write_template(path: Path, seed: int) -> None:
+    """A real HDF5 file with the synthetic rows' layout: ``temp`` (1, 51, 1500, 3600) int16 in
+    (1, 1, 100, 120) chunks, shuffle + zlib 4, values noise whose amplitude varies per tile (so
+    compressed lengths vary as in real data, ~1-20 kB), and ``Time`` (1,) float64."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    tmp = path.with_suffix(".tmp")
+    with h5py.File(tmp, "w") as f:
+        t = f.create_dataset("Time", data=np.array([TEMPLATE_TIME], "<f8"), chunks=(1,), maxshape=(None,))
+        t.attrs["units"] = "days since 2010-01-01 00:00:00"
+        d = f.create_dataset("temp", shape=(1, DEPTHS, NY, NX), dtype="<i2", chunks=CHUNK, shuffle=True,
+                             compression="gzip", compression_opts=4, fillvalue=-32768)  # fmt: skip
+        gy, gx = NY // CHUNK[2], NX // CHUNK[3]
+        for z in range(DEPTHS):
+            amp = rng.integers(2, 4000, (gy, gx))  # per tile
+            amp = np.repeat(np.repeat(amp, CHUNK[2], 0), CHUNK[3], 1)
+            d[0, z] = (rng.random((NY, NX)) * amp).astype("<i2")
+    os.replace(tmp, path)
+
+
+_LAYOUTS: dict[Path, tuple[np.ndarray[Any, Any], ...]] = {}
+
+
+def _layout(path: Path) -> tuple[np.ndarray[Any, Any], ...]:
+    """The template's chunks from h5py's chunk index: (z, y, x keys, offsets, lengths, filter
+    masks) in file order."""
+    if path not in _LAYOUTS:
+        import h5py
+
+        rows: list[tuple[int, ...]] = []
+        with h5py.File(path, "r") as f:
+            f["temp"].id.chunk_iter(lambda c: rows.append((*c.chunk_offset, c.byte_offset, c.size, c.filter_mask)))
+        a = np.array(rows, np.int64)
+        if len(a) != PER_DAY:
+            raise RuntimeError(f"{path}: {len(a)} chunks, expected {PER_DAY}")
+        _LAYOUTS[path] = (a[:, 1] // CHUNK[1], a[:, 2] // CHUNK[2], a[:, 3] // CHUNK[3], a[:, 4], a[:, 5], a[:, 6])
+    return _LAYOUTS[path]
+
+
+def template(work: Path, seed: int) -> Path:
+    """The cached template of layout ``seed`` under ``work`` (written once)."""
+    path = work / f"template-{seed}.h5"
+    if not path.exists():
+        write_template(path, seed)
+    return path
+
+
+def link_day(root: Path, day: int, tmpl: Path) -> Path:
+    """The day's source: a hard link of ``tmpl`` (replacing what was there)."""
+    loc = root / f"ocean_temp_{day:05d}.nc"
+    tmp = loc.with_suffix(".lnk")
+    tmp.unlink(missing_ok=True)
+    os.link(tmpl, tmp)
+    os.replace(tmp, loc)
+    return loc
+
+
 def _day_result(root: str, day: int, *, seed: int = 0) -> Any:
-    """One synthetic daily file as a scanner returns it: temp (4-D, shuffle+zlib chunks with
-    compressed lengths 20-60 kB laid out back to back) and its coordinates."""
+    """One daily file as a scanner returns it: temp (4-D, shuffle+zlib chunks at the template's
+    offsets and lengths) and its Time coordinate (inline). ``root/ocean_temp_DDDDD.nc`` must be a
+    link of template ``seed`` (``link_day``)."""
     import pyarrow as pa
 
     from refstore._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
     from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 
-    rng = np.random.default_rng(seed * 1_000_003 + day)
-    gy, gx = NY // CHUNK[2], NX // CHUNK[3]
+    loc = f"{root}/ocean_temp_{day:05d}.nc"
+    st = os.stat(loc)
+    z, y, x, offsets, lengths, masks = _layout(Path(root).parent / f"template-{seed}.h5")
     n = PER_DAY
-    lengths = rng.integers(20_000, 60_000, n, dtype=np.int64)
-    offsets = 4096 + np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    z, y, x = np.unravel_index(np.arange(n), (DEPTHS, gy, gx))
     keys = np.full((n + 1, MAX_DIMS), NO_DIM, np.int32)
     keys[:n, 0] = 0
     keys[:n, 1], keys[:n, 2], keys[:n, 3] = z, y, x
@@ -101,22 +167,20 @@ def _day_result(root: str, day: int, *, seed: int = 0) -> Any:
         cols[c] = pa.array(keys[:, i])
     cols["offset"] = pa.array([*offsets.tolist(), None], pa.int64())
     cols["length"] = pa.array([*lengths.tolist(), None], pa.int64())
-    cols["filter_mask"] = pa.array(np.zeros(n + 1, np.int32))
-    t_value = np.array([float(day)], "<f8").tobytes()
+    cols["filter_mask"] = pa.array(np.concatenate([masks, [0]]).astype(np.int32))
+    t_value = np.array([TEMPLATE_TIME], "<f8").tobytes()
     cols["inline"] = pa.array([None] * n + [t_value], pa.large_binary())
     table = pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
-    size = int(offsets[-1] + lengths[-1])
-    loc = f"{root}/ocean_temp_{day:05d}.nc"
     units = {"type": "str", "value": "days since 2010-01-01 00:00:00"}
     temp = ArrayMeta(
         name="temp", dims=("Time", "st_ocean", "yt_ocean", "xt_ocean"), shape=(1, DEPTHS, NY, NX), chunks=CHUNK,
         dtype="<i2", fill_value=-32768, codecs=({"id": "shuffle", "elementsize": 2}, {"id": "zlib", "level": 4}),
-        attrs={"scale_factor": {"type": "<f4", "value": 0.001}, "units": {"type": "str", "value": "degC"}},
+        attrs={},
     )  # fmt: skip
     time_a = ArrayMeta(name="Time", dims=("Time",), shape=(1,), chunks=(1,), dtype="<f8", fill_value=None,
-                       attrs={"units": units, "calendar": {"type": "str", "value": "gregorian"}})  # fmt: skip
+                       attrs={"units": units})  # fmt: skip
     return ScanResult(
-        source=SourceInfo(location=loc, size=size, mtime_ns=1_700_000_000_000_000_000 + day * 10**9 + seed, etag=None),
+        source=SourceInfo(location=loc, size=st.st_size, mtime_ns=st.st_mtime_ns, etag=None),
         arrays=(temp, time_a), chunks=table, sort_value=EPOCH_2010 + day * DAY_S,
         sort_units="seconds since 1970-01-01", groups={"": {}},
     )  # fmt: skip
@@ -134,9 +198,19 @@ def _commit_days(col: Any, days: list[int], root: str, *, seed: int = 0, bulk: b
 
 
 # --------------------------------------------------------------------------- phases (child processes)
+def _root(out: Path) -> Path:
+    """The daily sources of the collection at ``out``: hard links in ``out/../days``."""
+    return out.parent / "days"
+
+
 def phase_build(out: Path, refs: int) -> dict[str, Any]:
     import refstore
 
+    root = _root(out)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    tmpl = template(out.parent, 0)
+    template(out.parent, 1)  # the reprocessed day's layout, written before anything is timed
     col = refstore.init(str(out))
     n_days = max(2, -(-refs // PER_DAY))
     per_batch = 20 if n_days <= 1000 else 100  # a batch's rows are in memory until its commit
@@ -145,7 +219,10 @@ def phase_build(out: Path, refs: int) -> dict[str, Any]:
     with RssSampler(every=1.0) as rss:
         for start in range(0, n_days, per_batch):
             t1 = time.perf_counter()
-            _commit_days(col, list(range(start, min(n_days, start + per_batch))), "s3://archive/bran2020/daily")
+            days = list(range(start, min(n_days, start + per_batch)))
+            for d in days:
+                link_day(root, d, tmpl)
+            _commit_days(col, days, str(root))
             commits.append(time.perf_counter() - t1)
     return {"days": n_days, "build_s": time.perf_counter() - t0, "peak_rss_mb": _peak_mb(), "batch_days": per_batch,
             "first_commit_s": commits[0], "last_commit_s": commits[-1], **rss.report()}  # fmt: skip
@@ -164,8 +241,12 @@ def phase_emit(out: Path, fmt: str, dest: Path) -> dict[str, Any]:
     return {"emit_s": took, "refs": rep.refs, "bytes": size, "peak_rss_mb": _peak_mb(), **rss.report()}
 
 
-def _child(*args: str) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "bench.scale", *args], capture_output=True, text=True, check=False)
+def _child(*args: str, timeout: float | None = None) -> dict[str, Any]:
+    try:
+        r = subprocess.run([sys.executable, "-m", "bench.scale", *args], capture_output=True, text=True, check=False,
+                           timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"stopped at the time cap of {timeout:.0f} s") from None
     if r.returncode != 0:
         raise RuntimeError(f"bench child {args[:2]} failed: {r.stderr.strip().splitlines()[-1:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -186,6 +267,7 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     from refstore.table import compact, diff, gc
 
     col = refstore.Collection.open(str(out))
+    root = _root(out)
     snap = col.snapshot()
     n_refs = snap.count("chunk")
     res: dict[str, Any] = {"refs": n_refs}
@@ -225,7 +307,8 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     day = n_days // 2
     before_v, before_size = snap.version, _du(out)
     t0 = time.perf_counter()
-    rep = _commit_days(col, [day], "s3://archive/bran2020/daily", seed=1, bulk=False)
+    link_day(root, day, template(out.parent, 1))  # the file is replaced by its reprocessed version
+    rep = _commit_days(col, [day], str(root), seed=1, bulk=False)
     res["upsert_day_s"] = time.perf_counter() - t0
     res["upsert_day_rows"] = rep.updated + rep.inserted
     res["upsert_growth_bytes"] = _du(out) - before_size
@@ -234,7 +317,8 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     # upsert of one new day (the next file of the archive)
     before_size = _du(out)
     t0 = time.perf_counter()
-    rep = _commit_days(col, [n_days], "s3://archive/bran2020/daily", bulk=False)
+    link_day(root, n_days, template(out.parent, 0))
+    rep = _commit_days(col, [n_days], str(root), bulk=False)
     res["new_day_s"] = time.perf_counter() - t0
     res["new_day_rows"] = rep.inserted
     res["new_day_growth_per_row"] = (_du(out) - before_size) / max(1, rep.inserted)
@@ -244,48 +328,30 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     d = diff(col, before_v)
     res["diff_s"] = time.perf_counter() - t0
     res["diff_changed"] = d.arrays["temp"]["changed"]
-    res.update(measure_commits(col, t_lo))
+    res.update(measure_commits(col, t_lo, str(root)))
     res["versions"] = col.latest_version
     return res
 
 
-class _SyntheticFetcher:
-    """The sources of the synthetic archive do not exist: hold reads stand-in bytes (a pattern)
-    through this fetcher, so the hold timed is refstore's own code from selection to commit."""
-
-    def __init__(self, identity: dict[str, tuple[int, int, str]]) -> None:
-        self.identity = identity
-
-    def head(self, location: str) -> tuple[int, int | None, str | None]:
-        size, mtime, etag = self.identity[location]
-        return size, mtime, etag or None
-
-    def read_into(self, location: str, starts: list[int], views: list[memoryview]) -> None:
-        for v in views:
-            v[:] = b"\x5a" * len(v)
-
-
-def measure_commits(col: Any, t_lo: int) -> dict[str, Any]:
+def measure_commits(col: Any, t_lo: int, root: str) -> dict[str, Any]:
     """hold / release of a 30-day x surface x 5x5-tile box (750 chunks), remap add / remove:
     each one version whose commit cost should be that of the change, not of the table."""
     from refstore.table import HoldSelection, hold, release
     from refstore.table.remap import add_rule, remove_rule
 
-    snap = col.snapshot()
-    fetcher = _SyntheticFetcher(snap.source_identity())
     sel = HoldSelection(arrays=("temp",), window=(slice(t_lo, t_lo + 30), 0, slice(600, 1100), slice(1440, 2040)))
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
-    rep = hold(col, sel, fetcher=fetcher)  # type: ignore[arg-type]
+    rep = hold(col, sel)  # the templates' real bytes
     out["hold_s"], out["hold_chunks"], out["hold_bytes"] = time.perf_counter() - t0, rep.chunks, rep.bytes
     t0 = time.perf_counter()
     out["release_chunks"] = release(col, sel).chunks
     out["release_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    add_rule(col, "s3://archive/bran2020/", "https://example.org/bran2020/")
+    add_rule(col, root + "/", "https://example.org/bran2020/")
     out["remap_add_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    remove_rule(col, "s3://archive/bran2020/")
+    remove_rule(col, root + "/")
     out["remap_remove_s"] = time.perf_counter() - t0
     return out
 
@@ -335,6 +401,20 @@ def measure_remote(work: Path) -> dict[str, Any]:
         return out
 
 
+def measure_verify(out: Path, sample: int = 1000) -> dict[str, Any]:
+    """``refstore verify --sample N --json`` on the command line (h5py reads the templates),
+    the RSS of its process sampled."""
+    from bench._proc import run_tree
+
+    cmd = [sys.executable, "-m", "refstore.cli.app", "-C", str(out), "verify", "--sample", str(sample), "--json"]
+    r = run_tree(cmd)
+    if r["rc"] not in (0, 1):
+        return {"verify": f"failed: {r['stderr'].strip().splitlines()[-1:]}"}
+    rep = json.loads(r["stdout"])
+    return {"verify_s": r["wall_s"], "verify_peak_mb": r["peak_tree_mb"], "checked": rep["checked"],
+            "mismatched": rep["mismatched"], "rc": r["rc"]}  # fmt: skip
+
+
 # --------------------------------------------------------------------------- main
 def _peer(fmt: str) -> bool:
     from refstore.emit import FORMATS
@@ -343,14 +423,19 @@ def _peer(fmt: str) -> bool:
     return mod is not None and importlib.util.find_spec("refstore.emit" + mod) is not None
 
 
-def run(refs: int, work: Path, *, formats: tuple[str, ...] = ("kerchunk-parquet", "icechunk", "parquet"),
-        remote: bool = True) -> dict[str, Any]:  # fmt: skip
+def run(refs: int, work: Path, *, formats: tuple[str, ...] = ("kerchunk-parquet", "parquet", "icechunk"),
+        remote: bool = True, cap: float | None = None) -> dict[str, Any]:  # fmt: skip
     out = work / "bran"
+    shutil.rmtree(out, ignore_errors=True)
     build = _child("--phase", "build", "--out", str(out), "--refs", str(refs))
+    _log(f"build: {build}")
     res: dict[str, Any] = {"target_refs": refs, "build": build}
     with RssSampler() as rss:
         res["table"] = measure_table(out, int(build["days"]))
     res["table"].update(rss.report())
+    _log(f"table: {res['table']}")
+    res["verify"] = measure_verify(out)
+    _log(f"verify: {res['verify']}")
     emits: dict[str, Any] = {}
     for fmt in formats:
         if not _peer(fmt):
@@ -358,16 +443,24 @@ def run(refs: int, work: Path, *, formats: tuple[str, ...] = ("kerchunk-parquet"
             continue
         dest = work / f"emit-{fmt}"
         try:
-            r = _child("--phase", "emit", "--out", str(out), "--format", fmt, "--dest", str(dest))
+            r = _child("--phase", "emit", "--out", str(out), "--format", fmt, "--dest", str(dest), timeout=cap)
         except RuntimeError as e:
             emits[fmt] = f"failed: {e}"
+            _log(f"emit {fmt}: {emits[fmt]}")
+            shutil.rmtree(dest, ignore_errors=True) if dest.is_dir() else dest.unlink(missing_ok=True)
             continue
         r["bytes_per_ref"] = r["bytes"] / max(1, r["refs"])
         emits[fmt] = r
+        _log(f"emit {fmt}: {r}")
         shutil.rmtree(dest, ignore_errors=True) if dest.is_dir() else dest.unlink(missing_ok=True)
     res["emit"] = emits
     res["remote"] = measure_remote(work) if remote else {"remote": "not measured (--no-remote)"}
     return res
+
+
+def _log(msg: str) -> None:
+    """Progress of a long run on stderr (the report goes to stdout at the end)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _report(res: dict[str, Any]) -> None:
@@ -400,10 +493,16 @@ def _report(res: dict[str, Any]) -> None:
           f"{t['new_day_rows']:,} rows; {t['new_day_growth_per_row']:.2f} B per new row")  # fmt: skip
     print(f"diff of the two versions: {t['diff_s']:.2f} s ({t['diff_s'] / 2:.2f}x the 2 s limit), "
           f"{t['diff_changed']:,} changed")  # fmt: skip
-    print(f"hold of {t['hold_chunks']} chunks ({t['hold_bytes'] / 1e6:.0f} MB, stand-in bytes): {t['hold_s']:.2f} s "
+    print(f"hold of {t['hold_chunks']} chunks ({t['hold_bytes'] / 1e6:.0f} MB read from the sources): {t['hold_s']:.2f} s "
           f"({t['hold_s'] / 0.5:.2f}x the 0.5 s limit); release {t['release_s']:.2f} s ({t['release_s'] / 0.5:.2f}x); "
           f"remap add {t['remap_add_s']:.2f} s ({t['remap_add_s'] / 0.5:.2f}x), remove {t['remap_remove_s']:.2f} s "
           f"({t['remap_remove_s'] / 0.5:.2f}x)")  # fmt: skip
+    v = res["verify"]
+    if "verify_s" in v:
+        print(f"verify --sample 1000: {v['verify_s']:.1f} s ({v['verify_s'] / 30:.2f}x the 30 s limit), "
+              f"{v['checked']} checked, {v['mismatched']} mismatched, peak RSS {v['verify_peak_mb']:.0f} MB")  # fmt: skip
+    else:
+        print(f"verify: {v['verify']}")
     r = res["remote"]
     if "per_chunk" in r:
         pc, co, gap = r["per_chunk"], r["coalesced"], r["coalesced_gap_1MiB"]
@@ -419,8 +518,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--refs", type=int, default=10_000_000)
     ap.add_argument("--quick", action="store_true", help="~230k references (10 days)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one, removed)")
-    ap.add_argument("--emit", default="kerchunk-parquet,icechunk,parquet", help="forms to emit ('' for none)")
+    ap.add_argument("--dir", type=Path, default=None,
+                    help="work folder, kept (the templates are reused); default: a temporary one, removed")
+    ap.add_argument("--emit", default="kerchunk-parquet,parquet,icechunk", help="forms to emit ('' for none)")
+    ap.add_argument("--emit-cap", type=float, default=None, help="seconds after which an emit is stopped")
     ap.add_argument("--no-remote", action="store_true", help="skip the loopback S3 reads")
     ap.add_argument("--phase", choices=("build", "emit"), help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -437,7 +538,8 @@ def main(argv: list[str] | None = None) -> None:
     work = a.dir or Path(tempfile.mkdtemp(prefix="refstore-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        res = run(refs, work, formats=tuple(f for f in a.emit.split(",") if f), remote=not a.no_remote)
+        res = run(refs, work, formats=tuple(f for f in a.emit.split(",") if f), remote=not a.no_remote,
+                  cap=a.emit_cap)
     finally:
         if a.dir is None:
             shutil.rmtree(work, ignore_errors=True)
