@@ -493,14 +493,16 @@ def _report(res: dict[str, Any]) -> None:
           f"{t['new_day_rows']:,} rows; {t['new_day_growth_per_row']:.2f} B per new row")  # fmt: skip
     print(f"diff of the two versions: {t['diff_s']:.2f} s ({t['diff_s'] / 2:.2f}x the 2 s limit), "
           f"{t['diff_changed']:,} changed")  # fmt: skip
-    print(f"hold of {t['hold_chunks']} chunks ({t['hold_bytes'] / 1e6:.0f} MB read from the sources): {t['hold_s']:.2f} s "
+    print(f"hold of {t['hold_chunks']} chunks ({t['hold_bytes'] / 1e6:.0f} MB read from the sources): "
+          f"{t['hold_s']:.2f} s "
           f"({t['hold_s'] / 0.5:.2f}x the 0.5 s limit); release {t['release_s']:.2f} s ({t['release_s'] / 0.5:.2f}x); "
           f"remap add {t['remap_add_s']:.2f} s ({t['remap_add_s'] / 0.5:.2f}x), remove {t['remap_remove_s']:.2f} s "
           f"({t['remap_remove_s'] / 0.5:.2f}x)")  # fmt: skip
     v = res["verify"]
     if "verify_s" in v:
         print(f"verify --sample 1000: {v['verify_s']:.1f} s ({v['verify_s'] / 30:.2f}x the 30 s limit), "
-              f"{v['checked']} checked, {v['mismatched']} mismatched, peak RSS {v['verify_peak_mb']:.0f} MB")  # fmt: skip
+              f"{v['checked']} checked, {v['mismatched']} mismatched, "
+              f"peak RSS {v['verify_peak_mb']:.0f} MB")  # fmt: skip
     else:
         print(f"verify: {v['verify']}")
     r = res["remote"]
@@ -518,8 +520,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--refs", type=int, default=10_000_000)
     ap.add_argument("--quick", action="store_true", help="~230k references (10 days)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--dir", type=Path, default=None,
-                    help="work folder, kept (the templates are reused); default: a temporary one, removed")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="work folder, kept (the templates are reused); default: a temporary one, removed",
+    )
     ap.add_argument("--emit", default="kerchunk-parquet,parquet,icechunk", help="forms to emit ('' for none)")
     ap.add_argument("--emit-cap", type=float, default=None, help="seconds after which an emit is stopped")
     ap.add_argument("--no-remote", action="store_true", help="skip the loopback S3 reads")
@@ -538,8 +544,7 @@ def main(argv: list[str] | None = None) -> None:
     work = a.dir or Path(tempfile.mkdtemp(prefix="refstore-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        res = run(refs, work, formats=tuple(f for f in a.emit.split(",") if f), remote=not a.no_remote,
-                  cap=a.emit_cap)
+        res = run(refs, work, formats=tuple(f for f in a.emit.split(",") if f), remote=not a.no_remote, cap=a.emit_cap)
     finally:
         if a.dir is None:
             shutil.rmtree(work, ignore_errors=True)

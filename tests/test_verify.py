@@ -178,3 +178,50 @@ def test_sampled_and_full_verify_agree_with_the_oracle(tmp_path: Path, sample: i
     col, _files = _collection(tmp_path)
     rep = refstore.verify(refstore.Collection.open(col).snapshot(), sample=sample, seed=3, batch_bytes=16)
     assert rep.mismatched == 0 and rep.checked == (sample or 10)
+
+
+def test_sampled_verify_reads_only_picked_rows_and_finds_a_wrong_one(tmp_path: Path) -> None:
+    """The sampled path reads the picked rows by row id (``Snapshot.chunk_rows_at``), never the
+    whole array: those rows are the ones Lance's own filtered scan lists at the picked positions,
+    and a wrong reference is named whenever the sample picks it."""
+    from refstore.fixtures.netcdf3 import write_obs_series
+
+    files = write_obs_series(tmp_path / "data", [40, 30, 50])
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(p) for p in files], concat_dim="time")
+    snap = refstore.Collection.open(col).snapshot()
+    flt = snap.view_filter("temp")
+    whole = lance.dataset(col, version=snap.version).to_table(columns=["g0", "offset"], filter=flt, with_row_id=True)
+    pos = np.array([0, 3, 57, whole.num_rows - 1])
+    got = snap.chunk_rows_at("temp", pos, ("offset",))
+    assert got.column("_rowid").to_pylist() == whole.column("_rowid").take(pos).to_pylist()
+    assert got.column("offset").to_pylist() == whole.column("offset").take(pos).to_pylist()
+    assert got.column("g0").to_pylist() == whole.column("g0").take(pos).to_pylist()
+
+    next_record = next(r["offset"] for r in whole.to_pylist() if r["g0"] == 48)
+    _rewrite_chunk_row(col, "array = 'temp' AND g0 = 47", offset=next_record)
+    snap = refstore.Collection.open(col).snapshot()
+    total = sum(snap.count("chunk", f"array = '{a}' AND g0 >= -1") for a in snap.arrays())
+    found = 0
+    for seed in range(4):
+        rep = refstore.verify(snap, sample=total - 1, seed=seed)
+        assert rep.checked == total - 1
+        assert [(m["array"], m["chunk"]) for m in rep.mismatches] in ([], [("temp", [47, 0])])
+        found += rep.mismatched
+    assert found >= 3  # left out of a sample of all but one with probability 1/total each
+
+
+def test_batches_do_not_read_the_box_around_scattered_chunks() -> None:
+    """Consecutive chunks make one read; scattered ones (a sample) are read one box each, not as
+    the box spanning them (which decoded ~1,000 chunks for one in a 100M-reference sample)."""
+    from refstore.read.verify import _batches
+
+    lo = np.array([[0, 0], [0, 10], [0, 20], [0, 30]])
+    assert [b.tolist() for b in _batches(lo, lo + 10, 4, 1 << 30)] == [[0, 1, 2, 3]]
+    lo = np.array([[0, 0], [50, 90], [90, 40]])
+    assert [b.tolist() for b in _batches(lo, lo + 10, 4, 1 << 30)] == [[0], [1], [2]]
+    lo = np.array([[0, 0], [0, 20]])  # a gap of one chunk: 3 chunks' box for 2, within a slack of 2
+    assert [b.tolist() for b in _batches(lo, lo + 10, 4, 1 << 30)] == [[0, 1]]
+    assert [b.tolist() for b in _batches(lo, lo + 10, 4, 1 << 30, slack=1)] == [[0], [1]]
+    assert [b.tolist() for b in _batches(lo, lo + 10, 4, 400)] == [[0], [1]]  # the byte budget

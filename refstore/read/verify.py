@@ -124,9 +124,10 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
         local = None if pick is None else pick[(pick >= lo) & (pick < hi)] - lo
         if local is not None and not len(local):
             continue
-        t = snap.chunk_rows(meta.name, columns=_COLUMNS, with_row_id=True)
-        if local is not None:
-            t = t.take(pa.array(local))
+        if local is None:
+            t = snap.chunk_rows(meta.name, columns=_COLUMNS, with_row_id=True)
+        else:  # only the picked rows are read (100M rows of an array would not fit)
+            t = snap.chunk_rows_at(meta.name, local, _COLUMNS)
         if not t.num_rows:
             continue
         codes = t.column("source").combine_chunks().dictionary_encode()  # no Python string per row
@@ -139,20 +140,24 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
 
 
 def _batches(
-    lo: np.ndarray[Any, Any], hi: np.ndarray[Any, Any], itemsize: int, budget: int
+    lo: np.ndarray[Any, Any], hi: np.ndarray[Any, Any], itemsize: int, budget: int, slack: int = 2
 ) -> Iterator[np.ndarray[Any, Any]]:
-    """Runs of consecutive chunks (in key order) whose common box stays within ``budget`` bytes."""
+    """Runs of consecutive chunks (in key order) whose common box stays within ``budget`` bytes
+    and is mostly theirs: at most ``slack`` times their own elements, so the scattered chunks of
+    a sample are not read as the boxes around them (a box of 1,000 chunks for one)."""
     n = len(lo)
     if not n:
         return
-    start, box_lo, box_hi = 0, lo[0].copy(), hi[0].copy()
+    sizes = np.prod(hi - lo, axis=1)
+    start, box_lo, box_hi, own = 0, lo[0].copy(), hi[0].copy(), int(sizes[0])
     for i in range(1, n):
         new_lo, new_hi = np.minimum(box_lo, lo[i]), np.maximum(box_hi, hi[i])
-        if int(np.prod(new_hi - new_lo)) * itemsize > budget:
+        box = int(np.prod(new_hi - new_lo))
+        if box * itemsize > budget or box > slack * (own + int(sizes[i])):
             yield np.arange(start, i)
-            start, box_lo, box_hi = i, lo[i].copy(), hi[i].copy()
+            start, box_lo, box_hi, own = i, lo[i].copy(), hi[i].copy(), int(sizes[i])
         else:
-            box_lo, box_hi = new_lo, new_hi
+            box_lo, box_hi, own = new_lo, new_hi, own + int(sizes[i])
     yield np.arange(start, n)
 
 

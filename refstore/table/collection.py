@@ -351,6 +351,31 @@ class Snapshot:
                 late_materialization=True,
             )  # fmt: skip
 
+    def chunk_rows_at(
+        self, array: str, positions: np.ndarray[Any, Any], columns: Sequence[str], *, era: int | None = None
+    ) -> pa.Table:
+        """The chunk rows of ``array`` at ``positions`` (sorted, distinct) of the view's scan
+        order, with ``_rowid`` and the columns ``chunk_rows`` gives: row ids are streamed batch by
+        batch (memory bounded by a batch, not by the array) and only the picked rows are read."""
+        meta = self.array(array)
+        ndim = len(meta.shape)
+        cols = [*GLOBAL_KEY_COLUMNS[:ndim], *columns]
+        if meta.gridless:
+            cols += [c for c in ("source", *SOURCE_KEY_COLUMNS[:ndim]) if c not in cols]
+        picked: list[pa.Array] = []
+        seen, i = 0, 0
+        with storage_errors(self.collection.uri, self.version):
+            for batch in self.ds.to_batches(columns=[], with_row_id=True, filter=self.view_filter(array, None, era)):
+                n = batch.num_rows
+                j = int(np.searchsorted(positions, seen + n))
+                if j > i:
+                    picked.append(batch.column("_rowid").take(pa.array(positions[i:j] - seen)))
+                i, seen = j, seen + n
+                if i == len(positions):
+                    break
+            ids = pa.concat_arrays(picked) if picked else pa.array([], pa.uint64())
+            return self.ds._take_rows(ids, columns=[*cols, "_rowid"])
+
     def slab_layout(self, array: str) -> SlabLayout:
         """The placed slabs of ``array`` (from its var rows; cached per snapshot): what places the
         chunks of a gridless array (``plan/slabs.py``)."""
