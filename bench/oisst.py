@@ -215,7 +215,8 @@ def _report(res: dict[str, Any]) -> None:
           f"{res['generate_s']:.1f} s); collection {res['collection_bytes'] / 1e6:.1f} MB")  # fmt: skip
     print(f"scan (CLI, default workers): {s['wall_s']:.1f} s ({s['wall_s'] / 180:.2f}x the 3 min limit), peak RSS of "
           f"the process tree {s['peak_tree_mb']:.0f} MB ({s['peak_tree_mb'] / 2048:.2f}x the 2 GB limit); "
-          f"{sj.get('sources', {}).get('new', '?')} sources, {sj.get('refs', {}).get('inserted', '?')} refs")  # fmt: skip
+          f"{sj.get('sources', {}).get('new', '?')} sources, "
+          f"{sj.get('refs', {}).get('inserted', '?')} refs")  # fmt: skip
     rj = r["json"] or {}
     print(f"rescan with one new day: {r['wall_s']:.1f} s, peak RSS {r['peak_tree_mb']:.0f} MB; sources "
           f"{rj.get('sources')}, refs {rj.get('refs')}")  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -379,6 +380,9 @@ class _Run:
         self.held_mismatches: list[dict[str, Any]] = []
         self.missing: dict[str, int] = {}
         self.checked = self.skipped = self.held_checked = self.held_checksum_only = 0
+        # refstore's read of a batch runs in this thread while the oracle reads the same box:
+        # both are mostly decompression, which releases the GIL
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="refstore-verify")
 
     def report(self) -> VerifyReport:
         return VerifyReport(
@@ -511,18 +515,21 @@ class _Run:
         batch that fails on either side is checked again chunk by chunk, to name the culprits."""
         b_lo, b_hi = lo.min(axis=0), hi.max(axis=0)
         window = tuple(slice(a, b) for a, b in zip((b_lo - dest).tolist(), (b_hi - dest).tolist(), strict=True))
+        ours = self.pool.submit(arr.read_rows, era, rows, b_lo.tolist(), b_hi.tolist())
         try:
             expected = oracle.read(arr.name, window)
         except Exception as e:
+            ours.exception()  # wait for it; its outcome is not needed
             if rows.num_rows > 1:
                 return self._one_by_one(oracle, arr, era, rows, lo, hi, dest)
             self.checked += 1
             return [(0, f"oracle cannot read: {_first(e)}")]
         if expected is None:
+            ours.exception()
             self.skipped += rows.num_rows
             return []
         try:
-            got = np.asarray(arr.read_rows(era, rows, b_lo.tolist(), b_hi.tolist()), dtype=arr.dtype)
+            got = np.asarray(ours.result(), dtype=arr.dtype)
         except StaleSourceError as e:  # the whole source: no use trying chunk by chunk
             self.checked += rows.num_rows
             return [(i, f"refstore cannot read: {_first(e)}") for i in range(rows.num_rows)]
@@ -580,6 +587,13 @@ def verify(
     held chunks also with their checksum. ``batch_bytes``: the largest box read at once."""
     picked = _pick(snap, arrays, sample, seed)
     run = _Run(snap, options, batch_bytes, progress, sum(p.rows.num_rows for p in picked))
+    try:
+        return _run(run, picked)
+    finally:
+        run.pool.shutdown()
+
+
+def _run(run: _Run, picked: list[_Picked]) -> VerifyReport:
     for src in sorted({s for p in picked for s in p.bounds}):
         groups = []
         for p in picked:
