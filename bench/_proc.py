@@ -4,6 +4,7 @@ descendant: scan workers included) from /proc, every ``every`` seconds."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -44,9 +45,12 @@ def tree_rss_mb(pid: int) -> float:
 
 def run_tree(cmd: list[str], *, every: float = 0.25, timeout: float | None = None,
              env: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Run ``cmd`` to its end (killed after ``timeout`` s): wall seconds, exit code, stdout,
-    stderr, the peak of the tree's RSS and a timeline of ~60 (seconds, MiB) samples."""
+    """Run ``cmd`` to its end (killed after ``timeout`` s): wall seconds, CPU seconds of the
+    tree (user + system, every descendant waited for), exit code, stdout, stderr, the peak of the
+    tree's RSS and a timeline of ~60 (seconds, MiB) samples. On a shared machine the CPU seconds
+    say what the wall time would be on idle cores."""
     samples: list[tuple[float, float]] = []
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     stop = threading.Event()
@@ -65,11 +69,13 @@ def run_tree(cmd: list[str], *, every: float = 0.25, timeout: float | None = Non
         proc.kill()
         out, err = proc.communicate()
     wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     stop.set()
     th.join()
     step = max(1, len(samples) // 60)
     return {
-        "wall_s": wall, "rc": proc.returncode, "timed_out": timed_out, "stdout": out, "stderr": err,
+        "wall_s": wall, "cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
+        "rc": proc.returncode, "timed_out": timed_out, "stdout": out, "stderr": err,
         "peak_tree_mb": max((m for _, m in samples), default=0.0),
         "rss_timeline": [(round(t, 1), round(m)) for t, m in samples[::step]],
     }  # fmt: skip

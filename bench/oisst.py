@@ -213,15 +213,19 @@ def _report(res: dict[str, Any]) -> None:
     sj = s["json"] or {}
     print(f"archive: {res['days']:,} files, {res['archive_bytes'] / 1e9:.2f} GB (generated/checked in "
           f"{res['generate_s']:.1f} s); collection {res['collection_bytes'] / 1e6:.1f} MB")  # fmt: skip
-    print(f"scan (CLI, default workers): {s['wall_s']:.1f} s ({s['wall_s'] / 180:.2f}x the 3 min limit), peak RSS of "
+    cpu = s.get("cpu_s", float("nan"))
+    print(f"scan (CLI, default workers): {s['wall_s']:.1f} s ({s['wall_s'] / 180:.2f}x the 3 min limit; CPU "
+          f"{cpu:.0f} s, over 2 cores {cpu / 2 / 180:.2f}x), peak RSS of "
           f"the process tree {s['peak_tree_mb']:.0f} MB ({s['peak_tree_mb'] / 2048:.2f}x the 2 GB limit); "
           f"{sj.get('sources', {}).get('new', '?')} sources, "
           f"{sj.get('refs', {}).get('inserted', '?')} refs")  # fmt: skip
     rj = r["json"] or {}
-    print(f"rescan with one new day: {r['wall_s']:.1f} s, peak RSS {r['peak_tree_mb']:.0f} MB; sources "
+    print(f"rescan with one new day: {r['wall_s']:.1f} s (CPU {r.get('cpu_s', float('nan')):.1f} s), "
+          f"peak RSS {r['peak_tree_mb']:.0f} MB; sources "
           f"{rj.get('sources')}, refs {rj.get('refs')}")  # fmt: skip
     vj = v["json"] or {}
-    print(f"verify --sample 1000: {v['wall_s']:.1f} s ({v['wall_s'] / 30:.2f}x 30 s), peak RSS "
+    print(f"verify --sample 1000: {v['wall_s']:.1f} s ({v['wall_s'] / 30:.2f}x 30 s; CPU "
+          f"{v.get('cpu_s', float('nan')):.1f} s), peak RSS "
           f"{v['peak_tree_mb']:.0f} MB; checked {vj.get('checked')}, mismatched {vj.get('mismatched')}")  # fmt: skip
 
 
