@@ -12,6 +12,7 @@ from typing import Any
 import h5py
 import lance
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import refstore
@@ -180,10 +181,10 @@ def test_sampled_and_full_verify_agree_with_the_oracle(tmp_path: Path, sample: i
     assert rep.mismatched == 0 and rep.checked == (sample or 10)
 
 
-def test_sampled_verify_reads_only_picked_rows_and_finds_a_wrong_one(tmp_path: Path) -> None:
-    """The sampled path reads the picked rows by row id (``Snapshot.chunk_rows_at``), never the
-    whole array: those rows are the ones Lance's own filtered scan lists at the picked positions,
-    and a wrong reference is named whenever the sample picks it."""
+@pytest.fixture
+def obs_collection(tmp_path: Path) -> tuple[str, pa.Table]:
+    """A netCDF3 series whose ``temp`` row g0 = 47 points at the next record's bytes, and the
+    view's ``temp`` rows as Lance's own filtered scan lists them (before the change)."""
     from refstore.fixtures.netcdf3 import write_obs_series
 
     files = write_obs_series(tmp_path / "data", [40, 30, 50])
@@ -193,14 +194,52 @@ def test_sampled_verify_reads_only_picked_rows_and_finds_a_wrong_one(tmp_path: P
     snap = refstore.Collection.open(col).snapshot()
     flt = snap.view_filter("temp")
     whole = lance.dataset(col, version=snap.version).to_table(columns=["g0", "offset"], filter=flt, with_row_id=True)
-    pos = np.array([0, 3, 57, whole.num_rows - 1])
-    got = snap.chunk_rows_at("temp", pos, ("offset",))
-    assert got.column("_rowid").to_pylist() == whole.column("_rowid").take(pos).to_pylist()
-    assert got.column("offset").to_pylist() == whole.column("offset").take(pos).to_pylist()
-    assert got.column("g0").to_pylist() == whole.column("g0").take(pos).to_pylist()
-
     next_record = next(r["offset"] for r in whole.to_pylist() if r["g0"] == 48)
     _rewrite_chunk_row(col, "array = 'temp' AND g0 = 47", offset=next_record)
+    return col, whole
+
+
+def test_rows_at_positions_are_lances_own(obs_collection: tuple[str, pa.Table]) -> None:
+    """``Snapshot.chunk_rows_at`` (the counted sampling path) gives the rows Lance's filtered
+    scan lists at those positions."""
+    col, whole = obs_collection
+    snap = refstore.Collection.open(col).snapshot()
+    pos = np.array([0, 3, 57, whole.num_rows - 1])
+    got = snap.chunk_rows_at("temp", pos, ("length",))
+    flt = snap.view_filter("temp")
+    now = lance.dataset(col, version=snap.version).to_table(columns=["g0", "length"], filter=flt, with_row_id=True)
+    for c in ("_rowid", "g0", "length"):
+        assert got.column(c).to_pylist() == now.column(c).take(pos).to_pylist(), c
+
+
+def test_drawn_sample_is_distinct_chunk_rows_of_the_view(obs_collection: tuple[str, pa.Table]) -> None:
+    """The drawn sample (no count): exactly ``sample`` distinct rows, every one a chunk row of the
+    view (Lance's filtered scan), of the arrays asked for only."""
+    from refstore.read.verify import _draw
+
+    col, whole = obs_collection
+    snap = refstore.Collection.open(col).snapshot()
+    ids = set(whole.column("_rowid").to_pylist())
+    for seed in range(3):
+        t = _draw(snap, [snap.array("temp")], 50, seed)
+        assert t is not None and t.num_rows == 50
+        got = t.column("_rowid").to_pylist()
+        assert len(set(got)) == 50 and set(got) <= ids
+        assert set(t.column("array").to_pylist()) == {"temp"}
+    assert _draw(snap, [snap.array("temp")], 10**9, 0) is None  # more than there are: all are checked
+
+
+@pytest.mark.parametrize("path", ["drawn", "counted"])
+def test_sampled_verify_finds_a_wrong_reference(obs_collection: tuple[str, pa.Table], path: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Whichever way the sample is chosen, a wrong reference is named whenever the sample
+    picks it, and the sample has the size asked for."""
+    import importlib
+
+    verify_mod = importlib.import_module("refstore.read.verify")  # the package exports a function of that name
+    if path == "counted":
+        monkeypatch.setattr(verify_mod, "_draw", lambda *a: None)
+    col, _whole = obs_collection
     snap = refstore.Collection.open(col).snapshot()
     total = sum(snap.count("chunk", f"array = '{a}' AND g0 >= -1") for a in snap.arrays())
     found = 0

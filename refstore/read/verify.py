@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED
+from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED, SOURCE_KEY_COLUMNS
 from ..errors import SourceMissingError, SourceReadError, StaleSourceError
 from ..plan.eras import EraLayout
 from ..plan.grid import Grid
@@ -114,6 +114,11 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
     per array, none per chunk; only the picked rows are kept."""
     names = list(arrays) if arrays else [n for n, m in snap.arrays().items() if m.status == "ok"]
     metas = [m for m in (snap.array(n) for n in names) if m.status == "ok"]
+    if sample is not None:
+        drawn = _draw(snap, metas, sample, seed)
+        if drawn is not None:
+            mine = (_columns_of(m, drawn.filter(pc.equal(drawn.column("array"), m.name))) for m in metas)
+            return [p for m, t in zip(metas, mine, strict=True) if (p := _picked(m, t)) is not None]
     sizes = np.array([snap.ds.count_rows(filter=snap.view_filter(m.name)) for m in metas], np.int64)
     total = int(sizes.sum())
     pick = None
@@ -129,15 +134,74 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
             t = snap.chunk_rows(meta.name, columns=_COLUMNS, with_row_id=True)
         else:  # only the picked rows are read (100M rows of an array would not fit)
             t = snap.chunk_rows_at(meta.name, local, _COLUMNS)
-        if not t.num_rows:
-            continue
-        codes = t.column("source").combine_chunks().dictionary_encode()  # no Python string per row
-        which = codes.indices.to_numpy()
-        order = np.argsort(which, kind="stable")
-        cuts = np.searchsorted(which[order], np.arange(len(codes.dictionary) + 1))
-        spans = {str(s): (int(cuts[i]), int(cuts[i + 1])) for i, s in enumerate(codes.dictionary.to_pylist())}
-        out.append(_Picked(meta, t, order, spans))
+        picked = _picked(meta, t)
+        if picked is not None:
+            out.append(picked)
     return out
+
+
+_MIN_HIT_RATE = 0.05
+"""Below this share of the table's rows being chunk rows of the arrays verified, a sample is
+drawn from their counted rows instead (``_draw``)."""
+
+
+def _draw(snap: Snapshot, metas: list[ArrayMeta], sample: int, seed: int) -> pa.Table | None:
+    """``sample`` chunk rows of ``metas`` in the view, uniformly at random without counting them
+    (a filtered count reads the ``kind``/``array`` columns of every row: ~40 s at 100M rows):
+    random positions among all the version's rows (their number is in the manifest) are taken,
+    those that are such chunk rows kept, in the order drawn, and more drawn until there are
+    ``sample``. None when the table has fewer rows than ``sample`` (every chunk is checked) or
+    too few of its rows are such chunk rows for this to pay."""
+    total = snap.ds.count_rows()
+    if sample >= total or not metas:
+        return None
+    names = pa.array([m.name for m in metas])
+    cols = ["kind", "array", *GLOBAL_KEY_COLUMNS, *SOURCE_KEY_COLUMNS, *_COLUMNS, "_rowid"]
+    rng = np.random.default_rng(seed)
+    seen = np.empty(0, np.int64)
+    kept: list[pa.Table] = []
+    n_kept = 0
+    while n_kept < sample and len(seen) < total:
+        rate = n_kept / len(seen) if len(seen) else 1.0
+        if len(seen) >= 2 * sample and rate < _MIN_HIT_RATE:
+            return None
+        k = min(total - len(seen), int((sample - n_kept) / max(rate, _MIN_HIT_RATE) * 1.2) + 16)
+        cand = rng.integers(0, total, 2 * k + 16)
+        _u, first = np.unique(cand, return_index=True)
+        cand = cand[np.sort(first)]  # distinct, in the order drawn
+        cand = cand[~np.isin(cand, seen)][:k]
+        if not len(cand):
+            continue
+        seen = np.concatenate([seen, cand])
+        order = np.argsort(cand, kind="stable")
+        t = snap.ds.take(pa.array(cand[order]), columns=cols)
+        t = t.take(pa.array(np.argsort(order, kind="stable")))  # back to the order drawn
+        hit = pc.and_(pc.and_(pc.equal(t.column("kind"), "chunk"), pc.is_in(t.column("array"), names)),
+                      pc.greater_equal(t.column("g0"), -1))  # the view's chunk rows (``view_filter``)  # fmt: skip
+        t = t.filter(hit).slice(0, sample - n_kept)
+        kept.append(t)
+        n_kept += t.num_rows
+    return pa.concat_tables(kept) if kept else None
+
+
+def _columns_of(meta: ArrayMeta, t: pa.Table) -> pa.Table:
+    """The columns ``Snapshot.chunk_rows`` gives for ``meta`` (with ``_rowid``)."""
+    cols = [*GLOBAL_KEY_COLUMNS[: meta.ndim], *_COLUMNS]
+    if meta.gridless:
+        cols += [c for c in ("source", *SOURCE_KEY_COLUMNS[: meta.ndim]) if c not in cols]
+    return t.select([*cols, "_rowid"])
+
+
+def _picked(meta: ArrayMeta, t: pa.Table) -> _Picked | None:
+    """The rows ``t`` of ``meta`` grouped by source (no Python string per row)."""
+    if not t.num_rows:
+        return None
+    codes = t.column("source").combine_chunks().dictionary_encode()
+    which = codes.indices.to_numpy()
+    order = np.argsort(which, kind="stable")
+    cuts = np.searchsorted(which[order], np.arange(len(codes.dictionary) + 1))
+    spans = {str(s): (int(cuts[i]), int(cuts[i + 1])) for i, s in enumerate(codes.dictionary.to_pylist())}
+    return _Picked(meta, t, order, spans)
 
 
 def _batches(
