@@ -56,3 +56,19 @@ def test_compact_builds_scalar_indices_and_new_rows_are_still_found(series, new_
         assert_same(ds["sst"][2:3], f["sst"][()], "sst day 2")
     compact(refstore.Collection.open(col))  # refreshes the existing indices
     assert refstore.verify(refstore.Collection.open(col).snapshot()).mismatched == 0
+
+
+def test_array_meta_from_json_shares_one_instance_per_text() -> None:
+    """Var rows of a long series repeat a few texts: equal texts give one instance (the planner
+    skips comparing an instance with itself), different texts different values, and the text
+    round-trips."""
+    from refstore.scan._types import ArrayMeta
+
+    a = ArrayMeta(name="sst", dims=("time", "lat"), shape=(1, 4), chunks=(1, 4), dtype="<i2", fill_value=-999,
+                  codecs=({"id": "zlib", "level": 4},), attrs={"units": {"type": "str", "value": "K"}})  # fmt: skip
+    b = ArrayMeta(name="sst", dims=("time", "lat"), shape=(1, 4), chunks=(1, 4), dtype="<i2", fill_value=-999,
+                  codecs=({"id": "zlib", "level": 5},), attrs={"units": {"type": "str", "value": "K"}})  # fmt: skip
+    ta, tb = a.to_json(), b.to_json()
+    assert ArrayMeta.from_json(ta) is ArrayMeta.from_json(str(ta))
+    assert ArrayMeta.from_json(ta) == a and ArrayMeta.from_json(tb) == b
+    assert ArrayMeta.from_json(ta).era_key() != ArrayMeta.from_json(tb).era_key()

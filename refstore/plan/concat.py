@@ -122,7 +122,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
             if m0.status != "ok" or meta.status != "ok":
                 continue
             along = concat_dim is not None and concat_dim in meta.dims
-            if along and m0.grid() != meta.grid():
+            if along and meta is not m0 and m0.grid() != meta.grid():  # one instance per recorded text
                 raise PlanError(
                     f"array '{name}' is on a different grid in {s.location} than in {s0.location} "
                     f"(transform or CRS differ); such sources cannot share one array"
@@ -175,7 +175,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
         era_of: dict[str, int] = {}
         for s in holders:
             meta = s.arrays[name]
-            if not eras or eras[-1]["_key"] != meta.era_key():
+            if not eras or (eras[-1]["_meta"] is not meta and eras[-1]["_key"] != meta.era_key()):
                 eras.append({"_key": meta.era_key(), "_meta": meta, "index": len(eras), "axis": axis,
                              "start": starts[s.location], "first_source": s.location})  # fmt: skip
             eras[-1]["last_source"] = s.location

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -131,6 +132,15 @@ class ArrayMeta:
 
     @classmethod
     def from_json(cls, text: str) -> ArrayMeta:
+        """The array of ``to_json``'s text. Equal texts give the same (immutable) instance: the
+        var rows of a long series repeat a few texts thousands of times, and the planner skips
+        comparing an instance with itself."""
+        if cls is ArrayMeta:
+            return _meta_from_json(text)
+        return cls._parse(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> ArrayMeta:
         d = json.loads(text)
         return cls(
             name=d["name"],
@@ -169,6 +179,11 @@ class ArrayMeta:
             tuple(era["codecs"]), era["attrs"], self.status, self.reason, short_edge=self.short_edge,
             edges=edges_from_json(era.get("edges")),
         )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _meta_from_json(text: str) -> ArrayMeta:
+    return ArrayMeta._parse(text)
 
 
 @dataclass(frozen=True, slots=True)
