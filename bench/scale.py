@@ -415,6 +415,37 @@ def measure_verify(out: Path, sample: int = 1000) -> dict[str, Any]:
             "mismatched": rep["mismatched"], "rc": r["rc"]}  # fmt: skip
 
 
+def again(work: Path) -> dict[str, Any]:
+    """The commits, diff and verify measured again on the collection a full run left in
+    ``work`` (after a change to the code; no rebuild): one new day after the last, one day in
+    the middle reprocessed (its link switched to the other template), the diff of the two
+    versions, ``verify --sample 1000``."""
+    import refstore
+    from refstore.table import diff
+
+    out, root = work / "bran", _root(work / "bran")
+    col = refstore.Collection.open(str(out))
+    days = sorted(int(p.stem.rsplit("_", 1)[1]) for p in root.glob("ocean_temp_*.nc"))
+    res: dict[str, Any] = {"refs": col.snapshot().count("chunk"), "sources": len(days)}
+    before = col.latest_version
+    new_day = days[-1] + 1
+    t0 = time.perf_counter()
+    link_day(root, new_day, template(work, 0))
+    rep = _commit_days(col, [new_day], str(root), bulk=False)
+    res["new_day_s"], res["new_day_rows"] = time.perf_counter() - t0, rep.inserted
+    mid = days[len(days) // 3]
+    seed = 0 if os.stat(root / f"ocean_temp_{mid:05d}.nc").st_ino == os.stat(template(work, 1)).st_ino else 1
+    t0 = time.perf_counter()
+    link_day(root, mid, template(work, seed))
+    rep = _commit_days(col, [mid], str(root), seed=seed, bulk=False)
+    res["upsert_day_s"], res["upsert_day_rows"] = time.perf_counter() - t0, rep.updated + rep.inserted
+    t0 = time.perf_counter()
+    d = diff(col, before)
+    res["diff_s"], res["diff_changed"] = time.perf_counter() - t0, d.arrays["temp"]["changed"]
+    res.update(measure_verify(out))
+    return res
+
+
 # --------------------------------------------------------------------------- main
 def _peer(fmt: str) -> bool:
     from refstore.emit import FORMATS
@@ -529,6 +560,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--emit", default="kerchunk-parquet,parquet,icechunk", help="forms to emit ('' for none)")
     ap.add_argument("--emit-cap", type=float, default=None, help="seconds after which an emit is stopped")
     ap.add_argument("--no-remote", action="store_true", help="skip the loopback S3 reads")
+    ap.add_argument(
+        "--again",
+        action="store_true",
+        help="measure commits, diff and verify again on the collection left in --dir (no rebuild)",
+    )
     ap.add_argument("--phase", choices=("build", "emit"), help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--format", help=argparse.SUPPRESS)
@@ -539,6 +575,26 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.phase == "emit":
         print(json.dumps(phase_emit(a.out, a.format, a.dest)))
+        return
+    if a.again:
+        if a.dir is None:
+            ap.error("--again needs the --dir of an earlier run")
+        r = again(a.dir)
+        if a.json:
+            print(json.dumps(r, indent=2))
+            return
+        print(f"{r['refs']:,} references, {r['sources']:,} daily files")
+        print(f"upsert of one new day: {r['new_day_s']:.2f} s ({r['new_day_s']:.2f}x the 1 s limit), "
+              f"{r['new_day_rows']:,} rows; one reprocessed day: {r['upsert_day_s']:.2f} s "
+              f"({r['upsert_day_s']:.2f}x), {r['upsert_day_rows']:,} rows")  # fmt: skip
+        print(f"diff of the versions before and after: {r['diff_s']:.2f} s ({r['diff_s'] / 2:.2f}x the 2 s limit), "
+              f"{r['diff_changed']:,} changed")  # fmt: skip
+        if "verify_s" in r:
+            print(f"verify --sample 1000: {r['verify_s']:.1f} s ({r['verify_s'] / 30:.2f}x the 30 s limit), "
+                  f"{r['checked']} checked, {r['mismatched']} mismatched, "
+                  f"peak RSS {r['verify_peak_mb']:.0f} MB")  # fmt: skip
+        else:
+            print(f"verify: {r['verify']}")
         return
     refs = 10 * PER_DAY if a.quick else a.refs
     work = a.dir or Path(tempfile.mkdtemp(prefix="refstore-scale-"))
