@@ -72,3 +72,37 @@ def test_array_meta_from_json_shares_one_instance_per_text() -> None:
     assert ArrayMeta.from_json(ta) is ArrayMeta.from_json(str(ta))
     assert ArrayMeta.from_json(ta) == a and ArrayMeta.from_json(tb) == b
     assert ArrayMeta.from_json(ta).era_key() != ArrayMeta.from_json(tb).era_key()
+
+
+def test_many_small_sources_reach_lance_in_batches_of_thousands(tmp_path: Path, new_collection, monkeypatch) -> None:
+    """A scan's rows come as one small batch per source; Lance gets them joined into batches of
+    up to ``WRITE_BATCH_ROWS`` (its writer's memory grew with the number of batches, and its
+    encodings are poor on tiny ones), and the rows read back are h5py's."""
+    import lance.fragment
+
+    from refstore.table import _replace
+
+    monkeypatch.setattr(_replace, "WRITE_BATCH_ROWS", 50)
+    seen: list[list[int]] = []
+    real = lance.fragment.write_fragments
+
+    def spy(data, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append([b.num_rows for b in data.to_batches()])
+        return real(data, *a, **k)
+
+    monkeypatch.setattr(lance.fragment, "write_fragments", spy)
+    paths = []
+    for i in range(30):
+        p = tmp_path / f"d{i:02d}.h5"
+        with h5py.File(p, "w") as f:
+            t = f.create_dataset("time", data=np.array([float(i)]), maxshape=(None,), chunks=(1,))
+            t.make_scale("time")
+            x = f.create_dataset("x", data=np.full((1, 4), i, "i4"), chunks=(1, 2))
+            x.dims[0].attach_scale(t)
+        paths.append(str(p))
+    col = new_collection()
+    refstore.scan(col, paths, concat_dim="time", workers=1, timeout=None)
+    rows = sum(seen[-1])
+    assert rows > 100 and max(seen[-1]) == 50 and len(seen[-1]) == -(-rows // 50)
+    with h5py.File(paths[7]) as f:
+        assert_same(refstore.open(col)["x"][7:8], f["x"][...], "x")
