@@ -483,8 +483,8 @@ def _attempt(
                 "filter_mask", "inline"]  # fmt: skip
     if moved:
         moved_sources = sorted({loc for loc, _ in moved})
-        flt = "kind = 'chunk' AND source IN (" + ", ".join(sql_str(x) for x in moved_sources) + ")"
-        old = snap.ds.to_table(columns=[*old_cols, "held_at", "held_ns", "held_sha256"], filter=flt, with_row_id=True)
+        old = snap.rows_of_sources(Kind.CHUNK, moved_sources, [*old_cols, "held_at", "held_ns", "held_sha256"],
+                                   with_row_id=True)  # fmt: skip
         pairs = pa.array([f"{loc}\x00{name}" for loc, name in moved])
         old = old.filter(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
@@ -494,11 +494,7 @@ def _attempt(
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *removed, *(loc for loc, _ in moved)})
-    old_chunk = (
-        snap.rows(Kind.CHUNK, old_cols, "source IN (" + ", ".join(sql_str(s) for s in touched) + ")")
-        if touched
-        else rows(Kind.CHUNK, 0).select(old_cols)
-    )
+    old_chunk = snap.rows_of_sources(Kind.CHUNK, touched, old_cols) if touched else rows(Kind.CHUNK, 0).select(old_cols)
     new_chunk = pa.concat_tables(new_chunks) if new_chunks else rows(Kind.CHUNK, 0)
     if moved:  # of a moved source only its moved arrays count; changed sources count whole
         pair = pc.binary_join_element_wise(old_chunk.column("source"), old_chunk.column("array"), "\x00")
