@@ -512,8 +512,9 @@ def _report(res: dict[str, Any]) -> None:
         if isinstance(e, dict):
             limit = 1536 if fmt == "icechunk" else 2048  # issue 16: Icechunk < 1.5 GB at 10M, the rest < 2 GB
             print(f"  {fmt}: {e['bytes_per_ref']:.2f} B/ref ({e['bytes_per_ref'] / t['bytes_per_ref']:.2f}x refstore), "
-                  f"emit {e['emit_s']:.1f} s, peak RSS {e['peak_rss_mb']:.0f} MB "
-                  f"({e['peak_rss_mb'] / limit:.2f}x the {limit / 1024:g} GB limit)")  # fmt: skip
+                  f"emit {e['emit_s']:.1f} s, peak RSS {e['sampled_peak_mb']:.0f} MB sampled "
+                  f"({e['sampled_peak_mb'] / limit:.2f}x the {limit / 1024:g} GB limit; the child's "
+                  f"ru_maxrss {e['peak_rss_mb']:.0f} MB keeps the forking parent's)")  # fmt: skip
         else:
             print(f"  {fmt}: {e}")
     print(f"bbox+time box (30 days x surface x 5x5 tiles, {t['box_rows']} chunks): {t['box_surface_ms']:.1f} ms "
