@@ -238,10 +238,10 @@ def test_attributes_read_once_per_series_equal_h5py(tmp_path: Path, libver: str)
             v, t = (h5py.h5o.get_info(h5py.h5o.open(f.id, n)) for n in (b"v", b"t"))
             # dimension names and the scale's NAME come from the header bytes (the global heap for the list)
             assert h.first_scales(v.addr, v.num_attrs, 2) == [t.addr, None] or (libver, p.name) == ("latest", "d.h5")
-            assert h.fixed_string(t.addr, t.num_attrs, "NAME") == (True, b"t")
-            assert h.fixed_string(t.addr, t.num_attrs, "CLASS") == (True, b"DIMENSION_SCALE")  # H5DSis_scale
-            assert h.fixed_string(v.addr, v.num_attrs, "CLASS") == ((False, None) if (libver, p.name) == (
-                "latest", "d.h5") else (True, None))  # fmt: skip
+            assert h.name_starts(t.addr, t.num_attrs, b"t") is True  # the scale's NAME
+            assert h.name_starts(t.addr, t.num_attrs, b"This is") is False
+            assert h.is_scale(t.addr, t.num_attrs) is True  # H5DSis_scale
+            assert h.is_scale(v.addr, v.num_attrs) is (None if (libver, p.name) == ("latest", "d.h5") else False)
     assert keys["a.h5", "t"] is not None and keys["a.h5", "t"] == keys["b.h5", "t"]  # a proof, reused
     assert keys["a.h5", "/"] is not None and keys["a.h5", "/"] != keys["c.h5", "/"]  # same size, other value
     assert keys["a.h5", "v"] is None  # a variable-length string is never proved by its bytes
@@ -249,3 +249,151 @@ def test_attributes_read_once_per_series_equal_h5py(tmp_path: Path, libver: str)
     if libver == "latest":
         assert keys["d.h5", "v"] is None  # dense storage: not in the header
     assert len(scanner._ATTR_CACHE._got) >= 3
+
+
+# ---------------------------------------------------------------- awkward object headers
+# (fixtures/hdf5_headers.py: every header version, shared messages, CLASS/NAME forms H5DS never
+# writes, links, user blocks, netCDF-4 writers; pairs of series files a byte-keyed cache could
+# confuse). Written once per module; each check is a scan and an h5py read of a small file.
+from refstore.fixtures import hdf5_headers  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def headers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return hdf5_headers.write_all(tmp_path_factory.mktemp("headers"))
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    return hdf5_headers.write_pairs(tmp_path_factory.mktemp("pairs"))
+
+
+@pytest.mark.parametrize("case", [*hdf5_headers.CASES, *hdf5_headers.NETCDF_CASES])
+def test_awkward_header_metadata_equals_h5py(headers: dict[str, Path], case: str) -> None:
+    """Names, dimension names, attributes (names, order, values, dtypes), fill values and chunks
+    equal h5py's high-level API, read through HDF5 (an empty attribute cache) and again from
+    the cache where the header bytes prove the attributes."""
+    from refstore.scan import hdf5 as scanner
+
+    scanner._ATTR_CACHE._got.clear()
+    assert _check_file(headers[case]) > 0
+    assert _check_file(headers[case]) > 0
+
+
+def test_awkward_headers_through_one_cache(headers: dict[str, Path]) -> None:
+    """Every file scanned after all the others (in both orders) through one attribute cache,
+    as a scan of a mixed folder would: each file's attributes are its own."""
+    from refstore.scan import hdf5 as scanner
+
+    files = [headers[c] for c in hdf5_headers.CASES]
+    scanner._ATTR_CACHE._got.clear()
+    for path in files:
+        HDF5Scanner()(str(path))
+    for path in files[::-1]:
+        _check_file(path)
+    assert len(scanner._ATTR_CACHE._got) > 10  # the cache was used, not bypassed
+
+
+def _nc_walk(group: Any, prefix: str = "") -> Any:
+    for name, var in group.variables.items():
+        yield prefix + name, var
+    for name, sub in group.groups.items():
+        yield from _nc_walk(sub, f"{prefix}{name}/")
+
+
+def _check_netcdf(path: Path) -> None:
+    """Every netCDF variable recorded with netCDF4-python's dimension names and attributes
+    (names, order, values and dtypes as ``getncattr`` gives them); nothing else recorded."""
+    import netCDF4
+
+    from refstore._values import nc_attr
+
+    metas = {m.name: m for m in HDF5Scanner()(str(path)).arrays}
+    with netCDF4.Dataset(path) as ds:
+        variables = dict(_nc_walk(ds))
+        assert set(metas) == set(variables), path.name
+        for name, var in variables.items():
+            m, what = metas[name], f"{path.name}:{name}"
+            assert m.dims == var.dimensions, what
+            want = {k: var.getncattr(k) for k in var.ncattrs()}
+            got = {k: nc_attr(e) for k, e in m.attrs.items()}
+            assert list(got) == list(want), what
+            for k, v in want.items():
+                g = got[k]
+                if isinstance(v, str):
+                    assert g == v, (what, k)
+                    continue
+                assert np.asarray(g).dtype == np.asarray(v).dtype, (what, k)
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(v), err_msg=f"{what} {k}")
+
+
+@pytest.mark.parametrize("case", list(hdf5_headers.NETCDF_CASES))
+def test_netcdf4_files_equal_netcdf4_python(headers: dict[str, Path], case: str) -> None:
+    """netCDF-4 files from netCDF4-python (NETCDF4, NETCDF4_CLASSIC) and h5netcdf: dimensions
+    shared across groups, dimensions without a variable, variable-length string attributes."""
+    from refstore.scan import hdf5 as scanner
+
+    scanner._ATTR_CACHE._got.clear()
+    _check_netcdf(headers[case])
+    _check_netcdf(headers[case])  # the second scan through the cache
+
+
+@pytest.mark.parametrize("pair", list(hdf5_headers.PAIRS))
+def test_series_files_differing_in_one_attribute(pairs: dict[str, tuple[Path, Path]], pair: str) -> None:
+    """Two files of a series, the second differing from the first in one attribute whose bytes
+    in the object header can be the same (a datatype or dataspace kept in the shared-message
+    heap under the same heap ID): each file's recorded attributes are its own, in either order."""
+    from refstore.scan import hdf5 as scanner
+
+    a, b = pairs[pair]
+    for first, second in ((a, b), (b, a)):
+        scanner._ATTR_CACHE._got.clear()
+        _check_file(first)
+        _check_file(second)
+        with h5py.File(first, "r") as f, h5py.File(second, "r") as g:
+            x, y = f["d"].attrs["x"], g["d"].attrs["x"]
+            assert x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y)  # they do differ
+
+
+def test_shared_parts_prove_nothing(pairs: dict[str, tuple[Path, Path]], headers: dict[str, Path]) -> None:
+    """The pairs are what they are made for: the shared datatype / dataspace messages are the same
+    bytes in both files (a key made of them would collide), and the header reader makes no key
+    of them, nor reads CLASS, NAME or DIMENSION_LIST through them."""
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_header import HeaderReader
+
+    def attr_raws(path: Path) -> list[bytes]:
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            info = h5py.h5o.get_info(f["d"].id)
+            attrs = h._attributes(info.addr, info.num_attrs)
+            assert attrs is not None
+            assert h.attribute_key(info.addr, info.num_attrs, scanner._HIDDEN_ATTRS) is None
+            return [attrs[n].raw for n in ("x", "units")]
+
+    for pair in ("shared_dtype_sign", "shared_space_shape", "shared_both"):
+        a, b = pairs[pair]
+        assert attr_raws(a) == attr_raws(b), pair
+    path = headers["shared_dtype_latest"]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        t, v = h5py.h5o.get_info(f["time"].id), h5py.h5o.get_info(f["v"].id)
+        assert h.is_scale(t.addr, t.num_attrs) is None and f["time"].is_scale
+        assert h.first_scales(v.addr, v.num_attrs, 2) is None
+        assert h.name_starts(t.addr, t.num_attrs, b"t") is None
+
+
+def test_only_the_class_h5ds_writes_is_read_from_the_bytes(headers: dict[str, Path]) -> None:
+    """HDF5 versions compare other CLASS forms differently: those are left to HDF5 (None)."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    for lv in hdf5_headers.LIBVERS:
+        path = headers[f"class_name_{lv}"]
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            known = {}
+            for name in f:
+                info = h5py.h5o.get_info(f[name].id)
+                known[name] = h.is_scale(info.addr, info.num_attrs)
+            assert known["name_dim_only"] is True and f["name_dim_only"].is_scale
+            assert known["name_array1"] is True and known["name_spacepad"] is True
+            assert {k for k, v in known.items() if v is None} == {k for k in known if k.startswith("cls_")}, lv
+            nd = h5py.h5o.get_info(f["name_array1"].id)
+            assert h.name_starts(nd.addr, nd.num_attrs, hdf5_headers.NC_DIM_ONLY) is None  # an array: HDF5 reads it

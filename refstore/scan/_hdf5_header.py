@@ -6,17 +6,22 @@ h5py's reading of an attribute depends on: name, datatype, dataspace and, for fi
 the value itself. So the raw bytes of an object's visible attribute messages (object header
 format version 1 or 2, read with ``os.pread``) are a key to the attributes decoded from them
 once (``AttrCache``). No key, and the attributes are read through HDF5 as before, whenever the
-bytes would not prove the values: dense attribute storage (a fractal heap), shared messages,
-visible attributes of variable-length, reference or any type other than integers, floats and
-fixed-length strings (their bytes point elsewhere), a user block, or any layout this reader
-does not parse. Pure parsing over bytes, apart from the reads.
+bytes would not prove the values: dense attribute storage (a fractal heap), shared attribute
+messages, an attribute whose datatype or dataspace is a shared message (a committed datatype,
+or one kept in the shared-message heap: its bytes are only an address or heap ID, which another
+file may reuse for another type or shape), visible attributes of variable-length, reference or
+any type other than integers, floats and fixed-length strings (their bytes point elsewhere), a
+user block, or any layout this reader does not parse. The few bookkeeping attributes read from
+the bytes (``CLASS``, ``NAME``, ``DIMENSION_LIST``) are read only in the exact forms HDF5's
+dimension-scale API and netCDF-4 write; any other form is left to HDF5. Pure parsing over
+bytes, apart from the reads.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,11 +31,24 @@ __all__ = ["AttrCache", "HeaderReader"]
 _PAGE = 1 << 16
 _ATTR = 0x000C
 _CONTINUATION = 0x0010
-_SHARED = 0x02
+_SHARED = 0x02  # message flag: the message body is a reference to a shared message
+_SHARED_PARTS = 0x03  # attribute message flags (versions 2-3): its datatype / dataspace is shared
+_SCALE_CLASS = b"DIMENSION_SCALE\x00"  # H5DSset_scale's CLASS value: NUL-terminated, 16 bytes
 _PLAIN_CLASSES = frozenset({0, 1, 3})  # fixed-point, floating-point, fixed-length string
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _MAX_BLOCK = 1 << 20  # bytes: a larger header block (or a damaged length) proves nothing
 _MAX_BLOCKS = 64  # header blocks followed per object (a damaged file may loop)
+
+
+class _Attr(NamedTuple):
+    """One attribute message of an object header."""
+
+    flags: int  # the message's flags in the object header
+    raw: bytes  # the message with its header (the cache key's part)
+    shared_parts: bool  # its datatype or dataspace is a shared message (bytes elsewhere)
+    dtype: bytes  # datatype message
+    space: bytes  # dataspace message
+    data: bytes  # the value's bytes
 
 
 class HeaderReader:
@@ -39,7 +57,7 @@ class HeaderReader:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_RDONLY)
         self._pages: dict[int, bytes] = {}
-        self._parsed: dict[int, dict[str, tuple[int, bytes, bytes]] | None] = {}
+        self._parsed: dict[int, dict[str, _Attr] | None] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
         self.offsets = self.lengths = 0
         try:
@@ -78,21 +96,25 @@ class HeaderReader:
         lo = at - first * _PAGE
         return page[lo : lo + n]
 
-    def _attributes(self, addr: int, num_attrs: int) -> dict[str, tuple[int, bytes, bytes]] | None:
-        """Name -> (message flags, raw message with its header, body) of every attribute of
-        the object header at ``addr`` (parsed once per object), or None unless all
-        ``num_attrs`` attributes (HDF5's count: dense storage keeps them out of the header) were
-        found in a header this reader parses."""
+    def _attributes(self, addr: int, num_attrs: int) -> dict[str, _Attr] | None:
+        """Name -> attribute message of every attribute of the object header at ``addr``
+        (parsed once per object), or None unless all ``num_attrs`` attributes (HDF5's count:
+        dense storage keeps them out of the header) were found, unshared, in a header this
+        reader parses (a shared attribute message holds only a heap ID: not even its name)."""
         if addr in self._parsed:
             return self._parsed[addr]
-        got: dict[str, tuple[int, bytes, bytes]] | None = None
+        got: dict[str, _Attr] | None = None
         if self.offsets == 8 and self.lengths == 8:
             try:
                 messages = self._messages(addr)
                 if messages is not None:
-                    got = {_attribute_head(body)[0]: (flags, raw, body)
-                           for kind, flags, raw, body in messages if kind == _ATTR}  # fmt: skip
-                    got = got if len(got) == num_attrs else None
+                    found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
+                    if not any(flags & _SHARED for flags, _raw, _body in found):
+                        got = {}
+                        for flags, raw, body in found:
+                            name, attr_flags, dtype, space, data = _attribute_parts(body)
+                            got[name] = _Attr(flags, raw, bool(attr_flags & _SHARED_PARTS), dtype, space, data)
+                        got = got if len(got) == num_attrs else None
             except (struct.error, IndexError, ValueError, OSError):
                 got = None
         self._parsed[addr] = got
@@ -106,50 +128,68 @@ class HeaderReader:
         if attrs is None:
             return None
         parts: list[bytes] = []
-        for name, (flags, raw, body) in attrs.items():
-            if flags & _SHARED:
-                return None
+        for name, attr in attrs.items():
             if name in hidden:
                 continue
-            if _attribute_head(body)[1] not in _PLAIN_CLASSES:
+            if attr.shared_parts or attr.dtype[0] & 0x0F not in _PLAIN_CLASSES:
                 return None
-            parts.append(raw)
+            parts.append(attr.raw)
         return b"".join(parts)
 
-    def fixed_string(self, addr: int, num_attrs: int, name: str) -> tuple[bool, bytes | None]:
-        """(known, value) of a scalar fixed-length string attribute, trailing NULs dropped as
-        h5py reads it: (True, None) when the
-        object has no such attribute; (False, None) when only HDF5 can tell (the caller reads
-        it)."""
+    def is_scale(self, addr: int, num_attrs: int) -> bool | None:
+        """``H5DSis_scale`` from the header bytes: False without a ``CLASS`` attribute, True
+        for the ``CLASS`` that ``H5DSset_scale`` writes (a scalar NUL-terminated ASCII string
+        of 16 bytes reading ``DIMENSION_SCALE``); None (only HDF5 can tell) for any other
+        ``CLASS``: HDF5's versions compare other forms differently (padding, size, prefixes)."""
         attrs = self._attributes(addr, num_attrs)
         if attrs is None:
-            return False, None
-        if name not in attrs:
-            return True, None
-        flags, _raw, body = attrs[name]
+            return None
+        attr = attrs.get("CLASS")
+        if attr is None:
+            return False
         try:
-            dtype, space, data = _attribute_parts(body)
-            if flags & _SHARED or dtype[0] & 0x0F != 3 or _space_elements(space) != 1:
-                return False, None
-            size = struct.unpack_from("<I", dtype, 4)[0]
+            if (not attr.shared_parts and _space_dims(attr.space) == () and attr.dtype[0] & 0x0F == 3
+                    and attr.dtype[1:4] == bytes(3) and struct.unpack_from("<I", attr.dtype, 4)[0] == 16
+                    and attr.data[:16] == _SCALE_CLASS):  # fmt: skip
+                return True
         except (struct.error, IndexError, ValueError):
-            return False, None
-        return (True, data[:size].rstrip(b"\x00")) if len(data) >= size else (False, None)  # as numpy's bytes_
+            pass
+        return None
+
+    def name_starts(self, addr: int, num_attrs: int, prefix: bytes) -> bool | None:
+        """Whether a scalar fixed-length string ``NAME`` attribute starts with ``prefix`` (no NUL
+        or trailing space in it) as h5py reads it (its conversion to NUL padding only changes
+        bytes after the first NUL or trailing spaces); False without a ``NAME``; None when only
+        HDF5 can tell (another type or shape, shared parts)."""
+        attrs = self._attributes(addr, num_attrs)
+        if attrs is None:
+            return None
+        attr = attrs.get("NAME")
+        if attr is None:
+            return False
+        try:
+            if attr.shared_parts or attr.dtype[0] & 0x0F != 3 or _space_dims(attr.space) != ():
+                return None
+            size = struct.unpack_from("<I", attr.dtype, 4)[0]
+        except (struct.error, IndexError, ValueError):
+            return None
+        return attr.data[:size].startswith(prefix) if len(attr.data) >= size else None
 
     def first_scales(self, addr: int, num_attrs: int, ndim: int) -> list[int | None] | None:
         """Per dimension, the object address of the first dimension scale attached (None: no
         scale), read from the ``DIMENSION_LIST`` attribute (a variable-length list of object
         references per dimension, kept in the global heap) as ``H5DSiterate_scales`` reads it;
-        None when only HDF5 can tell."""
+        None when only HDF5 can tell (any other form of ``DIMENSION_LIST``)."""
         attrs = self._attributes(addr, num_attrs)
         if attrs is None:
             return None
-        if "DIMENSION_LIST" not in attrs:
+        attr = attrs.get("DIMENSION_LIST")
+        if attr is None:
             return [None] * ndim
-        flags, _raw, body = attrs["DIMENSION_LIST"]
         try:
-            dtype, space, data = _attribute_parts(body)
-            if flags & _SHARED or dtype[0] & 0x0F != 9 or _space_elements(space) != ndim or len(data) < 16 * ndim:
+            dtype, data = attr.dtype, attr.data
+            if (attr.shared_parts or not _is_object_ref_list(dtype) or _space_dims(attr.space) != (ndim,)
+                    or len(data) < 16 * ndim):  # fmt: skip
                 return None
             out: list[int | None] = []
             for i in range(ndim):
@@ -158,7 +198,7 @@ class HeaderReader:
                     out.append(None)
                     continue
                 obj = self._heap_object(heap, index)
-                if obj is None or len(obj) < 8:
+                if obj is None or len(obj) < 8 * count:
                     return None
                 out.append(struct.unpack_from("<Q", obj)[0])
         except (struct.error, IndexError, ValueError, OSError):
@@ -262,54 +302,48 @@ class HeaderReader:
         return out
 
 
-def _attribute_parts(body: bytes) -> tuple[bytes, bytes, bytes]:
-    """(datatype, dataspace, data) of an attribute message (versions 1-3)."""
+def _attribute_parts(body: bytes) -> tuple[str, int, bytes, bytes, bytes]:
+    """(name, flags, datatype, dataspace, data) of an attribute message (versions 1-3; flags
+    bits 0-1: the datatype / dataspace is a shared message, 0 in version 1)."""
     version = body[0]
+    if version not in (1, 2, 3):
+        raise ValueError(f"attribute message version {version}")
+    flags = body[1] if version >= 2 else 0
     name_size, dtype_size, space_size = struct.unpack_from("<HHH", body, 2)
     at = 9 if version == 3 else 8
     align = 7 if version == 1 else 0  # version 1 pads each part to 8 bytes
+    name = body[at : at + name_size].rstrip(b"\x00").decode("utf-8", "replace")
     at += (name_size + align) & ~align
     dtype = body[at : at + dtype_size]
     at += (dtype_size + align) & ~align
     space = body[at : at + space_size]
     at += (space_size + align) & ~align
-    if len(dtype) != dtype_size or len(space) != space_size:
+    if len(dtype) != dtype_size or len(space) != space_size or dtype_size < 8 or space_size < 4:
         raise ValueError("truncated attribute message")
-    return dtype, space, body[at:]
+    return name, flags, dtype, space, body[at:]
 
 
-def _space_elements(space: bytes) -> int:
-    """Elements of a simple dataspace message (versions 1-2; a scalar has one)."""
+def _space_dims(space: bytes) -> tuple[int, ...] | None:
+    """Dimensions of a dataspace message (versions 1-2): () for a scalar, None for a null one."""
     version, rank = space[0], space[1]
     if version == 1:
-        dims = struct.unpack_from(f"<{rank}Q", space, 8)
-    elif version == 2:
+        return struct.unpack_from(f"<{rank}Q", space, 8)
+    if version == 2:
         if space[3] == 2:  # null dataspace
-            return 0
-        dims = struct.unpack_from(f"<{rank}Q", space, 4)
-    else:
-        raise ValueError(f"dataspace message version {version}")
-    n = 1
-    for d in dims:
-        n *= d
-    return n
+            return None
+        if space[3] == 0:
+            return ()
+        return struct.unpack_from(f"<{rank}Q", space, 4)
+    raise ValueError(f"dataspace message version {version}")
 
 
-def _attribute_head(body: bytes) -> tuple[str, int]:
-    """(name, datatype class) of an attribute message (versions 1-3)."""
-    version = body[0]
-    name_size, dtype_size = struct.unpack_from("<HH", body, 2)
-    at = 9 if version == 3 else 8
-    name = body[at : at + name_size].rstrip(b"\x00").decode("utf-8", "replace")
-    if version == 1:
-        at += (name_size + 7) & ~7
-    elif version in (2, 3):
-        at += name_size
-    else:
-        raise ValueError(f"attribute message version {version}")
-    if dtype_size < 1:
-        raise ValueError("empty datatype")
-    return name, body[at] & 0x0F
+def _is_object_ref_list(dtype: bytes) -> bool:
+    """A variable-length sequence of (old-style, 8-byte) object references: what
+    ``H5DSattach_scale`` writes as ``DIMENSION_LIST``."""
+    if dtype[0] & 0x0F != 9 or dtype[1] & 0x0F != 0:  # variable-length, a sequence (not a string)
+        return False
+    base = dtype[8:]
+    return len(base) >= 8 and base[0] & 0x0F == 7 and base[1] & 0x0F == 0 and struct.unpack_from("<I", base, 4)[0] == 8
 
 
 class AttrCache:

@@ -281,9 +281,9 @@ def _is_scale(ds: _Dataset, header: HeaderReader | None) -> bool:
     import h5py
 
     if header is not None and ds.info is not None:
-        known, value = header.fixed_string(ds.info.addr, ds.info.num_attrs, "CLASS")
-        if known:
-            return value == b"DIMENSION_SCALE"
+        known = header.is_scale(ds.info.addr, ds.info.num_attrs)
+        if known is not None:
+            return known
     return bool(h5py.h5ds.is_scale(ds.id))
 
 
@@ -292,9 +292,9 @@ def _is_dimension_only(ds: _Dataset, header: HeaderReader | None = None) -> bool
     import h5py
 
     if header is not None and ds.info is not None:
-        known, value = header.fixed_string(ds.info.addr, ds.info.num_attrs, "NAME")
-        if known:
-            return value is not None and value.startswith(_NC_DIM_ONLY)
+        known = header.name_starts(ds.info.addr, ds.info.num_attrs, _NC_DIM_ONLY)
+        if known is not None:
+            return known
     try:
         name = _read_attr(ds.id, b"NAME") if h5py.h5a.exists(ds.id, b"NAME") else None
     except (OSError, TypeError, ValueError):
