@@ -397,3 +397,26 @@ def test_only_the_class_h5ds_writes_is_read_from_the_bytes(headers: dict[str, Pa
             assert {k for k, v in known.items() if v is None} == {k for k in known if k.startswith("cls_")}, lv
             nd = h5py.h5o.get_info(f["name_array1"].id)
             assert h.name_starts(nd.addr, nd.num_attrs, hdf5_headers.NC_DIM_ONLY) is None  # an array: HDF5 reads it
+
+
+def test_attribute_cache_hands_out_copies() -> None:
+    """A caller changing the attributes it got (lists included) changes nothing for the next
+    file whose attributes come from the same cache entry."""
+    from refstore._values import encode_attr
+    from refstore.scan._hdf5_header import AttrCache
+
+    cache = AttrCache()
+    reads: list[int] = []
+
+    def read() -> dict[str, dict[str, Any]]:
+        reads.append(1)
+        return {"v": encode_attr(np.array([1.0, 2.0], "<f4")), "c": encode_attr(np.array([1 + 2j], "<c8"))}  # type: ignore[dict-item]
+
+    first = cache.get(b"k", read)
+    first["v"]["value"].append(3.0)
+    first["v"]["shape"][0] = 3
+    first["c"]["value"][0][0] = 9.0
+    first["v"]["type"] = "<f8"
+    again = cache.get(b"k", read)
+    assert len(reads) == 1
+    assert again == {"v": encode_attr(np.array([1.0, 2.0], "<f4")), "c": encode_attr(np.array([1 + 2j], "<c8"))}

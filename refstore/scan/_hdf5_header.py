@@ -348,7 +348,9 @@ def _is_object_ref_list(dtype: bytes) -> bool:
 
 class AttrCache:
     """Decoded attributes by the key of their messages (``HeaderReader.attribute_key``), a few
-    thousand entries at most (cleared when full), so a series reads each array's attributes once."""
+    thousand entries at most (cleared when full), so a series reads each array's attributes once.
+    Each caller gets its own copy, lists included: a change to one file's recorded attributes
+    never reaches another file's."""
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
@@ -360,4 +362,12 @@ class AttrCache:
             if len(self._got) >= self._limit:
                 self._got.clear()
             got = self._got[key] = read()
-        return {k: dict(v) for k, v in got.items()}
+        out: dict[str, dict[str, Any]] = {}
+        for name, enc in got.items():
+            enc = dict(enc)
+            for field in ("value", "shape"):
+                x = enc.get(field)
+                if type(x) is list:  # numbers, or [real, imaginary] pairs (encode_attr)
+                    enc[field] = [list(i) for i in x] if x and type(x[0]) is list else x.copy()
+            out[name] = enc
+        return out
