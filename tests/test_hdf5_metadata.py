@@ -338,6 +338,19 @@ def test_netcdf4_files_equal_netcdf4_python(headers: dict[str, Path], case: str)
     _check_netcdf(headers[case])  # the second scan through the cache
 
 
+NC_FILES = [p for p in FILES if p.suffix.lower() in (".nc", ".nc4")]  # netCDF-4 (plain HDF5 names dims otherwise)
+
+
+@pytest.mark.skipif(not NC_FILES, reason="../shared/data is not present")
+@pytest.mark.parametrize("path", NC_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shared_netcdf4_files_equal_netcdf4_python(path: Path) -> None:
+    from refstore.scan import hdf5 as scanner
+
+    scanner._ATTR_CACHE._got.clear()
+    _check_netcdf(path)
+    _check_netcdf(path)
+
+
 @pytest.mark.parametrize("pair", list(hdf5_headers.PAIRS))
 def test_series_files_differing_in_one_attribute(pairs: dict[str, tuple[Path, Path]], pair: str) -> None:
     """Two files of a series, the second differing from the first in one attribute whose bytes
