@@ -433,3 +433,30 @@ def test_attribute_cache_hands_out_copies() -> None:
     again = cache.get(b"k", read)
     assert len(reads) == 1
     assert again == {"v": encode_attr(np.array([1.0, 2.0], "<f4")), "c": encode_attr(np.array([1 + 2j], "<c8"))}
+
+
+def test_header_cases_are_what_they_are_made_for(headers: dict[str, Path]) -> None:
+    """Dense storage (by count, by phase change, by a huge value) gives no key; a header back
+    to compact storage (its attribute info message kept, without a heap) and re-added
+    attributes (null messages left behind) give one; a user block and 4-byte addresses turn
+    the header reader off; superblocks 0-3 are all there."""
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_header import HeaderReader
+
+    def key(case: str, obj: str) -> bytes | None:
+        path = headers[case]
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            info = h5py.h5o.get_info(f[obj].id)
+            return h.attribute_key(info.addr, info.num_attrs, scanner._HIDDEN_ATTRS)
+
+    for lv in ("v108", "v110", "latest"):
+        assert key(f"phase_change_{lv}", "dense") is None
+        assert key(f"phase_change_{lv}", "compact_again") is not None
+        assert key(f"huge_{lv}", "d") is None
+        assert key(f"attrs20_{lv}", "d") is None and key(f"attrs8_{lv}", "d") is not None
+    for lv in hdf5_headers.LIBVERS:
+        assert key(f"readd_{lv}", "d") is not None and key(f"readd_tracked_{lv}", "d") is not None
+        assert key(f"userblock_{lv}", "x") is None
+    assert key("sizes4", "x") is None and key("superblock1", "x") is not None
+    versions = {headers[c].read_bytes()[8] for c in ("plain_earliest", "superblock1", "plain_v108", "plain_latest")}
+    assert versions == {0, 1, 2, 3}

@@ -30,6 +30,8 @@ __all__ = ["AttrCache", "HeaderReader"]
 
 _PAGE = 1 << 16
 _ATTR = 0x000C
+_ATTR_INFO = 0x0015
+_UNDEFINED = (1 << 64) - 1  # an undefined address
 _CONTINUATION = 0x0010
 _SHARED = 0x02  # message flag: the message body is a reference to a shared message
 _SHARED_PARTS = 0x03  # attribute message flags (versions 2-3): its datatype / dataspace is shared
@@ -109,7 +111,8 @@ class HeaderReader:
                 messages = self._messages(addr)
                 if messages is not None:
                     found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
-                    if not any(flags & _SHARED for flags, _raw, _body in found):
+                    dense = any(_dense_heap(body) for kind, _flags, _raw, body in messages if kind == _ATTR_INFO)
+                    if not dense and not any(flags & _SHARED for flags, _raw, _body in found):
                         got = {}
                         for flags, raw, body in found:
                             name, attr_flags, dtype, space, data = _attribute_parts(body)
@@ -321,6 +324,13 @@ def _attribute_parts(body: bytes) -> tuple[str, int, bytes, bytes, bytes]:
     if len(dtype) != dtype_size or len(space) != space_size or dtype_size < 8 or space_size < 4:
         raise ValueError("truncated attribute message")
     return name, flags, dtype, space, body[at:]
+
+
+def _dense_heap(body: bytes) -> bool:
+    """Whether an attribute info message names a fractal heap: then HDF5 reads the attributes
+    from it (dense storage) and ignores any attribute message in the header."""
+    at = 2 + (2 if body[1] & 0x01 else 0)  # version, flags, maximum creation index
+    return bool(struct.unpack_from("<Q", body, at)[0] != _UNDEFINED)
 
 
 def _space_dims(space: bytes) -> tuple[int, ...] | None:
