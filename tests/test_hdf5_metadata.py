@@ -460,3 +460,23 @@ def test_header_cases_are_what_they_are_made_for(headers: dict[str, Path]) -> No
     assert key("sizes4", "x") is None and key("superblock1", "x") is not None
     versions = {headers[c].read_bytes()[8] for c in ("plain_earliest", "superblock1", "plain_v108", "plain_latest")}
     assert versions == {0, 1, 2, 3}
+
+
+def test_header_reader_that_cannot_open_never_fails_a_scan(
+    headers: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header reader only spares HDF5 calls: when it cannot open the file HDF5 opened (out
+    of descriptors, say), the scan reads everything through HDF5 and records the same."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan import hdf5 as scanner
+
+    path = headers["plain_v110"]
+    want = HDF5Scanner()(str(path))
+
+    def refuse(self: Any, path: str) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(_hdf5_header.HeaderReader, "__init__", refuse)
+    scanner._ATTR_CACHE._got.clear()
+    got = HDF5Scanner()(str(path))
+    assert got.arrays == want.arrays and got.groups == want.groups

@@ -66,8 +66,7 @@ class HDF5Scanner:
             raise ScanError(location, _open_reason(e)) from None
         try:
             with f, contextlib.ExitStack() as stack:
-                header = None if remote else stack.enter_context(HeaderReader(location))
-                return self._scan(f, info, header)
+                return self._scan(f, info, None if remote else _header_reader(location, stack))
         except ScanError:
             raise
         except (OSError, RuntimeError, KeyError, ValueError) as e:
@@ -129,6 +128,15 @@ class HDF5Scanner:
             groups=groups,
             format="hdf5",
         )
+
+
+def _header_reader(location: str, stack: contextlib.ExitStack) -> HeaderReader | None:
+    """The file's object-header reader (``_hdf5_header``), or None when it cannot open what
+    HDF5 just opened: it only spares HDF5 calls, so it never fails a scan."""
+    try:
+        return stack.enter_context(HeaderReader(location))
+    except OSError:
+        return None
 
 
 def _load_filter_plugins() -> None:
