@@ -421,9 +421,9 @@ def test_attribute_cache_hands_out_copies() -> None:
     cache = AttrCache()
     reads: list[int] = []
 
-    def read() -> dict[str, dict[str, Any]]:
+    def read() -> tuple[dict[str, dict[str, Any]], bool]:
         reads.append(1)
-        return {"v": encode_attr(np.array([1.0, 2.0], "<f4")), "c": encode_attr(np.array([1 + 2j], "<c8"))}  # type: ignore[dict-item]
+        return {"v": encode_attr(np.array([1.0, 2.0], "<f4")), "c": encode_attr(np.array([1 + 2j], "<c8"))}, True  # type: ignore[dict-item]
 
     first = cache.get(b"k", read)
     first["v"]["value"].append(3.0)
@@ -480,3 +480,30 @@ def test_header_reader_that_cannot_open_never_fails_a_scan(
     scanner._ATTR_CACHE._got.clear()
     got = HDF5Scanner()(str(path))
     assert got.arrays == want.arrays and got.groups == want.groups
+
+
+def test_a_failed_attribute_read_is_not_kept_for_the_series(pairs: dict[str, tuple[Path, Path]],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """An attribute read that fails in one file (an I/O error, say) leaves it out of that scan's
+    record only: the next file with the same header bytes (here the same file again) reads its
+    own, not a cached record without it."""
+    from refstore.scan import hdf5 as scanner
+
+    a = pairs["same_length_value"][0]
+    with h5py.File(a, "r") as f:
+        units = f["d"].attrs["units"]
+    real = scanner._read_attr
+    calls = {"n": 0}
+
+    def flaky(oid: Any, name: bytes) -> Any:
+        if name == b"units" and calls["n"] == 0:
+            calls["n"] += 1
+            raise OSError("Can't synchronously read data (transient)")
+        return real(oid, name)
+
+    monkeypatch.setattr(scanner, "_read_attr", flaky)
+    scanner._ATTR_CACHE._got.clear()
+    first = {m.name: m for m in HDF5Scanner()(str(a)).arrays}
+    assert "units" not in first["d"].attrs and calls["n"] == 1  # the failure happened, in file a
+    again = {m.name: m for m in HDF5Scanner()(str(a)).arrays}  # the same bytes, read again
+    assert decode_attr(again["d"].attrs["units"]) == units.decode()

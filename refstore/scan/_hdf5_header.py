@@ -366,12 +366,18 @@ class AttrCache:
         self._limit = limit
         self._got: dict[bytes, dict[str, dict[str, Any]]] = {}
 
-    def get(self, key: bytes, read: Callable[[], dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    def get(self, key: bytes, read: Callable[[], tuple[dict[str, dict[str, Any]], bool]]) -> dict[str, dict[str, Any]]:
+        """The attributes kept under ``key``, else ``read()``'s: (attributes, whether every
+        attribute was read), kept only when every one was (a failed read, an I/O error say,
+        is that file's alone, never every later file's of the series)."""
         got = self._got.get(key)
         if got is None:
+            got, complete = read()
+            if not complete:
+                return got
             if len(self._got) >= self._limit:
                 self._got.clear()
-            got = self._got[key] = read()
+            self._got[key] = got
         out: dict[str, dict[str, Any]] = {}
         for name, enc in got.items():
             enc = dict(enc)

@@ -219,11 +219,18 @@ def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None,
         info = h5py.h5o.get_info(oid) if info is None else info
         key = header.attribute_key(info.addr, info.num_attrs, _HIDDEN_ATTRS)
         if key is not None:
-            return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs(oid, tracked))
+            return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs_once(oid, tracked))
     return _read_attrs(oid, tracked)
 
 
-def _read_attrs(oid: Any, tracked: int) -> dict[str, dict[str, Any]]:
+def _read_attrs_once(oid: Any, tracked: int) -> tuple[dict[str, dict[str, Any]], bool]:
+    """``_read_attrs`` and whether every attribute was read (what the cache may keep)."""
+    failed: list[bytes] = []
+    return _read_attrs(oid, tracked, failed), not failed
+
+
+def _read_attrs(oid: Any, tracked: int, failed: list[bytes] | None = None) -> dict[str, dict[str, Any]]:
+    """``failed``: collects the names of attributes whose read raised (left out)."""
     import h5py
 
     raw_names: list[bytes] = []
@@ -237,6 +244,8 @@ def _read_attrs(oid: Any, tracked: int) -> dict[str, dict[str, Any]]:
         try:
             value = _read_attr(oid, raw)
         except (OSError, TypeError, ValueError):
+            if failed is not None:
+                failed.append(raw)
             continue  # attribute types h5py cannot read (references to regions, ...)
         enc = encode_attr(value) if value is not None else None
         if enc is not None:
