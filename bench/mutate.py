@@ -208,6 +208,12 @@ def run(work: Path, max_children: int, mutants: list[str] | None = None) -> int:
     # no ../shared/data: a mutant costs seconds, and the generated cases cover every codec and rule
     env = dict(os.environ, REFSTORE_SHARED_DATA="/nonexistent")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # the oracles' answers (gdalinfo, tifffile, cfgrib: tests/_oracle.cached), computed by the
+    # first session of this run (mutmut's stats pass) and read by every mutant's; emptied here
+    # so a changed test or fixture never reads an answer of an earlier run
+    cache = work / "oracle-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    env["REFSTORE_ORACLE_CACHE"] = str(cache)
     cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
            "run", "--max-children", str(max_children), *(mutants or [])]  # fmt: skip
     return subprocess.call(cmd, cwd=work, env=env)

@@ -11,22 +11,32 @@
   first axis, and its ``time`` is the date in each file name, as seconds since 1970 (int64).
 
 Nothing here imports refstore. ``assert_same`` compares shape, dtype (byte order aside) and
-bytes exactly.
+bytes exactly. ``cached`` keeps an oracle's answer about a file (keyed by the file's bytes) for
+the rest of the test session, and across sessions in ``REFSTORE_ORACLE_CACHE`` when that names a
+folder (the mutation run sets it: every mutant is a new pytest session, and re-running gdalinfo
+or cfgrib per mutant cost seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import pickle
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "TIFF_WHOLE_MAX",
     "assert_same",
     "assert_same_dataset",
+    "cached",
     "hdf5_read",
     "netcdf3_read",
     "read",
@@ -43,6 +53,33 @@ TIFF_WHOLE_MAX = 20_000_000
 """TIFF pages with more elements than this are read by window through tifffile's zarr store."""
 
 Sel = tuple[slice, ...] | None
+
+
+_MEMO: dict[tuple[str, str], Any] = {}
+
+
+def cached[T](kind: str, path: str | os.PathLike[str], compute: Callable[[], T]) -> T:
+    """``compute()`` (an oracle's answer about the file at ``path``: gdalinfo's JSON, tifffile's
+    tags, cfgrib's dataset as plain values), computed once per file content and ``kind``: kept in
+    memory for the session, and in the folder ``REFSTORE_ORACLE_CACHE`` names (pickles written
+    by this function only; bench/mutate.py empties it before each run) for later sessions."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    key = (kind, digest)
+    if key in _MEMO:
+        return _MEMO[key]  # type: ignore[no-any-return]
+    folder = os.environ.get("REFSTORE_ORACLE_CACHE")
+    stored = Path(folder) / f"{kind}-{digest}.pickle" if folder else None
+    if stored is not None and stored.is_file():
+        value: T = pickle.loads(stored.read_bytes())  # written by this function only
+    else:
+        value = compute()
+        if stored is not None:
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stored.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(value))
+            tmp.replace(stored)
+    _MEMO[key] = value
+    return value
 
 
 def sniff(path: str | os.PathLike[str]) -> str:

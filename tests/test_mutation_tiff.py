@@ -25,7 +25,7 @@ from refstore.fixtures.tiff import geotags, write_cases
 from refstore.scan._tiff_guard import MAX_IFDS, MAX_SEGMENTS, check_tiff_counts
 from refstore.scan.tiff import TiffScanner, time_from_name
 
-from ._oracle import tiff_names
+from ._oracle import cached, tiff_names
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -107,69 +107,100 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _gdal(path: Path) -> dict[str, Any] | None:
+    """gdalinfo's JSON of ``path`` (None without gdalinfo), once per file content (``cached``)."""
     exe = shutil.which("gdalinfo")
     if exe is None:
         return None
-    return json.loads(subprocess.run([exe, "-json", str(path)], capture_output=True, check=True, text=True).stdout)  # type: ignore[no-any-return]
+
+    def run() -> dict[str, Any]:
+        return json.loads(subprocess.run([exe, "-json", str(path)], capture_output=True, check=True, text=True).stdout)  # type: ignore[no-any-return]
+
+    return cached("gdalinfo", path, run)
+
+
+def _pages(path: Path) -> dict[str, Any]:
+    """What tifffile reads of every IFD of ``path``, as plain values, once per file content."""
+
+    def read() -> dict[str, Any]:
+        with tifffile.TiffFile(path) as tif:
+            pages = list(tif.pages)
+            out: list[dict[str, Any]] = []
+            for page in pages:
+                tags = page.tags
+                nodata = tags.get("GDAL_NODATA")
+                out.append({
+                    "dtype": np.dtype(page.dtype).str, "shape": tuple(page.shape),
+                    "planarconfig": int(page.planarconfig), "samplesperpixel": int(page.samplesperpixel),
+                    "is_tiled": bool(page.is_tiled), "tilelength": int(page.tilelength),
+                    "tilewidth": int(page.tilewidth), "rowsperstrip": int(page.rowsperstrip or 0),
+                    "imagelength": int(page.imagelength), "imagewidth": int(page.imagewidth),
+                    "compression": int(page.compression), "bitspersample": int(page.bitspersample),
+                    "predictor": int(page.predictor), "dataoffsets": tuple(int(o) for o in page.dataoffsets),
+                    "databytecounts": tuple(int(n) for n in page.databytecounts),
+                    "georef": "ModelPixelScaleTag" in tags or "ModelTransformationTag" in tags,
+                    "nodata_text": None if nodata is None else str(nodata.value),
+                })  # fmt: skip
+            return {"byteorder": tif.byteorder, "names": tiff_names(pages), "pages": out}
+
+    return cached("tifffile-pages", path, read)
 
 
 def _check(path: Path, res: ScanResult, lead: str | None = None) -> dict[str, Any]:
     """Every IFD of ``path`` against tifffile; returns the metas by name."""
     metas = {m.name: m for m in res.arrays}
     rows = res.chunks.to_pylist()
-    with tifffile.TiffFile(path) as tif:
-        pages = list(tif.pages)
-        names = tiff_names(pages)
-        assert [n for n in metas if n != lead] == names
-        assert res.layout == {"ifds": {n: i for i, n in enumerate(names)}}
-        for name, page in zip(names, pages, strict=True):
-            m = metas[name]
-            dt = np.dtype(page.dtype)
-            if dt.itemsize > 1:
-                dt = dt.newbyteorder(tif.byteorder)
-            shape = tuple(page.shape)
-            assert m.dtype == dt.str, name
-            separate = page.planarconfig == 2 and page.samplesperpixel > 1
-            rows_per = page.tilelength if page.is_tiled else min(page.rowsperstrip or page.imagelength,
-                                                                  page.imagelength)  # fmt: skip
-            cols = page.tilewidth if page.is_tiled else page.imagewidth
-            chunk = (1, rows_per, cols) if separate else ((rows_per, cols, page.samplesperpixel) if len(shape) == 3
-                                                          else (rows_per, cols))  # fmt: skip
-            if lead:
-                assert m.shape == (1, *shape) and m.chunks == (1, *chunk) and m.dims[0] == lead, name
-            else:
-                assert m.shape == shape and m.chunks == chunk, name
-            comp = int(page.compression)
-            if comp not in _CODEC or page.bitspersample not in (1, 8, 16, 32, 64):
-                assert m.status == "unsupported" and not [r for r in rows if r["array"] == name], name
-                continue
-            assert m.status == "ok", (name, m.reason)
-            sfx = "" if name in ("image", "mask") else "_" + name.removeprefix("mask_")
-            y, x = f"y{sfx}", f"x{sfx}"
-            dims = (y, x) if len(shape) == 2 else (("band", y, x) if separate else (y, x, "band"))
-            assert m.dims == ((lead, *dims) if lead else dims), name
-            want: list[dict[str, Any]] = [{"id": "bitunpack"}] if page.bitspersample == 1 else []
-            axis = -2 if len(chunk) == 3 and page.planarconfig == 1 else -1
-            if page.predictor == 2:
-                want.append({"id": "delta", "axis": axis})
-            elif page.predictor == 3:
-                want.append({"id": "floatpred", "axis": axis})
-            if _CODEC[comp] not in (None, "jpeg"):
-                want.append({"id": _CODEC[comp]})
-            if _CODEC[comp] == "jpeg":
-                assert m.codecs[-1]["id"] == "jpeg", name
-            else:
-                assert list(m.codecs) == want, name
-            assert m.short_edge == (not page.is_tiled and shape[1 if separate else 0] % rows_per != 0), name
-            mine = [r for r in rows if r["array"] == name]
-            grid = [math.ceil(s / c) for s, c in zip(shape, chunk, strict=True)]
-            expect = {}
-            for i, (o, n) in enumerate(zip(page.dataoffsets, page.databytecounts, strict=True)):
-                if n and o:
-                    key = tuple(int(k) for k in np.unravel_index(i, grid))
-                    expect[((0, *key) if lead else key)] = (o, n)
-            got = {tuple(r[f"k{j}"] for j in range(len(m.shape))): (r["offset"], r["length"]) for r in mine}
-            assert got == expect, name
+    facts = _pages(path)
+    names = facts["names"]
+    assert [n for n in metas if n != lead] == names
+    assert res.layout == {"ifds": {n: i for i, n in enumerate(names)}}
+    for name, page in zip(names, facts["pages"], strict=True):
+        m = metas[name]
+        dt = np.dtype(page["dtype"])
+        if dt.itemsize > 1:
+            dt = dt.newbyteorder(facts["byteorder"])
+        shape = tuple(page["shape"])
+        assert m.dtype == dt.str, name
+        separate = page["planarconfig"] == 2 and page["samplesperpixel"] > 1
+        rows_per = page["tilelength"] if page["is_tiled"] else min(page["rowsperstrip"] or page["imagelength"],
+                                                                   page["imagelength"])  # fmt: skip
+        cols = page["tilewidth"] if page["is_tiled"] else page["imagewidth"]
+        chunk = (1, rows_per, cols) if separate else ((rows_per, cols, page["samplesperpixel"]) if len(shape) == 3
+                                                      else (rows_per, cols))  # fmt: skip
+        if lead:
+            assert m.shape == (1, *shape) and m.chunks == (1, *chunk) and m.dims[0] == lead, name
+        else:
+            assert m.shape == shape and m.chunks == chunk, name
+        comp = page["compression"]
+        if comp not in _CODEC or page["bitspersample"] not in (1, 8, 16, 32, 64):
+            assert m.status == "unsupported" and not [r for r in rows if r["array"] == name], name
+            continue
+        assert m.status == "ok", (name, m.reason)
+        sfx = "" if name in ("image", "mask") else "_" + name.removeprefix("mask_")
+        y, x = f"y{sfx}", f"x{sfx}"
+        dims = (y, x) if len(shape) == 2 else (("band", y, x) if separate else (y, x, "band"))
+        assert m.dims == ((lead, *dims) if lead else dims), name
+        want: list[dict[str, Any]] = [{"id": "bitunpack"}] if page["bitspersample"] == 1 else []
+        axis = -2 if len(chunk) == 3 and page["planarconfig"] == 1 else -1
+        if page["predictor"] == 2:
+            want.append({"id": "delta", "axis": axis})
+        elif page["predictor"] == 3:
+            want.append({"id": "floatpred", "axis": axis})
+        if _CODEC[comp] not in (None, "jpeg"):
+            want.append({"id": _CODEC[comp]})
+        if _CODEC[comp] == "jpeg":
+            assert m.codecs[-1]["id"] == "jpeg", name
+        else:
+            assert list(m.codecs) == want, name
+        assert m.short_edge == (not page["is_tiled"] and shape[1 if separate else 0] % rows_per != 0), name
+        mine = [r for r in rows if r["array"] == name]
+        grid = [math.ceil(s / c) for s, c in zip(shape, chunk, strict=True)]
+        expect = {}
+        for i, (o, n) in enumerate(zip(page["dataoffsets"], page["databytecounts"], strict=True)):
+            if n and o:
+                key = tuple(int(k) for k in np.unravel_index(i, grid))
+                expect[((0, *key) if lead else key)] = (o, n)
+        got = {tuple(r[f"k{j}"] for j in range(len(m.shape))): (r["offset"], r["length"]) for r in mine}
+        assert got == expect, name
     return metas
 
 
@@ -201,11 +232,8 @@ def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) 
     img = metas["image"]
     dt = np.dtype(img.dtype)
     gt = info.get("geoTransform")
-    with tifffile.TiffFile(tiffs[key]) as tif:
-        tags = tif.pages[0].tags
-        georef = "ModelPixelScaleTag" in tags or "ModelTransformationTag" in tags
-        text = tags.get("GDAL_NODATA")
-        text = None if text is None else str(text.value)
+    first = _pages(tiffs[key])["pages"][0]
+    georef, text = first["georef"], first["nodata_text"]
     if georef:
         assert np.allclose(decode_attr(img.attrs["transform"]), gt, rtol=0, atol=1e-9), (key, gt)
         assert decode_attr(img.attrs["transform"]).dtype == np.dtype("<f8")
@@ -333,7 +361,7 @@ def _ifd_file(bo: str, big: bool, tag: int, count: int, n_ifds: int = 1) -> byte
     return bytes(out)
 
 
-def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
+def test_tiff_guard_counts_by_the_ifd_layout() -> None:
     import io
 
     for bo in "<>":
@@ -362,6 +390,10 @@ def test_tiff_guard_counts_by_the_ifd_layout(tmp_path: Path) -> None:
     assert check_tiff_counts(io.BytesIO(bytes(loop))) is None
     for short in (b"II*\0", b"PK\3\4" + b"\0" * 12, b"II+\0\x08\0\0\0", _ifd_file("<", False, 324, 1 << 30)[:12]):
         assert check_tiff_counts(io.BytesIO(short)) is None
+
+
+def test_the_scanner_refuses_what_the_guard_refuses(tmp_path: Path) -> None:
+    # apart from the guard's own test (65,537 IFDs: slow), which then runs for its mutants only
     p = tmp_path / "hostile.tif"
     p.write_bytes(_ifd_file("<", True, 324, MAX_SEGMENTS + 1))
     with pytest.raises(ScanError, match=rf"hostile\.tif: IFD 0 claims {MAX_SEGMENTS + 1} tiles"):
