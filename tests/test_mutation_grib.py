@@ -31,6 +31,25 @@ if TYPE_CHECKING:
     from refstore.scan._types import ScanResult
 
 
+def _warm_eccodes() -> None:
+    """ecCodes parses its definition files on first use (~1.5 s a process): done here, at import,
+    on messages of its samples (the grids and editions the tests use), so the mutation run's mutants (forked from a
+    process that imported this module) start warm, and a mutant costs a fraction of a second."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        for sample in (
+            "regular_ll_sfc_grib1",
+            "reduced_gg_sfc_grib2",
+            "polar_stereographic_sfc_grib2",
+            "sh_sfc_grib2",
+            "regular_ll_pl_grib2",
+        ):
+            p = _from_sample(Path(d) / f"{sample}.grib", sample, [{}], mode="wb")
+            GribScanner()(str(p))
+
+
 def _from_sample(path: Path, sample: str, sets: list[dict[str, Any]], mode: str = "ab") -> Path:
     with open(path, mode) as f:
         for keys in sets:
@@ -44,6 +63,9 @@ def _from_sample(path: Path, sample: str, sets: list[dict[str, Any]], mode: str 
             finally:
                 eccodes.codes_release(h)
     return path
+
+
+_warm_eccodes()
 
 
 @pytest.fixture(scope="module")

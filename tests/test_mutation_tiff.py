@@ -96,6 +96,39 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tifffile.imwrite(p := d / "badnodata.tif", img.astype("<f4"), metadata=None,
                      extratags=[(42113, "s", 0, "abc", True), (306, "s", 0, "not a date", True)])  # fmt: skip
     out["badnodata"] = p
+    # GeoKey layouts written by hand, each read by GDAL (gdalinfo, gdalsrsinfo) in the test below
+    scale = [(33550, "d", 3, (0.5, 0.5, 0.0), True), (33922, "d", 6, (0, 0, 0, 10.0, 50.0, 0), True)]
+    keyed: dict[str, list[tuple[int, int, int, int]]] = {
+        "geog_citation": [(1024, 0, 1, 2), (1025, 0, 1, 1), (2049, 34737, 9, 0)],  # GeogCitationGeoKey only
+        "float_citation": [(1024, 0, 1, 2), (1025, 0, 1, 1), (1026, 34736, 1, 0)],  # a citation that is no text
+        "geographic_with_pcs": [(1024, 0, 1, 2), (1025, 0, 1, 1), (2048, 0, 1, 4326), (3072, 0, 1, 32633)],
+        "no_model_pcs": [(1025, 0, 1, 1), (3072, 0, 1, 32633)],
+        "no_model_gcs": [(1025, 0, 1, 1), (2048, 0, 1, 4326)],
+        "user_defined_pcs": [(1024, 0, 1, 1), (1025, 0, 1, 1), (2048, 0, 1, 4326), (3072, 0, 1, 32767)],
+        "pcs_not_in_tifffile": [(1024, 0, 1, 1), (1025, 0, 1, 1), (3072, 0, 1, 3857)],  # a plain int, no enum
+        "double_gcs": [(1024, 0, 1, 2), (1025, 0, 1, 1), (2048, 34736, 1, 1)],  # 4326.5 among the doubles
+        "no_raster_type": [(1024, 0, 1, 2), (2048, 0, 1, 4326)],
+        "raster_type_0": [(1024, 0, 1, 2), (1025, 0, 1, 0), (2048, 0, 1, 4326)],
+    }
+    for key, pairs in keyed.items():
+        gk = _geokeys(pairs)
+        extra = [(34735, "H", len(gk), gk, True), (34737, "s", 0, "my datum|", True),
+                 (34736, "d", 2, (5.0, 4326.5), True)]  # fmt: skip
+        tifffile.imwrite(p := d / f"{key}.tif", img, metadata=None, extratags=scale + extra)
+        out[key] = p
+    for key, dtype, text in (("u1_max_nodata", "u1", "255"), ("f4_nodata", "<f4", "-9999.5"),
+                             ("nodata_12X", "u1", "12X")):  # fmt: skip
+        tifffile.imwrite(p := d / f"{key}.tif", img.astype(dtype), metadata=None,
+                         extratags=[*scale, (42113, "s", 0, text, True)])  # fmt: skip
+        out[key] = p
+    # PixelIsPoint with a rotated ModelTransformation, and overviews of it
+    pt = _geokeys([(1024, 0, 1, 2), (1025, 0, 1, 2), (2048, 0, 1, 4326)])
+    with tifffile.TiffWriter(p := d / "rotated_point.tif") as w:
+        w.write(img, tile=(16, 16), metadata=None,
+                extratags=[(34264, "d", 16, m, True), (34735, "H", len(pt), pt, True)])  # fmt: skip
+        w.write(img[::2, ::2], tile=(16, 16), subfiletype=1, metadata=None)
+        w.write(img[::4, ::3], tile=(16, 16), subfiletype=1, metadata=None)
+    out["rotated_point"] = p
     tifffile.imwrite(p := d / "rgb_chunky_pred.tif", rng.integers(0, 9, (20, 30, 3)).astype("<u2"), tile=(16, 16),
                      photometric="rgb", predictor=2, compression="zlib", metadata=None)  # fmt: skip
     out["rgb_chunky_pred"] = p
@@ -220,9 +253,29 @@ def test_unsupported_segments_are_named(tiffs: dict[str, Path]) -> None:
     assert m.codecs == ({"id": "bitunpack"},) and m.short_edge and m.chunks == (3, 13)
 
 
-@pytest.mark.parametrize(
-    "key", ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata", "tiepoint"]
-)
+_GEO_KEYS = ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata", "tiepoint",
+             "geog_citation", "float_citation", "geographic_with_pcs", "no_model_pcs", "no_model_gcs",
+             "user_defined_pcs", "pcs_not_in_tifffile", "double_gcs", "no_raster_type", "raster_type_0",
+             "u1_max_nodata", "f4_nodata", "nodata_12X", "rotated_point"]  # fmt: skip
+_CITATIONS = {"citation": "my local cs", "geog_citation": "my datum"}
+"""The citations written (GTCitationGeoKey, else GeogCitationGeoKey): the CRS text where no EPSG code is."""
+
+
+def _gdal_epsg(path: Path) -> int | None:
+    """The EPSG code GDAL identifies the file's CRS as exactly (``gdalsrsinfo -e``; a guess it
+    reports with a confidence, or -1, is none), once per file content."""
+
+    def run() -> int | None:
+        out = subprocess.run(["gdalsrsinfo", "-e", str(path)], capture_output=True, text=True).stdout
+        if "Confidence" in out:
+            return None
+        codes = [int(ln.split(":", 1)[1]) for ln in out.splitlines() if ln.startswith("EPSG:")]
+        return codes[0] if codes and codes[0] > 0 else None
+
+    return cached("gdalsrsinfo", path, run)
+
+
+@pytest.mark.parametrize("key", _GEO_KEYS)
 def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) -> None:
     info = _gdal(tiffs[key])
     if info is None:
@@ -245,19 +298,15 @@ def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) 
                 assert np.allclose(decode_attr(m.attrs["transform"]), want, rtol=0, atol=1e-9), name
     else:
         assert "transform" not in img.attrs
-    epsg = None
-    wkt = (info.get("coordinateSystem") or {}).get("wkt", "")
-    if wkt:
-        last = wkt.rstrip().rsplit('ID["EPSG",', 1)
-        epsg = int(last[1].split("]")[0]) if len(last) == 2 and last[1].split("]")[0].isdigit() else None
-    if key == "citation":  # no EPSG geokey (GDAL's WKT assumes a default datum): the citation only
-        epsg = None
+    epsg = _gdal_epsg(tiffs[key]) if shutil.which("gdalsrsinfo") else None
     if epsg is not None:
         assert decode_attr(img.attrs["crs"]) == f"EPSG:{epsg}", key
     else:
         assert "crs" not in img.attrs, key
-    if key == "citation":
-        assert decode_attr(img.attrs["crs_citation"]) == "my local cs"
+    if key in _CITATIONS:
+        assert decode_attr(img.attrs["crs_citation"]) == _CITATIONS[key]
+    else:
+        assert "crs_citation" not in img.attrs, key
     nd = info["bands"][0].get("noDataValue")
     try:
         float(text) if text is not None else None

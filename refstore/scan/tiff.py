@@ -139,10 +139,15 @@ def _key_int(value: Any) -> int | None:
 
 def _epsg(geokeys: dict[str, Any]) -> int | None:
     """The EPSG code of the CRS: ProjectedCSTypeGeoKey for a projected model (a user-defined one,
-    32767, has none: its GeographicTypeGeoKey is only the base datum), else GeographicTypeGeoKey."""
+    32767, has none: its GeographicTypeGeoKey is only the base datum), else GeographicTypeGeoKey.
+    Without GTModelTypeGeoKey, as GDAL (libgeotiff) reads it: projected when a
+    ProjectedCSTypeGeoKey is there, else no CRS (a GeographicTypeGeoKey alone is not taken)."""
     model = _key_int(geokeys.get("GTModelTypeGeoKey"))
-    projected = model == 1 or (model is None and "ProjectedCSTypeGeoKey" in geokeys)
-    code = _key_int(geokeys.get("ProjectedCSTypeGeoKey" if projected else "GeographicTypeGeoKey"))
+    if model is None:
+        if "ProjectedCSTypeGeoKey" not in geokeys:
+            return None
+        model = 1
+    code = _key_int(geokeys.get("ProjectedCSTypeGeoKey" if model == 1 else "GeographicTypeGeoKey"))
     return code if code is not None and 1024 <= code < 32767 else None
 
 
