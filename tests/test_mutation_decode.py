@@ -250,7 +250,7 @@ def _check_segments(path: Path, label: str) -> None:
         cols = int(page.tilewidth) if page.is_tiled else int(page.imagewidth)
         chunk = (1, rows, cols) if separate else (
             (rows, cols, expected.shape[2]) if expected.ndim == 3 else (rows, cols))  # fmt: skip
-        codecs, reason = _codecs(page, stored, chunk)
+        codecs, reason = _codecs(page, chunk)
         segments = [blob[o : o + n] for o, n in zip(page.dataoffsets, page.databytecounts, strict=True)]
     assert reason is None
     grid = [math.ceil(n / c) for n, c in zip(expected.shape, chunk, strict=True)]

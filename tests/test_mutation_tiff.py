@@ -7,6 +7,7 @@ Codec expectations follow the README's table (compression tag -> codec, predicto
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import shutil
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import tifffile
 
+from refstore._keys import MAX_DIMS, NO_DIM
 from refstore._values import decode_attr, decode_fill
 from refstore.errors import BadInputError, ScanError
 from refstore.fixtures.tiff import geotags, write_cases
@@ -101,7 +103,8 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["scale_only"] = p
     tifffile.imwrite(p := d / "bilevel.tif", np.eye(10, 13, dtype=bool), rowsperstrip=3, metadata=None)
     out["bilevel"] = p
-    tifffile.imwrite(p := d / "b12.tif", np.arange(64, dtype="u2").reshape(8, 8), bitspersample=12, metadata=None)
+    tifffile.imwrite(p := d / "b12.tif", np.arange(64, dtype="u2").reshape(8, 8), bitspersample=12, metadata=None,
+                     extratags=geotags())  # fmt: skip
     out["b12"] = p
     tifffile.imwrite(p := d / "lzma.tif", np.arange(64, dtype="u2").reshape(8, 8), compression="lzma", metadata=None)
     out["lzma"] = p
@@ -144,6 +147,29 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         w.write(img[::2, ::2], tile=(16, 16), subfiletype=1, metadata=None)
         w.write(img[::4, ::3], tile=(16, 16), subfiletype=1, metadata=None)
     out["rotated_point"] = p
+    # an image whose SubfileType is 2 (a page of a multi-page image), then its overview
+    with tifffile.TiffWriter(p := d / "subfiletype_2.tif") as w:
+        w.write(img, tile=(16, 16), subfiletype=2, metadata=None, extratags=geotags())
+        w.write(img[::2, ::2], tile=(16, 16), subfiletype=1, metadata=None)
+    out["subfiletype_2"] = p
+    tifffile.imwrite(p := d / "only_overview.tif", img, subfiletype=1, metadata=None, extratags=geotags())
+    out["only_overview"] = p
+    with tifffile.TiffWriter(p := d / "lzma_then_zlib.tif") as w:  # an unsupported page, then a supported one
+        w.write(img, compression="lzma", metadata=None)
+        w.write(img, compression="zlib", rowsperstrip=16, metadata=None)
+    out["lzma_then_zlib"] = p
+    tifffile.imwrite(p := d / "jpeg_rgb.tif", rng.integers(0, 255, (32, 48, 3)).astype("u1"), photometric="rgb",
+                     compression="jpeg", tile=(16, 16), metadata=None)  # fmt: skip
+    out["jpeg_rgb"] = p
+    tifffile.imwrite(p := d / "planar_strips.tif", rng.integers(0, 9, (3, 21, 30)).astype("<u2"), rowsperstrip=7,
+                     planarconfig="separate", photometric="rgb", metadata=None)  # fmt: skip
+    out["planar_strips"] = p
+    vol = np.arange(4 * 32 * 32 * 3, dtype="u1").reshape(4, 32, 32, 3)
+    with tifffile.TiffWriter(p := d / "volumetric.tif") as w:  # volumetric tiles: tifffile's 4-d and 3-d pages
+        w.write(vol, volumetric=True, tile=(2, 16, 16), photometric="rgb", planarconfig="contig", metadata=None)
+        w.write(vol[..., 0], volumetric=True, tile=(2, 16, 16), photometric="minisblack", metadata=None)
+        w.write(img, metadata=None)
+    out["volumetric"] = p
     tifffile.imwrite(p := d / "rgb_chunky_pred.tif", rng.integers(0, 9, (20, 30, 3)).astype("<u2"), tile=(16, 16),
                      photometric="rgb", predictor=2, compression="zlib", metadata=None)  # fmt: skip
     out["rgb_chunky_pred"] = p
@@ -170,6 +196,8 @@ def _pages(path: Path) -> dict[str, Any]:
     """What tifffile reads of every IFD of ``path``, as plain values, once per file content."""
 
     def read() -> dict[str, Any]:
+        from tifffile.tifffile import jpeg_decode_colorspace
+
         with tifffile.TiffFile(path) as tif:
             pages = list(tif.pages)
             out: list[dict[str, Any]] = []
@@ -187,6 +215,10 @@ def _pages(path: Path) -> dict[str, Any]:
                     "databytecounts": tuple(int(n) for n in page.databytecounts),
                     "georef": "ModelPixelScaleTag" in tags or "ModelTransformationTag" in tags,
                     "nodata_text": None if nodata is None else str(nodata.value),
+                    "jpeg": None if int(page.compression) != 7 else {
+                        "colorspace": jpeg_decode_colorspace(page.photometric, page.planarconfig, page.extrasamples,
+                                                             page.is_jfif),
+                        "tables": None if not page.jpegtables else bytes(page.jpegtables)},
                 })  # fmt: skip
             return {"byteorder": tif.byteorder, "names": tiff_names(pages), "pages": out}
 
@@ -235,10 +267,13 @@ def _check(path: Path, res: ScanResult, lead: str | None = None) -> dict[str, An
             want.append({"id": "floatpred", "axis": axis})
         if _CODEC[comp] not in (None, "jpeg"):
             want.append({"id": _CODEC[comp]})
-        if _CODEC[comp] == "jpeg":
-            assert m.codecs[-1]["id"] == "jpeg", name
-        else:
-            assert list(m.codecs) == want, name
+        if _CODEC[comp] == "jpeg":  # tifffile's colour spaces for its jpeg_decode, and its JPEGTables
+            cs, ocs = page["jpeg"]["colorspace"]
+            cfg: dict[str, Any] = {"id": "jpeg", "colorspace": cs, "outcolorspace": ocs}
+            if page["jpeg"]["tables"]:
+                cfg["tables"] = base64.b64encode(page["jpeg"]["tables"]).decode("ascii")
+            want.append(cfg)
+        assert list(m.codecs) == want, name
         assert m.short_edge == (not page["is_tiled"] and shape[1 if separate else 0] % rows_per != 0), name
         mine = [r for r in rows if r["array"] == name]
         grid = [math.ceil(s / c) for s, c in zip(shape, chunk, strict=True)]
@@ -254,13 +289,17 @@ def _check(path: Path, res: ScanResult, lead: str | None = None) -> dict[str, An
 
 def test_generated_tiffs_against_tifffile(tiffs: dict[str, Path]) -> None:
     for key, path in tiffs.items():
-        _check(path, TiffScanner()(str(path)))
-        assert key
+        if key != "volumetric":  # refused pages: test_pages_refused_by_shape_or_segment_count
+            _check(path, TiffScanner()(str(path)))
 
 
 def test_unsupported_segments_are_named(tiffs: dict[str, Path]) -> None:
     m = {a.name: a for a in TiffScanner()(str(tiffs["b12"])).arrays}["image"]
     assert m.reason == "12-bit samples are not supported" and m.status == "unsupported"
+    info = _gdal(tiffs["b12"])
+    if info is not None:  # the page's georeferencing is recorded all the same
+        assert np.allclose(decode_attr(m.attrs["transform"]), info["geoTransform"], rtol=0, atol=1e-9)
+    assert m.fill_value is not None and decode_fill(m.fill_value, np.dtype("<u2")) == 0
     m = {a.name: a for a in TiffScanner()(str(tiffs["lzma"])).arrays}["image"]
     assert m.reason == "TIFF compression LZMA (34925) has no decoder here"
     assert decode_fill(m.fill_value, np.dtype("<u2")) == 0
@@ -271,7 +310,7 @@ def test_unsupported_segments_are_named(tiffs: dict[str, Path]) -> None:
 _GEO_KEYS = ["int16_nodata", "point", "rotated", "citation", "masked", "dated", "badnodata", "tiepoint",
              "geog_citation", "float_citation", "geographic_with_pcs", "no_model_pcs", "no_model_gcs",
              "user_defined_pcs", "pcs_not_in_tifffile", "double_gcs", "no_raster_type", "raster_type_0",
-             "u1_max_nodata", "f4_nodata", "nodata_12X", "rotated_point"]  # fmt: skip
+             "u1_max_nodata", "f4_nodata", "nodata_12X", "rotated_point", "subfiletype_2"]  # fmt: skip
 _CITATIONS = {"citation": "my local cs", "geog_citation": "my datum"}
 """The citations written (GTCitationGeoKey, else GeogCitationGeoKey): the CRS text where no EPSG code is."""
 
@@ -336,7 +375,7 @@ def test_georeference_and_nodata_against_gdal(tiffs: dict[str, Path], key: str) 
         assert img.attrs["_FillValue"] == img.attrs["nodata"]
     else:  # no nodata, or one the type cannot hold: zero fill, no attribute
         assert "nodata" not in img.attrs and "_FillValue" not in img.attrs, key
-        assert decode_fill(img.fill_value, dt) == 0, key
+        assert img.fill_value is not None and decode_fill(img.fill_value, dt) == 0, key
 
 
 def test_series_dates_from_the_datetime_tag_and_names(tiffs: dict[str, Path], tmp_path: Path) -> None:
@@ -353,11 +392,12 @@ def test_series_dates_from_the_datetime_tag_and_names(tiffs: dict[str, Path], tm
     }
     (row,) = [r for r in res.chunks.to_pylist() if r["array"] == "time"]
     assert np.frombuffer(row["inline"], "<i8").tolist() == [int(when)]
+    assert row["k0"] == 0 and all(row[f"k{i}"] == NO_DIM for i in range(1, MAX_DIMS))
     named = tmp_path / "sst_2020123118.tif"
     shutil.copyfile(tiffs["dated"], named)
     res = TiffScanner(concat_dim="t", time_pattern="sst_%Y%m%d%H")(str(named))
     assert res.sort_value == datetime(2020, 12, 31, 18, tzinfo=UTC).timestamp()
-    with pytest.raises(ScanError, match=r"no date found from the TIFF DateTime tag$"):
+    with pytest.raises(ScanError, match=r"badnodata\.tif: no date found from the TIFF DateTime tag$"):
         TiffScanner(concat_dim="time")(str(tiffs["badnodata"]))
     with pytest.raises(ScanError, match=r"no date found from the TIFF DateTime tag$"):
         TiffScanner(concat_dim="time")(str(tiffs["b12"]))
@@ -512,3 +552,50 @@ def test_a_crs_without_epsg_is_its_geokeys(tiffs: dict[str, Path]) -> None:
 def test_a_pixel_scale_without_a_tiepoint_is_no_transform(tiffs: dict[str, Path]) -> None:
     img = {m.name: m for m in TiffScanner()(str(tiffs["scale_only"])).arrays}["image"]
     assert "transform" not in img.attrs and decode_attr(img.attrs["crs"]) == "EPSG:4326"
+
+
+def test_pages_refused_by_shape_or_segment_count(tiffs: dict[str, Path]) -> None:
+    """Volumetric tiles (tifffile's (depth, y, x[, samples]) pages) are refused with their
+    reason, their metadata kept; the page after them is scanned."""
+    facts = _pages(tiffs["volumetric"])
+    res = TiffScanner()(str(tiffs["volumetric"]))
+    metas = {m.name: m for m in res.arrays}
+    assert list(metas) == facts["names"] == ["image_1", "image_2", "image_3"]
+    four, three, plain = facts["pages"]
+    m = metas["image_1"]
+    shape = tuple(four["shape"])
+    assert (m.shape, m.chunks, m.dtype, m.status) == (shape, shape, "|u1", "unsupported")
+    assert m.reason == f"page shape {shape} is not supported" and m.attrs == {} and m.fill_value is None
+    m = metas["image_2"]
+    shape = tuple(three["shape"])
+    chunk = (three["tilelength"], three["tilewidth"], three["samplesperpixel"])  # read as (y, x, samples)
+    grid = [math.ceil(a / b) for a, b in zip(shape, chunk, strict=True)]
+    assert len(three["dataoffsets"]) != math.prod(grid)
+    assert (m.shape, m.chunks, m.dtype, m.status) == (shape, chunk, "|u1", "unsupported")
+    assert m.reason == f"{len(three['dataoffsets'])} segments for a grid of {grid}"
+    assert m.attrs == {} and m.fill_value is not None and decode_fill(m.fill_value, np.dtype("u1")) == 0
+    assert metas["image_3"].status == "ok" and metas["image_3"].shape == tuple(plain["shape"])
+    assert {r["array"] for r in res.chunks.to_pylist()} == {"image_3"}
+
+
+def test_segments_with_a_zero_offset_or_count_are_absent(tiffs: dict[str, Path], tmp_path: Path) -> None:
+    """Hand-edited TileOffsets/TileByteCounts: a tile is referenced only where both are non-zero
+    (tifffile reads the others as empty); a one-byte tile at offset 1 is a tile."""
+    blob = bytearray(tiffs["zstd_f64"].read_bytes())
+    with tifffile.TiffFile(tiffs["zstd_f64"]) as tif:
+        page = tif.pages[0]
+        assert len(page.dataoffsets) >= 3
+        bo = tif.byteorder
+        offs, cnts = page.tags["TileOffsets"], page.tags["TileByteCounts"]
+        o_size, c_size = offs.valuebytecount // offs.count, cnts.valuebytecount // cnts.count
+        o_at, c_at = offs.valueoffset, cnts.valueoffset
+    size_fmt = {2: "H", 4: "I", 8: "Q"}
+    for i, (o, n) in enumerate([(0, 50), (600, 0), (1, 1)]):
+        blob[o_at + i * o_size : o_at + (i + 1) * o_size] = struct.pack(bo + size_fmt[o_size], o)
+        blob[c_at + i * c_size : c_at + (i + 1) * c_size] = struct.pack(bo + size_fmt[c_size], n)
+    p = tmp_path / "edited.tif"
+    p.write_bytes(bytes(blob))
+    res = TiffScanner()(str(p))
+    _check(p, res)
+    keys = {r["k1"]: (r["offset"], r["length"]) for r in res.chunks.to_pylist() if r["k0"] == 0}
+    assert 0 not in keys and 1 not in keys and keys[2] == (1, 1)

@@ -178,7 +178,7 @@ def _nodata(text: str | None, dtype: np.dtype[Any]) -> Any:
     return np.asarray(v).astype(dtype)[()]  # float32 nodata like -3.4028230607370965e+38 rounds, as GDAL does
 
 
-def _codecs(page: Any, dtype: np.dtype[Any], chunk: tuple[int, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
+def _codecs(page: Any, chunk: tuple[int, ...]) -> tuple[tuple[dict[str, Any], ...], str | None]:
     comp = int(page.compression)
     if comp not in _COMPRESSION:
         return (), f"TIFF compression {page.compression.name} ({comp}) has no decoder here"
@@ -306,7 +306,7 @@ class TiffScanner:
             if nodata is not None:
                 attrs["nodata"] = encode_attr(np.asarray(nodata, dtype=dt.newbyteorder("=")))  # type: ignore[assignment]
                 attrs["_FillValue"] = attrs["nodata"]
-            codecs, reason = _codecs(page, dt, chunk)
+            codecs, reason = _codecs(page, chunk)
             fill = nodata if nodata is not None else np.zeros((), dt)[()]
             if reason is not None:
                 metas.append(self._meta(name, shape, chunk, dt, fill, attrs, reason=reason))
