@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import shutil
 import struct
 import subprocess
@@ -170,6 +171,10 @@ def tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         w.write(vol[..., 0], volumetric=True, tile=(2, 16, 16), photometric="minisblack", metadata=None)
         w.write(img, metadata=None)
     out["volumetric"] = p
+    if shutil.which("gdal_translate"):  # GDAL's JPEG tiles share one JPEGTables tag
+        opts = ["-co", "COMPRESS=JPEG", "-co", "TILED=YES", "-co", "BLOCKXSIZE=16", "-co", "BLOCKYSIZE=16"]
+        subprocess.run(["gdal_translate", "-q", *opts, str(out["dated"]), str(p := d / "gdal_jpeg.tif")], check=True)
+        out["gdal_jpeg"] = p
     tifffile.imwrite(p := d / "rgb_chunky_pred.tif", rng.integers(0, 9, (20, 30, 3)).astype("<u2"), tile=(16, 16),
                      photometric="rgb", predictor=2, compression="zlib", metadata=None)  # fmt: skip
     out["rgb_chunky_pred"] = p
@@ -384,7 +389,7 @@ def test_series_dates_from_the_datetime_tag_and_names(tiffs: dict[str, Path], tm
     when = datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC).timestamp()
     assert (res.sort_value, res.sort_last, res.sort_units) == (when, when, "seconds since 1970-01-01")
     t = metas["time"]
-    assert t.shape == (1,) and t.chunks == (1,) and t.dims == ("time",) and t.dtype == "<i8"
+    assert t.shape == (1,) and t.chunks == (1,) and t.dims == ("time",) and t.dtype == "<i8" and not t.short_edge
     assert {k: decode_attr(v) for k, v in t.attrs.items()} == {
         "units": "seconds since 1970-01-01 00:00:00",
         "calendar": "proleptic_gregorian",
@@ -445,7 +450,11 @@ def test_damaged_tiffs(tiffs: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(ScanError, match=r"junk\.tif: TIFF holds no image$"):
         TiffScanner()(str(tmp_path / "junk.tif"))
     (tmp_path / "junk2.tif").write_bytes(b"II*\0\x08\0\0\0\x05\0" + b"\x00" * 3)
-    with pytest.raises(ScanError, match=r"junk2\.tif: not a readable TIFF: "):
+    try:
+        tifffile.TiffFile(tmp_path / "junk2.tif")
+    except Exception as e:  # tifffile's own reason, first line
+        why = str(e).splitlines()[0]
+    with pytest.raises(ScanError, match=rf"junk2\.tif: not a readable TIFF: {re.escape(why)}$"):
         TiffScanner()(str(tmp_path / "junk2.tif"))
 
 
@@ -599,3 +608,71 @@ def test_segments_with_a_zero_offset_or_count_are_absent(tiffs: dict[str, Path],
     _check(p, res)
     keys = {r["k1"]: (r["offset"], r["length"]) for r in res.chunks.to_pylist() if r["k0"] == 0}
     assert 0 not in keys and 1 not in keys and keys[2] == (1, 1)
+
+
+def _chain(bo: str, big: bool, ifds: list[list[tuple[int, int]]], *, last_next: int = 0, cut: int = 0) -> bytes:
+    """A TIFF of chained IFDs, each a list of ``(tag, count)`` entries (LONG/LONG8, value 0);
+    ``last_next``: the last IFD's next-IFD offset; ``cut``: bytes dropped from the end."""
+    n_fmt, e_fmt, o_fmt = ("Q", "HHQQ", "Q") if big else ("H", "HHII", "I")
+    n_size, e_size, o_size = (8, 20, 8) if big else (2, 12, 4)
+    first = 16 if big else 8
+    head = struct.pack(bo + "HHHQ", 43, 8, 0, first) if big else struct.pack(bo + "HI", 42, first)
+    out = bytearray((b"II" if bo == "<" else b"MM") + head)
+    for i, entries in enumerate(ifds):
+        nxt = len(out) + n_size + e_size * len(entries) + o_size if i + 1 < len(ifds) else last_next
+        out += struct.pack(bo + n_fmt, len(entries))
+        out += b"".join(struct.pack(bo + e_fmt, tag, 16 if big else 4, count, 0) for tag, count in entries)
+        out += struct.pack(bo + o_fmt, nxt)
+    return bytes(out[: len(out) - cut])
+
+
+def test_tiff_guard_entry_tables_and_chains() -> None:
+    """The guard over hand-written IFD layouts (TIFF 6.0 and BigTIFF byte layouts): every entry
+    of a table is read, counts and offsets are unsigned, a table of more than 4096 entries is
+    left to tifffile (damaged), and the chain is followed through 8-byte BigTIFF offsets."""
+    import io
+
+    def check(data: bytes) -> str | None:
+        return check_tiff_counts(io.BytesIO(data))
+
+    hostile = MAX_SEGMENTS + 1
+    for bo in "<>":
+        for big in (False, True):
+            two = _chain(bo, big, [[(256, 1), (324, hostile)]])  # the segment tag is the second entry
+            assert check(two) == f"IFD 0 claims {hostile} tiles, more than the {MAX_SEGMENTS} taken here; not scanned"
+            huge = (1 << 64) - 1 if big else (1 << 32) - 1  # unsigned: no negative count
+            assert check(_chain(bo, big, [[(273, huge)]])) == (
+                f"IFD 0 claims {huge} strips, more than the {MAX_SEGMENTS} taken here; not scanned"
+            )
+            chain = _chain(bo, big, [[(256, 1)], [(256, 1), (273, hostile)]])
+            want = f"IFD 1 claims {hostile} strips, more than the {MAX_SEGMENTS} taken here; not scanned"
+            assert check(chain) == want
+            # the next-IFD offset cut short by the end of the file: the chain ends there
+            assert check(_chain(bo, big, [[(256, 1)]], last_next=1 << 40 if big else 1 << 20, cut=3)) is None
+        assert check(_chain(bo, False, [[(256, 1)]], last_next=0xFFFFFF00)) is None  # past the end: unsigned
+        # 4096 entries is a table; 4097 is damaged: not looked into, the chain not followed
+        full = [(256, 1)] * 4095 + [(257, 1)]
+        assert check(_chain(bo, False, [full, [(324, hostile)]])) == (
+            f"IFD 1 claims {hostile} tiles, more than the {MAX_SEGMENTS} taken here; not scanned"
+        )
+        assert check(_chain(bo, False, [[*full, (324, hostile)], [(324, hostile)]])) is None
+        # an entry count of 32768 or more (unsigned) is damaged too, whatever its 5000th entry says
+        assert check(_chain(bo, False, [[(256, 1)] * 4999 + [(324, hostile)] + [(256, 1)] * 27768])) is None
+
+
+def test_tifffile_messages_stay_quiet(tiffs: dict[str, Path], caplog: pytest.LogCaptureFixture,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """tifffile logs what it cannot parse (here GDAL_NODATA "abc" as an integer); the scan silences
+    its logger (only it: the root logger's level is left alone) and names the problem itself."""
+    import logging
+
+    log = logging.getLogger("tifffile")
+    monkeypatch.setattr(log, "level", logging.NOTSET)  # as a process that never scanned has it
+    monkeypatch.setattr(log, "propagate", True)
+    with caplog.at_level(logging.DEBUG):
+        res = TiffScanner()(str(tiffs["badnodata"]))
+        assert logging.getLogger().level == logging.DEBUG
+    assert [r for r in caplog.records if r.name.startswith("tifffile")] == []
+    assert not log.isEnabledFor(logging.CRITICAL)
+    assert res.format == "tiff" and res.groups == {"": {}} and res.sort_units is None
+    assert res.source.location == str(tiffs["badnodata"]) and res.source.size == tiffs["badnodata"].stat().st_size
