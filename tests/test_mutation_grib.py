@@ -84,6 +84,11 @@ def gribs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         {"dataDate": 20210101, "stepUnits": 0, "endStep": 30}, {"dataDate": 20210101, "stepUnits": 0, "endStep": 90}],
         mode="wb")  # fmt: skip
     out["sh"] = _from_sample(d / "sh.grib2", "sh_sfc_grib2", [{"dataDate": 20210101}], mode="wb")
+    # two latitudes (north to south), and a grid scanned south to north
+    out["two_rows"] = write_grib(d / "two_rows.grib2", params=("t",), levels=(850,), steps=(0,), ny=2, nx=3)
+    out["south_up"] = _from_sample(d / "south_up.grib2", "regular_ll_sfc_grib2", [
+        {"dataDate": 20210101, "jScansPositively": 1, "latitudeOfFirstGridPointInDegrees": -90.0,
+         "latitudeOfLastGridPointInDegrees": 90.0}], mode="wb")  # fmt: skip
     padded = d / "padded.grib2"
     msgs = out["grib1"].read_bytes()
     padded.write_bytes(b"junk before " + msgs[: len(msgs) // 2] + b"\0" * 13 + msgs[len(msgs) // 2 :] + b"tail")
@@ -161,7 +166,10 @@ def _compare(path: Path, res: ScanResult, ex: _Dataset, names: dict[str, str] | 
         for k, want in da.attrs.items():
             # left out on purpose (design/formats.md): long arrays (GRIB_pl), ecCodes' "unknown"
             # names; cfgrib reads stepUnits after setting it to hours
-            if k in ("GRIB_pl", "GRIB_stepUnits") or (isinstance(want, str) and want == "unknown"):
+            if k in ("GRIB_pl", "GRIB_stepUnits"):
+                continue
+            if isinstance(want, str) and want == "unknown":
+                assert k not in attrs, (name, k)
                 continue
             assert k in attrs, (name, k)
             got = attrs[k]
@@ -179,6 +187,8 @@ def _compare(path: Path, res: ScanResult, ex: _Dataset, names: dict[str, str] | 
                 # cfgrib decodes time, step and valid_time: their units are in the values
                 if k in c_attrs and not (k == "units" and c in ("time", "step", "valid_time")):
                     assert decode_attr(cm.attrs[k]) == c_attrs[k], (name, c, k)
+            for k in ("positive", "stored_direction"):  # and none that cfgrib does not give
+                assert (k in cm.attrs) == (k in c_attrs), (name, c, k)
         mine_rows = [r for r in rows if r["array"] == name]
         nhead = len([d for d in m.dims if d not in ("latitude", "longitude", "y", "x", "values")])
         values = da.values
@@ -224,7 +234,7 @@ def test_level_types_and_names_against_cfgrib(gribs: dict[str, Path]) -> None:
     _compare(path, res, _cfgrib(path, shortName="t", typeOfLevel="isobaricInhPa"), {"t": "t_isobaricInhPa"})
 
 
-@pytest.mark.parametrize("key", ["grib1", "reduced", "polar", "sh", "padded"])
+@pytest.mark.parametrize("key", ["grib1", "reduced", "polar", "sh", "padded", "two_rows", "south_up"])
 def test_other_grids_and_editions_against_cfgrib(gribs: dict[str, Path], key: str) -> None:
     path = gribs[key]
     res = GribScanner()(str(path))
@@ -301,6 +311,19 @@ def test_framing_errors_name_the_message(tmp_path: Path, gribs: dict[str, Path])
                               "one chunk decodes one field)")  # fmt: skip
     odd = first[:8] + (size + 8).to_bytes(8, "big") + first[16:-4] + bytes(8) + b"7777"
     assert scan(odd).endswith("GRIB2 message 0 at byte 0: its sections do not add up to its length")
+    # a last section of exactly 5 bytes adds up; one running past the end does not
+    five = first[:8] + (size + 5).to_bytes(8, "big") + first[16:-4] + (5).to_bytes(4, "big") + b"\x09" + b"7777"
+    assert [m for _o, m in frame_messages(io.BytesIO(five), "f", len(five))] == [five]
+    over = first[:8] + (size + 5).to_bytes(8, "big") + first[16:-4] + (50).to_bytes(4, "big") + b"\x09" + b"7777"
+    assert scan(over).endswith("GRIB2 message 0 at byte 0: its sections do not add up to its length")
+    # the search for the next message reads blocks of 64 KiB that overlap by 3 bytes
+    for gap in (65_533, 65_535, 65_536, 65_537):
+        data = first + bytes(gap) + first
+        msgs = list(frame_messages(io.BytesIO(data), "f", len(data)))
+        assert [o for o, _m in msgs] == [0, size + gap], gap
+    # a file shorter than its stated size (cut while scanned): the search ends at its end
+    data = first + b"x" * 10
+    assert [o for o, _m in frame_messages(io.BytesIO(data), "f", len(data) + 100_000)] == [0]
     # padding between messages is skipped, and the file may end in junk
     msgs = list(frame_messages(io.BytesIO(first + bytes(70_000) + first + b"xx"), "f", 2 * size + 70_002))
     assert [o for o, _m in msgs] == [0, size + 70_000] and all(m == first for _o, m in msgs)
