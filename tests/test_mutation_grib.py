@@ -89,6 +89,11 @@ def gribs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["south_up"] = _from_sample(d / "south_up.grib2", "regular_ll_sfc_grib2", [
         {"dataDate": 20210101, "jScansPositively": 1, "latitudeOfFirstGridPointInDegrees": -90.0,
          "latitudeOfLastGridPointInDegrees": 90.0}], mode="wb")  # fmt: skip
+    # a reference time with minutes; a step in months (ecCodes gives cfgrib hours)
+    out["minutes"] = _from_sample(d / "minutes.grib2", "regular_ll_sfc_grib2",
+                                  [{"dataDate": 20210101, "dataTime": 1230}], mode="wb")  # fmt: skip
+    out["monthly"] = _from_sample(d / "monthly.grib2", "regular_ll_sfc_grib2",
+                                  [{"dataDate": 20210101, "stepUnits": 3, "endStep": 1}], mode="wb")  # fmt: skip
     padded = d / "padded.grib2"
     msgs = out["grib1"].read_bytes()
     padded.write_bytes(b"junk before " + msgs[: len(msgs) // 2] + b"\0" * 13 + msgs[len(msgs) // 2 :] + b"tail")
@@ -234,7 +239,9 @@ def test_level_types_and_names_against_cfgrib(gribs: dict[str, Path]) -> None:
     _compare(path, res, _cfgrib(path, shortName="t", typeOfLevel="isobaricInhPa"), {"t": "t_isobaricInhPa"})
 
 
-@pytest.mark.parametrize("key", ["grib1", "reduced", "polar", "sh", "padded", "two_rows", "south_up"])
+@pytest.mark.parametrize(
+    "key", ["grib1", "reduced", "polar", "sh", "padded", "two_rows", "south_up", "minutes", "monthly"]
+)
 def test_other_grids_and_editions_against_cfgrib(gribs: dict[str, Path], key: str) -> None:
     path = gribs[key]
     res = GribScanner()(str(path))
@@ -327,3 +334,23 @@ def test_framing_errors_name_the_message(tmp_path: Path, gribs: dict[str, Path])
     # padding between messages is skipped, and the file may end in junk
     msgs = list(frame_messages(io.BytesIO(first + bytes(70_000) + first + b"xx"), "f", 2 * size + 70_002))
     assert [o for o, _m in msgs] == [0, size + 70_000] and all(m == first for _o, m in msgs)
+
+
+def test_damaged_messages_are_scan_errors(tmp_path: Path) -> None:
+    """GRIB2 messages framed correctly (section 0, sections adding up, 7777) whose content is
+    no message ecCodes can use: one line naming the file and the byte, no traceback."""
+    ident = (21).to_bytes(4, "big") + b"\x01" + bytes([0, 98, 0, 0, 0, 0, 0, 0, 0x07, 0xE5, 1, 1, 0, 0, 0, 0])
+    cases = {  # a product section of junk: ecCodes reads the date as 92901 (no month 29)
+        "baddate": (ident + (9).to_bytes(4, "big") + b"\x04" + b"\xff" * 4 + (5).to_bytes(4, "big") + b"\x07",
+                    r"GRIB message at byte 0: its reference time is no date \(dataDate \d+, dataTime \d+\)$"),
+        "nogrid": ((5).to_bytes(4, "big") + b"\x07", r"GRIB message at byte 0: ecCodes reads no grid in it$"),
+    }  # fmt: skip
+    for name, (body, why) in cases.items():
+        p = tmp_path / f"{name}.grib2"
+        p.write_bytes(b"GRIB\0\0\0\x02" + (16 + len(body) + 4).to_bytes(8, "big") + body + b"7777")
+        with pytest.raises(ScanError, match=rf"^{p}: {why}"):
+            GribScanner()(str(p))
+    p = tmp_path / "junk.grib2"
+    p.write_bytes(b"no message here")
+    with pytest.raises(ScanError, match=rf"^{p}: holds no GRIB message$"):
+        GribScanner()(str(p))

@@ -193,8 +193,14 @@ def _get(ec: Any, h: Any, key: str, ktype: Any = None) -> Any:
     return None if isinstance(v, str) and v in ("undef", "unknown") else v
 
 
-def _seconds(date: int, time: int) -> int:
-    when = dt.datetime(date // 10000, date // 100 % 100, date % 100, time // 100, time % 100)
+def _seconds(date: int, time: int, location: str, offset: int) -> int:
+    """Seconds since 1970 of a message's reference time (``dataDate`` YYYYMMDD, ``dataTime``
+    hhmm); a date that is none (a damaged message: year 0, month 13...) is a ``ScanError``."""
+    try:
+        when = dt.datetime(date // 10000, date // 100 % 100, date % 100, time // 100, time % 100)
+    except ValueError:
+        raise ScanError(location, f"GRIB message at byte {offset}: its reference time is no date "
+                                  f"(dataDate {date}, dataTime {time})") from None  # fmt: skip
     return int((when - _EPOCH).total_seconds())
 
 
@@ -286,7 +292,9 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
             date, time = _get(ec, h, "dataDate", int), _get(ec, h, "dataTime", int)
             header = {
                 "number": _get(ec, h, "number", int),
-                "time": _seconds(int(date), int(time)) if date is not None and time is not None else None,
+                "time": _seconds(int(date), int(time), location, offset)
+                if date is not None and time is not None
+                else None,
                 "step": _step_hours(ec, h),
                 "level": _get(ec, h, "level", float),
             }
@@ -299,6 +307,8 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
             full = _handle(ec, msg, offset, location, headers_only=False)
             try:
                 key = tuple(_get(ec, full, k, t) for k, t in _GROUP_KEYS)
+                if key[-1] is None:  # numberOfPoints: sections 3-7 missing or damaged
+                    raise ScanError(location, f"GRIB message at byte {offset}: ecCodes reads no grid in it")
                 if ident is not None:
                     known[ident] = key
                 g = groups.get(key)
