@@ -226,6 +226,8 @@ def test_regular_grib2_against_cfgrib(gribs: dict[str, Path]) -> None:
     metas = {m.name: m for m in res.arrays}
     assert metas["t"].chunks == (1, 1, 5, 8) and metas["t"].codecs[0]["id"]
     assert metas["latitude"].chunks == (5,) and metas["time"].shape == () and metas["time"].chunks == ()
+    # one coordinate array per cfgrib coordinate (t and u share them: no "time_1")
+    assert set(metas) - set(ex.data_vars) == set(ex.coords)
 
 
 def test_level_types_and_names_against_cfgrib(gribs: dict[str, Path]) -> None:
@@ -234,6 +236,7 @@ def test_level_types_and_names_against_cfgrib(gribs: dict[str, Path]) -> None:
     metas = {m.name: m for m in res.arrays}
     assert {"t_hybrid", "t_isobaricInhPa", "u"} <= set(metas)
     assert metas["u"].dims == ("isobaricInhPa_1", "latitude", "longitude")
+    assert metas["isobaricInhPa_1"].dims == ("isobaricInhPa_1",) and metas["isobaricInhPa"].dims == ("isobaricInhPa",)
     assert _coord_values(res, "isobaricInhPa_1").tolist() == [1000.0, 850.0, 500.0]
     _compare(path, res, _cfgrib(path, typeOfLevel="hybrid"), {"t": "t_hybrid"})
     _compare(path, res, _cfgrib(path, shortName="t", typeOfLevel="isobaricInhPa"), {"t": "t_isobaricInhPa"})
@@ -354,3 +357,28 @@ def test_damaged_messages_are_scan_errors(tmp_path: Path) -> None:
     p.write_bytes(b"no message here")
     with pytest.raises(ScanError, match=rf"^{p}: holds no GRIB message$"):
         GribScanner()(str(p))
+
+
+def test_levels_of_one_count_but_other_values_are_other_coordinates(tmp_path: Path) -> None:
+    p = write_grib(tmp_path / "lv.grib2", params=("t",), levels=(850, 500), steps=(0,), ny=3, nx=4)
+    write_grib(p, params=("u",), levels=(700, 300), steps=(0,), ny=3, nx=4, mode="ab", seed=1)
+    res = GribScanner()(str(p))
+    metas = {m.name: m for m in res.arrays}
+    assert metas["t"].dims[0] == "isobaricInhPa" and metas["u"].dims[0] == "isobaricInhPa_1"
+    for var in ("t", "u"):
+        want = _cfgrib(p, shortName=var).data_vars[var].coords["isobaricInhPa"][0]
+        assert _coord_values(res, metas[var].dims[0]).tolist() == want.tolist(), var
+
+
+@pytest.mark.parametrize("key", ["jPointsAreConsecutive", "alternativeRowScanning"])
+def test_column_major_and_alternating_rows_are_refused(tmp_path: Path, key: str) -> None:
+    """ecCodes' scanning-mode flags: values stored column by column, or every other row
+    reversed, do not reshape to (y, x): the array is kept, unsupported, with the reason."""
+    p = _from_sample(tmp_path / f"{key}.grib2", "regular_ll_sfc_grib2", [{"dataDate": 20210101, key: 1}], mode="wb")
+    with open(p, "rb") as f:
+        h = eccodes.codes_grib_new_from_file(f)
+        assert eccodes.codes_get(h, key) == 1
+        eccodes.codes_release(h)
+    (m,) = [m for m in GribScanner()(str(p)).arrays if m.name == "t"]
+    assert m.status == "unsupported"
+    assert m.reason == "GRIB grid scanned column-major or with alternating rows: not supported"
