@@ -295,6 +295,7 @@ def test_framing_errors_name_the_message(tmp_path: Path, gribs: dict[str, Path])
     def scan(data: bytes) -> str:
         with pytest.raises(ScanError) as e:
             list(frame_messages(io.BytesIO(data), "f", len(data)))
+        assert str(e.value).startswith("f: ") and e.value.location == "f"  # the file is named
         return str(e.value)
 
     assert scan(b"nothing here").endswith("holds no GRIB message")
