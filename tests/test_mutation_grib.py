@@ -308,6 +308,10 @@ def test_framing_errors_name_the_message(tmp_path: Path, gribs: dict[str, Path])
     assert scan(b"GRIB\x80\0\0\1" + bytes(20)).endswith(
         "GRIB1 message at byte 0: large-message lengths are not supported"
     )
+    third = f"GRIB message 2 at byte {2 * size}: wrong message length {size} (past the end of the "
+    assert scan(first + first + first[:-1]).endswith(third + f"{3 * size - 1}-byte file)")
+    sixteen = b"GRIB\0\0\0\2" + (16).to_bytes(8, "big") + b"7777"  # 16 bytes claimed: section 0 alone
+    assert scan(sixteen).endswith("GRIB message 0 at byte 0: wrong message length 16 (no '7777' end marker there)")
     short = b"GRIB\0\0\0\2" + (15).to_bytes(8, "big") + b"7777"
     assert scan(short).endswith("wrong message length 15 (past the end of the 20-byte file)")
     # GRIB2 sections: walk them to find section 7, then add a second one, or bytes that are no section
