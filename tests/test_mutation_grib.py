@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from refstore._values import decode_attr
+from refstore._values import decode_attr, decode_fill
 from refstore.errors import ScanError
 
 from ._oracle import cached
@@ -226,6 +226,12 @@ def test_regular_grib2_against_cfgrib(gribs: dict[str, Path]) -> None:
     metas = {m.name: m for m in res.arrays}
     assert metas["t"].chunks == (1, 1, 5, 8) and metas["t"].codecs[0]["id"]
     assert metas["latitude"].chunks == (5,) and metas["time"].shape == () and metas["time"].chunks == ()
+    assert res.format == "grib" and res.source.location == str(path) and res.source.size == path.stat().st_size
+    for name in ex.data_vars:  # NaN fill (cfgrib's missing values); references in key order
+        m = metas[name]
+        assert m.status == "ok" and m.reason is None and np.isnan(decode_fill(m.fill_value, np.dtype("<f4")))
+        keys = [tuple(r[f"k{i}"] for i in range(m.ndim)) for r in res.chunks.to_pylist() if r["array"] == name]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys), name
     # one coordinate array per cfgrib coordinate (t and u share them: no "time_1")
     assert set(metas) - set(ex.data_vars) == set(ex.coords)
 
