@@ -414,6 +414,29 @@ def test_read_errors_and_dimension_limits(tmp_path: Path, nc3: dict[str, Path]) 
             assert np.asarray(got, dt).tobytes() == np.asarray(want).astype(dt).tobytes(), name
 
 
+
+@pytest.mark.parametrize("fill", [b"x", b"\0", None])
+def test_char_fill_value_is_the_variables_fill(tmp_path: Path, fill: bytes | None) -> None:
+    """A char variable's ``_FillValue`` (a char attribute, which the header reader gives as
+    text) is its fill value, as netCDF4-python's ``getncattr`` gives it; none: NUL (netCDF's
+    default for char)."""
+    netCDF4 = _oracle._netcdf4()
+    p = tmp_path / "c.nc"
+    with netCDF4.Dataset(p, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("t", None)
+        nc.createDimension("n", 2)
+        v = nc.createVariable("c", "S1", ("t", "n"), **({} if fill is None else {"fill_value": fill}))
+        v[0] = np.array([b"a", b"b"], "S1")
+    (m,) = NetCDF3Scanner()(str(p)).arrays
+    with netCDF4.Dataset(p) as nc:
+        v = nc["c"]
+        want = v.getncattr("_FillValue") if "_FillValue" in v.ncattrs() else netCDF4.default_fillvals["S1"]
+    got = decode_fill(m.fill_value, np.dtype("S1"))
+    assert np.asarray(got, "S1").tobytes() == np.asarray(want, "S1").tobytes()
+    assert _fill_value("xy", b"\0", np.dtype("S1")) == b"\0"  # two chars are no one value: the default
+    assert _fill_value("\xe9", b"\0", np.dtype("S1")) == b"\0"  # two bytes in UTF-8
+
+
 def test_scalar_and_empty_fixed_variables(tmp_path: Path) -> None:
     """A 1-byte scalar is one 1-byte reference; a fixed variable of no elements has none (here an
     unlimited dimension in second place with no records, which only a hand-made header holds)."""

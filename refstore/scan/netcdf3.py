@@ -186,6 +186,11 @@ def _fill_value(attr: Any, default: Any, dt: np.dtype[Any]) -> Any:
     """``_FillValue`` when it is one value of the variable's type, else the netCDF default."""
     if attr is None:
         return default
+    if isinstance(attr, str) and dt.kind == "S":
+        # a char attribute is read as text (trailing NULs stripped): its one byte, as netCDF4-python
+        # gives it ("" is a NUL fill, the default)
+        raw = attr.encode("utf-8")
+        return np.asarray(raw, dt)[()] if len(raw) == 1 else default
     arr = np.asarray(attr)
     if arr.size != 1 or arr.dtype.kind in "OU" or (arr.dtype.kind == "S" and dt.kind != "S"):
         return default
