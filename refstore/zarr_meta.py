@@ -368,6 +368,8 @@ def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:
     v = np.asarray(value).astype(dtype).ravel()[0]
     if dtype.kind == "f":
         return base64.standard_b64encode(struct.pack("<d", float(v))).decode()
+    if dtype.kind == "c":  # each part as a float: two base64 little-endian doubles
+        return [base64.standard_b64encode(struct.pack("<d", float(x))).decode() for x in (v.real, v.imag)]
     if dtype.kind in "iu":
         return int(v)
     if dtype.kind == "b":

@@ -382,3 +382,51 @@ def test_inline_fill_chunks_over_the_cap_are_refused_before_writing(
     reader = parquet_reader if fmt == "kerchunk-parquet" else json_reader
     with h5py.File(h5) as f:
         assert_same(reader.open_form(str(out), None)["x"][...], f["x"][...], f"{fmt} x")
+
+
+COMPLEX_CASES = {
+    # (dtype, stored HDF5 fill, _FillValue attribute)
+    "zero-fill-other-attr": ("c8", np.complex64(0), -9 + 2j),
+    "fill-equals-attr": ("c8", -9 + 2j, -9 + 2j),
+    "fill-other-attr": ("c16", np.complex128(1 - 1j), -9 + 2j),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(COMPLEX_CASES))
+def test_complex_fillvalue_is_masked_by_xarray_on_every_zarr_form(tmp_path: Path, cid: str) -> None:
+    """A complex ``_FillValue``: xarray over the kerchunk forms (zarr v2), the Icechunk form and
+    the zarr store (zarr v3) masks exactly what xarray's CF decoding masks over h5py's values and
+    attributes of the file (the netCDF4 engine cannot read an HDF5 complex attribute), and the raw
+    values (absent chunks: the stored fill) are h5py's."""
+    import xarray as xr
+
+    from .readers.icechunk import open_repo
+
+    dtype, fill, cf = COMPLEX_CASES[cid]
+    h5 = tmp_path / "sparse.h5"
+    _sparse_h5(h5, dtype, fill, cf, {})
+    with h5py.File(h5) as f:
+        raw = f["x"][...]
+        attrs = dict(f["x"].attrs)
+    assert isinstance(attrs["_FillValue"], np.complexfloating)
+    expected = xr.decode_cf(xr.Dataset({"x": (("a", "b"), raw, attrs)}))["x"].values
+    assert np.isnan(expected).sum() == (1 if fill != cf else 14)  # the oracle masks something
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(h5)])
+    got: dict[str, Any] = {}
+    for fmt in ("kerchunk-json", "kerchunk-parquet", "icechunk"):
+        out = tmp_path / f"out.{fmt}"
+        emit(refstore.Collection.open(col), fmt, str(out))
+        if fmt == "icechunk":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                store = open_repo(str(out)).readonly_session(branch="main").store
+                got[fmt] = xr.open_zarr(store, consolidated=False, zarr_format=3)["x"].values
+        else:
+            reader = json_reader if fmt == "kerchunk-json" else parquet_reader
+            np.testing.assert_array_equal(np.asarray(reader.open_form(str(out), None)["x"][...]), raw, strict=True)
+            got[fmt] = _xarray_on_form(out)["x"].values
+    got["zarr store"] = xr.open_zarr(refstore.zarr_store(col))["x"].values
+    for form, values in got.items():
+        np.testing.assert_array_equal(values, expected, err_msg=f"{cid} {form}", strict=True)

@@ -414,7 +414,6 @@ def test_read_errors_and_dimension_limits(tmp_path: Path, nc3: dict[str, Path]) 
             assert np.asarray(got, dt).tobytes() == np.asarray(want).astype(dt).tobytes(), name
 
 
-
 @pytest.mark.parametrize("fill", [b"x", b"\0", None])
 def test_char_fill_value_is_the_variables_fill(tmp_path: Path, fill: bytes | None) -> None:
     """A char variable's ``_FillValue`` (a char attribute, which the header reader gives as

@@ -185,9 +185,9 @@ def test_v3_codec_chain_for_tiff_predictors_and_byte_order() -> None:
 @pytest.mark.parametrize(
     ("dtype", "value"),
     [("<f4", -9999.0), ("<f8", np.nan), (">f4", np.inf), ("<i2", -99), ("<u1", 255), ("bool", True),
-     ("<i8", -(2**62) - 1), ("|S2", b"ab")],
+     ("<i8", -(2**62) - 1), ("|S2", b"ab"), ("<c8", -9 + 2j), ("<c16", complex(np.nan, -np.inf))],
 )  # fmt: skip
-def test_fillvalue_attribute_is_xarrays_encoding(dtype: str, value: Any) -> None:
+def test_fillvalue_attribute_is_xarrays_encoding(tmp_path: Path, dtype: str, value: Any) -> None:
     from xarray.backends.zarr import FillValueCoder
 
     dt = np.dtype(dtype)
@@ -199,8 +199,20 @@ def test_fillvalue_attribute_is_xarrays_encoding(dtype: str, value: Any) -> None
     little = dt.newbyteorder("<") if dt.itemsize > 1 else dt
     dec = v3_decoded_array(meta, dt, (2, 3))
     assert dec["attributes"]["_FillValue"] == FillValueCoder.encode(np.asarray(value).astype(little)[()], little)
-    assert v2_array(meta)["fill_value"] == _zarr_json(np.asarray(value).astype(dt)[()])
+    assert v2_array(meta)["fill_value"] == _zarr_fill_json(tmp_path, dt, np.asarray(value).astype(dt)[()], 2)
     assert "_FillValue" not in v2_attrs(meta) and v2_attrs(meta)["_ARRAY_DIMENSIONS"] == ["t", "y"]
+
+
+def _zarr_fill_json(folder: Path, dt: np.dtype[Any], value: Any, zarr_format: int) -> Any:
+    """The ``fill_value`` zarr-python writes in the metadata of an array of ``dt`` filled with
+    ``value`` (``.zarray`` for v2, ``zarr.json`` for v3)."""
+    import zarr
+
+    path = folder / f"oracle-{zarr_format}"
+    zarr.create_array(str(path), shape=(1,), dtype=dt, fill_value=value, zarr_format=zarr_format, overwrite=True,
+                      compressors=None)  # fmt: skip
+    doc = json.loads((path / (".zarray" if zarr_format == 2 else "zarr.json")).read_text())
+    return doc["fill_value"]
 
 
 def _zarr_json(v: Any) -> Any:

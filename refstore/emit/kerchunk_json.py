@@ -162,7 +162,8 @@ def fill_plan(meta: ArrayMeta, n_chunks: int, n_refs: int) -> FillPlan:
     value and ``A`` the ``_FillValue`` attribute (compared bitwise):
 
     - no absent chunks, or ``F == A``: ``fill_value: A`` (``null`` without ``A``);
-    - ``F`` zero: ``fill_value: null`` (and ``A`` kept in ``.zattrs``);
+    - ``F`` zero: ``fill_value: null`` (and ``A`` kept in ``.zattrs``), except for a complex ``A``:
+      xarray takes a ``.zattrs`` ``_FillValue`` as written (``[re, im]`` would be two fill values);
     - else every absent chunk is written inline as one encoded chunk of ``F``, with
       ``fill_value: A`` (``null`` without ``A``), up to :data:`MAX_FILL_BYTES`; beyond that the
       array is refused (``UnexpressibleError``).
@@ -175,7 +176,7 @@ def fill_plan(meta: ArrayMeta, n_chunks: int, n_refs: int) -> FillPlan:
     absent = n_chunks - n_refs
     if absent <= 0 or (cf is not None and _bits(cf, dt) == _bits(stored, dt)):
         return FillPlan(cf, False, None)
-    if not any(_bits(stored, dt)):
+    if not any(_bits(stored, dt)) and not (cf is not None and dt.kind == "c"):
         return FillPlan(None, cf is not None, None)
     chunk = encoded_fill_chunk(meta, stored)
     if absent * len(chunk) > MAX_FILL_BYTES:
