@@ -5,7 +5,9 @@
 GROUPS: plan (refstore/plan/), decode (read/decode.py), versions (table/versions.py), emit (the
 codec and fill logic of the emitted forms: zarr_meta.py, _values.py), scan (refstore/scan/) and
 scan-sample (its netCDF3 scanner and HDF5 filter table only: minutes, not hours). None given:
-all but scan-sample, in that order (cheapest first). Not part of CI.
+those but scan-sample, in that order (cheapest first); the per-module splits (plan-cs,
+plan-new: grid, placement, mosaic and slabs; netcdf3, hdf5, tiff, grib, scan-misc) run when
+named. Not part of CI.
 
 Each group runs in its own folder, ``bench/out/mutate/GROUP/`` (kept between runs: mutmut
 re-tests only mutants of functions whose source changed, so a second run is incremental), over
@@ -89,6 +91,20 @@ GROUPS: dict[str, Group] = {
         ),  # hours on one core: the per-module groups below split it
     ),
     # per-module splits of the groups above (cheaper to run and re-run one at a time)
+    "plan-new": Group(
+        files=(
+            "refstore/plan/grid.py",
+            "refstore/plan/placement.py",
+            "refstore/plan/mosaic.py",
+            "refstore/plan/slabs.py",
+        ),
+        tests=(
+            "tests/test_mutation_plan_grid.py",
+            "tests/test_plan_rectilinear.py",
+            "tests/test_plan_mosaic.py",
+            "tests/test_mutation_plan.py",
+        ),  # in-process only: no Lance collection per test
+    ),
     "plan-cs": Group(
         files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),
         tests=("tests/test_mutation_plan.py", "tests/test_plan_properties.py"),
