@@ -304,10 +304,15 @@ def v3_chunk_grid(meta: ArrayMeta) -> dict[str, Any]:
     if not any(ls is not None for ls in meta.edges):
         return {"name": "regular", "configuration": {"chunk_shape": [int(c) for c in meta.chunks]}}
     # a regular dimension as n chunks of its size, the last one overhanging the extent (padded, as
-    # on a regular grid): zarr-python and Icechunk 2.3 read that; Icechunk refuses a bare size
-    shapes: list[Any] = [rle_encode([int(c)] * max(1, -(-int(n) // int(c)) if c else 1))
-                         if d >= len(meta.edges) or meta.edges[d] is None else rle_encode(meta.edges[d] or ())
-                         for d, (n, c) in enumerate(zip(meta.shape, meta.chunks, strict=True))]  # fmt: skip
+    # on a regular grid): zarr-python and Icechunk 2.3 read that; Icechunk refuses a bare size.
+    # zarr needs at least one chunk of at least one element (an extent of 0 has chunk size 0)
+    shapes: list[Any] = []
+    for d, (n, c) in enumerate(zip(meta.shape, meta.chunks, strict=True)):
+        lengths = meta.edges[d] if d < len(meta.edges) else None
+        if lengths is None:
+            size = max(1, int(c))
+            lengths = [size] * max(1, -(-int(n) // size))
+        shapes.append(rle_encode(lengths))
     return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}}
 
 

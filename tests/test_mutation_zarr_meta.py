@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import h5py
@@ -359,3 +360,54 @@ def test_decoded_array_metadata_reads_in_zarr(tmp_path: Path, dtype: str, fill: 
     want[2:4] = decode_fill(meta.fill_value, dt)
     assert got.dtype.newbyteorder("=") == dt.newbyteorder("=") and got.shape == (5, 3)
     assert np.array_equal(got, want, equal_nan=dt.kind in "fc")
+
+
+# --------------------------------------------------------------------------- rectilinear grids
+_RECT = [
+    # (shape, chunks, edges, chunk_shapes as the zarr rectilinear extension spells them, by hand)
+    ((7, 5), (3, 2), ((3, 3, 1), None), [[[3, 2], 1], [[2, 3]]]),
+    ((7, 6), (3, 2), ((3, 3, 1),), [[[3, 2], 1], [[2, 3]]]),
+    ((4, 9), (2, 4), (None, (4, 1, 4)), [[[2, 2]], [4, 1, 4]]),
+    ((4, 9), (3, 4), (None, (2, 2, 4, 1)), [[[3, 2]], [[2, 2], 4, 1]]),
+    ((5, 2), (4, 2), ((4, 1), None), [[4, 1], [2]]),
+    ((3, 1), (1, 2), ((1, 1, 1), None), [[[1, 3]], [2]]),
+    ((3, 0), (1, 2), ((1, 1, 1), None), [[[1, 3]], [2]]),  # no elements: still one chunk
+    ((3, 0), (1, 0), ((1, 1, 1), None), [[[1, 3]], [1]]),  # of at least one element
+]
+
+
+@pytest.mark.parametrize(("shape", "chunks", "edges", "spec"), _RECT, ids=[str(r[2]) for r in _RECT])
+def test_rectilinear_chunk_grid_reads_in_zarr(
+    tmp_path: Path, shape: tuple[int, ...], chunks: tuple[int, ...], edges: Any, spec: list[Any]
+) -> None:
+    """``zarr.json`` of an array with a rectilinear grid: ``chunk_shapes`` as the extension's
+    run-length form (written by hand), and zarr-python (rectilinear chunks enabled) reads chunks
+    cut on that grid back as the array (a regular dimension's last chunk overhangs, padded)."""
+    import zarr
+
+    meta = _meta(dtype="<i2", shape=shape, chunks=chunks, edges=edges)
+    doc = v3_array(meta, rectilinear=True)
+    assert doc["chunk_grid"] == {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": spec}}
+    lengths = [None if e is None else list(e) for e in [*edges, None][: len(shape)]]
+    rect = ", ".join(repr(("t", "y")[d]) for d, e in enumerate(lengths) if e is not None)
+    with pytest.raises(UnexpressibleError, match=re.escape(f"array 'v' has a rectilinear chunk grid along {rect} (")):
+        v3_array(meta)
+    values = np.arange(math.prod(shape), dtype="<i2").reshape(shape) + 100
+    per_dim: list[list[tuple[int, int, int]]] = []  # (start, stored length, valid length)
+    for d, n in enumerate(shape):
+        if lengths[d] is None:
+            c = max(1, chunks[d])
+            per_dim.append([(k * c, c, min(c, n - k * c)) for k in range(-(-n // c))])
+        else:
+            starts = np.concatenate([[0], np.cumsum(lengths[d])]).tolist()
+            per_dim.append([(starts[k], ln, ln) for k, ln in enumerate(lengths[d])])
+    files = {}
+    for key in np.ndindex(*[len(p) for p in per_dim]):
+        buf = np.zeros([per_dim[d][k][1] for d, k in enumerate(key)], "<i2")
+        src = tuple(slice(per_dim[d][k][0], per_dim[d][k][0] + per_dim[d][k][2]) for d, k in enumerate(key))
+        buf[tuple(slice(0, per_dim[d][k][2]) for d, k in enumerate(key))] = values[src]
+        files["c/" + "/".join(map(str, key))] = buf.tobytes()
+    _write_store(tmp_path, "r", {"zarr.json": doc}, files)
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        got = zarr.open_array(str(tmp_path / "r"), mode="r", zarr_format=3)[...]
+    np.testing.assert_array_equal(got, values, strict=True)
