@@ -122,8 +122,3 @@ class SlabLayout:
         """Which chunks hold at least one element the selection takes (steps included)."""
         _, _, d_lo, d_hi = box_slices(origin, size, sel)
         return np.all(d_hi > d_lo, axis=1) if origin.shape[1] else np.ones(len(origin), bool)
-
-    def meeting(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray[Any, Any]:
-        """Indices of the slabs that meet the element box ``[lo, hi)``."""
-        a, b = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
-        return np.flatnonzero(np.all((self.offset < b) & (self.offset + self.extent > a), axis=1))

@@ -1,0 +1,246 @@
+"""The chunk-grid model (``plan/grid.py``), the placement grid (``plan/placement.py``) and the
+slab layout of gridless arrays (``plan/slabs.py``) against brute-force models: every element
+painted with the index of the chunk holding it, every source chunk's box compared with the
+global chunk it becomes, every slab chunk tested against a box element by element. Written for
+the mutation run (``./dev mutate plan-new``); pure and fast.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refstore.plan import Selection
+from refstore.plan.grid import Grid, edges_from_json, edges_to_json, rle_encode, slab_lengths
+from refstore.plan.placement import dimension_edges
+from refstore.plan.slabs import SlabLayout, coarse_base
+
+
+# --------------------------------------------------------------------------- the model
+def _paint(lengths: list[int]) -> np.ndarray[Any, Any]:
+    """Each element's chunk index, one element at a time."""
+    out: list[int] = []
+    for i, n in enumerate(lengths):
+        out += [i] * n
+    return np.asarray(out, np.int64)
+
+
+dim_st = st.one_of(
+    st.tuples(st.integers(0, 30), st.integers(1, 7), st.none()),
+    st.tuples(st.just(0), st.integers(1, 7), st.lists(st.integers(1, 7), min_size=1, max_size=8)),
+)
+"""One dimension: (extent, chunk, None) regular, or (ignored, chunk, lengths) rectilinear (each
+length at most the chunk: lengths are clipped below)."""
+
+
+def _grid(dims: list[tuple[int, int, list[int] | None]]) -> tuple[Grid, list[list[int]]]:
+    shape, chunks, lengths, model = [], [], [], []
+    for n, c, ls in dims:
+        if ls is None:
+            shape.append(n)
+            lengths.append(None)
+            full = [c] * (n // c) + ([n % c] if n % c else [])
+            model.append(full)
+        else:
+            ls = [min(x, c) for x in ls]
+            shape.append(sum(ls))
+            lengths.append(tuple(ls))
+            model.append(ls)
+        chunks.append(c)
+    return Grid(tuple(shape), tuple(chunks), tuple(lengths)), model
+
+
+@settings(max_examples=120, deadline=None)
+@given(dims=st.lists(dim_st, min_size=1, max_size=3), data=st.data())
+def test_grid_answers_as_the_painted_elements(dims: list[tuple[int, int, list[int] | None]], data: Any) -> None:
+    grid, model = _grid(dims)
+    painted = [_paint(m) for m in model]
+    assert grid.ndim == len(dims)
+    assert grid.regular == all(ls is None for _, _, ls in dims)
+    for d, m in enumerate(model):
+        assert grid.nchunks(d) == len(m)
+        assert grid.dim_lengths(d) == tuple(m)
+        assert grid.rectilinear(d) == (dims[d][2] is not None)
+        n = grid.shape[d]
+        if n:
+            pos = np.arange(n)
+            assert grid.index(d, pos).tolist() == painted[d].tolist()
+            p = data.draw(st.integers(0, n - 1))
+            assert grid.index_of(d, p) == int(painted[d][p])
+            assert isinstance(grid.index_of(d, p), int)
+        # the chunk describes itself as regular exactly when its lengths are full chunks then one short
+        desc = grid.describe()[d]
+        if dims[d][2] is None:
+            assert desc == {"kind": "regular", "chunk": grid.chunks[d]}
+        elif list(m) == slab_lengths(sum(m), m[0]):
+            assert desc == {"kind": "regular", "chunk": m[0]}
+        else:
+            assert desc == {"kind": "rectilinear", "count": len(m), "chunks": rle_encode(m)}
+    # boxes of every chunk: where its painted elements are
+    keys = np.array(list(np.ndindex(*[len(m) for m in model])), np.int64).reshape(-1, grid.ndim)
+    origin, size = grid.boxes(keys)
+    for i, key in enumerate(keys.tolist()):
+        for d, k in enumerate(key):
+            where = np.flatnonzero(painted[d] == k)
+            assert origin[i, d] == where[0] and size[i, d] == len(where)
+            assert size[i, d] <= grid.chunks[d]
+    # a box and a stepped selection: the chunks holding its elements
+    lo = [data.draw(st.integers(0, max(0, n))) for n in grid.shape]
+    hi = [data.draw(st.integers(a, n)) if a <= n else a for a, n in zip(lo, grid.shape, strict=True)]
+    step = [data.draw(st.integers(1, 4)) for _ in grid.shape]
+    ranges = grid.box_ranges(lo, hi)
+    if any(b <= a for a, b in zip(lo, hi, strict=True)):
+        assert ranges is None
+        return
+    assert ranges == [(int(p[a]), int(p[b - 1])) for p, a, b in zip(painted, lo, hi, strict=True)]
+    sel = Selection(tuple(lo), tuple(hi), tuple(step), ())
+    assert grid.chunk_ranges(sel) == ranges
+    needed = grid.needed(sel)
+    for d, (a, b, s) in enumerate(zip(lo, hi, step, strict=True)):
+        assert needed[d].tolist() == sorted({int(painted[d][x]) for x in range(a, b, s)})
+
+
+def test_grid_of_zero_chunks_and_its_refusals() -> None:
+    g = Grid((0, 4), (0, 2))
+    assert g.nchunks(0) == 0 and g.nchunks(1) == 2 and g.dim_lengths(0) == ()
+    assert g.describe() == [{"kind": "regular", "chunk": 0}, {"kind": "regular", "chunk": 2}]
+    assert g.box_ranges((0, 0), (0, 4)) is None
+    assert Grid((3,), (3,), ((3,),)).describe() == [{"kind": "regular", "chunk": 3}]
+    assert Grid((5,), (3,), ((3, 2),)).describe() == [{"kind": "regular", "chunk": 3}]
+    assert Grid((5,), (3,), ((2, 3),)).describe()[0]["kind"] == "rectilinear"
+    assert Grid((6,), (3,), ((3, 1, 2),)).describe()[0]["kind"] == "rectilinear"
+    for lengths in [(3, 3), (4, 1), (5, 0), (6, -1)]:  # a sum other than the extent, a length over the chunk, <= 0
+        msg = f"dimension 0: chunk lengths {list(lengths)} do not fit extent 5"
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            Grid((5,), (3 if lengths == (4, 1) else 6,), (lengths,))
+    with pytest.raises(ValueError, match=r"dimension 1: chunk lengths \[1, 1, 1, 1, 1, 1, 1, 1\] do not fit"):
+        Grid((2, 10), (2, 1), (None, (1,) * 9))  # the message shows the first 8
+
+
+def test_edges_json_round_trips() -> None:
+    edges = ((10, 10, 1), None, (2,))
+    assert edges_to_json(edges) == [[[10, 2], 1], None, [2]]
+    assert edges_from_json(edges_to_json(edges)) == edges
+    assert edges_from_json(None) == () and edges_from_json([]) == ()
+    assert edges_from_json([None, [[3, 2]]]) == (None, (3, 3))
+
+
+# --------------------------------------------------------------------------- placement grid
+slabs_st = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 12)), min_size=1, max_size=5)
+"""Slabs along one dimension: (gap before it, extent)."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(slabs=slabs_st, chunk=st.integers(1, 5), tail=st.integers(0, 4))
+def test_dimension_edges_give_each_source_chunk_one_global_chunk(
+    slabs: list[tuple[int, int]], chunk: int, tail: int
+) -> None:
+    placed, at = [], 0
+    for gap, n in slabs:
+        placed.append((at + gap, n))
+        at += gap + n
+    extent = at + tail
+    lengths, bases = dimension_edges(placed, extent, chunk)
+    aligned = all(o % chunk == 0 and ((o + n) % chunk == 0 or o + n == extent) for o, n in placed)
+    assert (lengths is None) == aligned
+    grid = Grid((extent,), (chunk,), () if lengths is None else (lengths,))
+    if lengths is not None:
+        assert sum(lengths) == extent and all(0 < x <= chunk for x in lengths)
+    covered = np.zeros(extent, bool)
+    for (o, n), base in zip(placed, bases, strict=True):
+        covered[o : o + n] = True
+        for k in range(-(-n // chunk)):  # source chunk k of the slab is global chunk base + k
+            box = (o + k * chunk, min(chunk, n - k * chunk))
+            origin, size = grid.boxes(np.array([[base + k]]))
+            assert (int(origin[0, 0]), int(size[0, 0])) == box
+    # a stretch no slab covers is cut into chunks of ``chunk`` from its start
+    if lengths is not None:
+        starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        for a, b in itertools.pairwise(starts):
+            if not covered[a]:
+                run = a
+                while run > 0 and not covered[run - 1]:
+                    run -= 1
+                assert (a - run) % chunk == 0 and (b - a == chunk or b == extent or covered[b])
+
+
+# --------------------------------------------------------------------------- slab layout
+def _layout() -> SlabLayout:
+    # chunks (3, 4); three slabs at arbitrary offsets (a brick layout), given out of order
+    return SlabLayout.of((12, 20), (3, 4), [("c.tif", (6, 9), (5, 11)), ("a.tif", (0, 0), (6, 10)),
+                                            ("b.tif", (1, 10), (4, 7))])  # fmt: skip
+
+
+def test_slab_layout_orders_and_checks_its_slabs() -> None:
+    lay = _layout()
+    assert lay.sources == ("a.tif", "b.tif", "c.tif") and lay.ndim == 2
+    assert lay.offset.tolist() == [[0, 0], [1, 10], [6, 9]] and lay.extent.tolist() == [[6, 10], [4, 7], [5, 11]]
+    assert lay.offset.dtype == np.int64 and lay.extent.dtype == np.int64
+    with pytest.raises(ValueError, match=re.escape("slab placements must be (2, 2), not (2, 1)")):
+        SlabLayout((4, 4), (2, 2), ("a", "b"), np.zeros((2, 1), np.int64), np.zeros((2, 2), np.int64))
+    with pytest.raises(ValueError, match=re.escape("slab placements must be (2, 2), not (1, 2)")):
+        SlabLayout((4, 4), (2, 2), ("a", "b"), np.zeros((2, 2), np.int64), np.zeros((1, 2), np.int64))
+    with pytest.raises(ValueError, match=r"^slab sources must be sorted$"):
+        SlabLayout((4, 4), (2, 2), ("b", "a"), np.zeros((2, 2), np.int64), np.zeros((2, 2), np.int64))
+    assert coarse_base((7, 9, 5), (3, 4, 0)) == (2, 2, 0)
+    empty = SlabLayout.of((4,), (2,), [])
+    assert empty.offset.shape == (0, 1) and empty.sources == ()
+
+
+def test_slab_of_rows_by_source_column() -> None:
+    lay = _layout()
+    col = pa.array(["c.tif", "a.tif", "zzz", "a.tif", "b.tif"])
+    assert lay.slab_of(col).tolist() == [2, 0, -1, 0, 1]
+    assert lay.slab_of(pa.chunked_array([col[:2], col[2:]])).tolist() == [2, 0, -1, 0, 1]
+    assert lay.slab_of(col.dictionary_encode()).tolist() == [2, 0, -1, 0, 1]
+    assert lay.slab_of(pa.array([], pa.string())).tolist() == []
+    rows = pa.table({"source": col[:2], "k0": pa.array([1, 0], pa.int32()), "k1": pa.array([2, 1], pa.int32())})
+    origin, size = lay.rows_boxes(rows)
+    # c.tif chunk (1, 2): origin (6 + 3, 9 + 8), size (min(3, 5 - 3), min(4, 11 - 8)); a.tif (0, 1)
+    assert origin.tolist() == [[9, 17], [0, 4]] and size.tolist() == [[2, 3], [3, 4]]
+    with pytest.raises(ValueError, match=r"^a chunk row of a source with no placement$"):
+        lay.boxes(np.array([0, -1]), np.array([[0, 0], [0, 0]]))
+    scalar = SlabLayout.of((), (), [("a", (), ())])
+    o, s = scalar.rows_boxes(pa.table({"source": ["a", "a"]}))
+    assert o.shape == s.shape == (2, 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(box=st.tuples(*[st.integers(0, 21)] * 4), step=st.tuples(st.integers(1, 3), st.integers(1, 3)))
+def test_slab_chunks_touching_a_box_are_within_its_key_ranges(box: tuple[int, ...], step: tuple[int, int]) -> None:
+    lay = _layout()
+    y0, y1, x0, x1 = box
+    lo, hi = (min(y0, 12), min(x0, 20)), (min(max(y0, y1), 12), min(max(x0, x1), 20))
+    ranges = lay.key_ranges(lo, hi)
+    if hi[0] <= lo[0] or hi[1] <= lo[1]:
+        assert ranges is None
+        return
+    assert ranges is not None
+    slab, ks, gs = [], [], []
+    for i in range(len(lay.sources)):
+        for k0 in range(-(-int(lay.extent[i, 0]) // 3)):
+            for k1 in range(-(-int(lay.extent[i, 1]) // 4)):
+                slab.append(i)
+                ks.append((k0, k1))
+                gs.append(coarse_base(lay.offset[i].tolist(), lay.chunks))
+    origin, size = lay.boxes(np.asarray(slab), np.asarray(ks))
+    sel = Selection(lo, hi, step, ())
+    touch = lay.touching(origin, size, sel)
+    for j in range(len(slab)):
+        cells = [range(origin[j, d], origin[j, d] + size[j, d]) for d in range(2)]
+        picked = [[x for x in c if lo[d] <= x < hi[d] and (x - lo[d]) % step[d] == 0] for d, c in enumerate(cells)]
+        assert bool(touch[j]) == all(picked), (j, cells)
+        inside_box = all(any(lo[d] <= x < hi[d] for x in c) for d, c in enumerate(cells))
+        if inside_box:  # every chunk meeting the box has its coarse key in the ranges
+            g = [gs[j][d] + ks[j][d] for d in range(2)]
+            assert all(a <= x <= b for x, (a, b) in zip(g, ranges, strict=True)), (g, ranges)
+    for d, (a, b) in enumerate(ranges):
+        c = lay.chunks[d]
+        assert a == max(0, lo[d] // c - 1) and b == (hi[d] - 1) // c
