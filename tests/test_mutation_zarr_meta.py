@@ -411,3 +411,104 @@ def test_rectilinear_chunk_grid_reads_in_zarr(
     with zarr.config.set({"array.rectilinear_chunks": True}):
         got = zarr.open_array(str(tmp_path / "r"), mode="r", zarr_format=3)[...]
     np.testing.assert_array_equal(got, values, strict=True)
+
+
+# --------------------------------------------------------------------------- codecs against their libraries
+def _shuffle(raw: bytes, size: int) -> bytes:
+    """HDF5's shuffle filter by hand: byte ``i`` of every element, then byte ``i + 1``..."""
+    return np.frombuffer(raw, "u1").reshape(-1, size).T.tobytes()
+
+
+def _grib_message(nj: int, ni: int) -> bytes:
+    eccodes = pytest.importorskip("eccodes")
+    h = eccodes.codes_grib_new_from_samples("regular_ll_sfc_grib2")
+    try:
+        eccodes.codes_set_long(h, "Ni", ni)
+        eccodes.codes_set_long(h, "Nj", nj)
+        eccodes.codes_set_values(h, (np.arange(ni * nj, dtype="f8") % 7) * 0.5 + 200.0)
+        return bytes(eccodes.codes_get_message(h))
+    finally:
+        eccodes.codes_release(h)
+
+
+def _codec_cases() -> list[tuple[str, str, tuple[dict[str, Any], ...], Any]]:
+    """(id, dtype, codecs as the scanners record them, encoder: chunk -> bytes by the codec's
+    own library: zlib, imagecodecs, numcodecs' Blosc, numpy for HDF5's shuffle)."""
+    import zlib
+
+    import imagecodecs
+    import numcodecs
+
+    return [
+        ("zlib-tiff", "<i2", ({"id": "zlib"},), lambda a: zlib.compress(a.tobytes())),
+        ("zlib-1", ">f8", ({"id": "zlib", "level": 1},), lambda a: zlib.compress(a.tobytes(), 1)),
+        ("shuffle-zlib", "<i4", ({"id": "shuffle", "elementsize": 4}, {"id": "zlib", "level": 9}),
+         lambda a: zlib.compress(_shuffle(a.tobytes(), 4), 9)),
+        ("zstd-tiff", "<u2", ({"id": "zstd"},), lambda a: imagecodecs.zstd_encode(a.tobytes())),
+        ("zstd-5", "<f4", ({"id": "zstd", "level": 5},), lambda a: imagecodecs.zstd_encode(a.tobytes(), level=5)),
+        ("blosc", "<f8", ({"id": "blosc"},), lambda a: numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE).encode(a)),
+        ("lz4h5", "<i8", ({"id": "lz4h5"},), lambda a: imagecodecs.lz4h5_encode(a.tobytes())),
+        ("lzw", "u1", ({"id": "lzw"},), lambda a: imagecodecs.lzw_encode(a.tobytes())),
+        ("packbits", ">i2", ({"id": "packbits"},), lambda a: imagecodecs.packbits_encode(a.tobytes())),
+        ("lerc", "<f4", ({"id": "lerc"},), lambda a: imagecodecs.lerc_encode(a, level=0.0)),
+        ("delta-lzw", "<u2", ({"id": "delta", "axis": -1}, {"id": "lzw"}),
+         lambda a: imagecodecs.lzw_encode(imagecodecs.delta_encode(a, axis=-1).tobytes())),
+        ("delta-rows", ">i4", ({"id": "delta", "axis": -2}, {"id": "zlib"}),
+         lambda a: zlib.compress(imagecodecs.delta_encode(a, axis=-2).tobytes())),
+        ("delta-default", "<i2", ({"id": "delta"},), lambda a: imagecodecs.delta_encode(a, axis=-1).tobytes()),
+        ("floatpred-zlib", "<f4", ({"id": "floatpred", "axis": -1}, {"id": "zlib", "level": 4}),
+         lambda a: zlib.compress(imagecodecs.floatpred_encode(a, axis=-1).tobytes(), 4)),
+        ("floatpred-be", ">f8", ({"id": "floatpred"},), lambda a: imagecodecs.floatpred_encode(a, axis=-1).tobytes()),
+        ("szip", "<i2", ({"id": "szip", "mask": 141, "pixels_per_block": 8, "bits_per_pixel": 16,
+                           "pixels_per_scanline": 8},),
+         lambda a: imagecodecs.szip_encode(a.tobytes(), 141, 8, 16, 8, header=True)),
+        ("grib", "<f4", ({"id": "refstore.grib"},), lambda a: _grib_message(*a.shape)),
+    ]  # fmt: skip
+
+
+_CODECS = _codec_cases()
+
+
+@pytest.mark.parametrize(("cid", "dtype", "codecs", "encode"), _CODECS, ids=[c[0] for c in _CODECS])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_codec_chain_decodes_what_the_codec_library_encoded(
+    tmp_path: Path, cid: str, dtype: str, codecs: tuple[dict[str, Any], ...], encode: Any, zarr_format: int
+) -> None:
+    """One chunk encoded by the codec's own library, behind the metadata refstore writes for the
+    recorded pipeline, read by zarr-python (v2: numcodecs filters; v3: the codec chain) as the
+    chunk's values; a GRIB chunk as ecCodes decodes it. For v2 the filters are also applied by
+    numcodecs directly, in reverse: an encode with the configured codecs decodes back too."""
+    import numcodecs
+    import zarr
+
+    register_codecs()
+    dt = np.dtype(dtype)
+    shape = (6, 8)
+    values = (RNG.standard_normal(shape) * 50).astype(dt) if dt.kind == "f" else RNG.integers(0, 90, shape).astype(dt)
+    raw = bytes(encode(values))
+    if cid == "grib":
+        eccodes = pytest.importorskip("eccodes")
+        h = eccodes.codes_new_from_message(raw)
+        try:
+            values = eccodes.codes_get_values(h).reshape(shape).astype(dt)
+        finally:
+            eccodes.codes_release(h)
+    meta = _meta(dtype=dtype, shape=shape, chunks=shape, codecs=codecs)
+    if zarr_format == 2:
+        doc = {".zarray": v2_array(meta), ".zattrs": v2_attrs(meta)}
+        key = "0.0"
+        data: Any = raw
+        for cfg in reversed(doc[".zarray"]["filters"]):
+            data = numcodecs.get_codec(dict(cfg)).decode(data)
+        assert np.frombuffer(bytes(np.ascontiguousarray(data)), dt).tobytes() == values.tobytes(), cid
+        if cid.startswith(("zlib", "zstd")):  # the level: the one recorded, else the library's default
+            (cfg,) = doc[".zarray"]["filters"]
+            assert bytes(numcodecs.get_codec(dict(cfg)).encode(values)) == raw, cid
+    else:
+        doc = {"zarr.json": v3_array(meta)}
+        key = "c/0/0"
+        assert v3_unexpressible(meta) is None
+    _write_store(tmp_path, "a", doc, {key: raw})
+    got = zarr.open_array(str(tmp_path / "a"), mode="r", zarr_format=zarr_format)[...]
+    assert got.dtype.newbyteorder("=") == dt.newbyteorder("=") and got.shape == shape
+    assert np.array_equal(got, values), cid
