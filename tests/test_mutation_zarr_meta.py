@@ -512,3 +512,63 @@ def test_codec_chain_decodes_what_the_codec_library_encoded(
     got = zarr.open_array(str(tmp_path / "a"), mode="r", zarr_format=zarr_format)[...]
     assert got.dtype.newbyteorder("=") == dt.newbyteorder("=") and got.shape == shape
     assert np.array_equal(got, values), cid
+
+
+# --------------------------------------------------------------------------- attributes as netCDF4-python gives them
+def _same_attr(got: Any, want: Any) -> bool:
+    if isinstance(want, (str, list)):
+        return type(got) is type(want) and got == want
+    w = np.asarray(want)
+    g = np.asarray(got)
+    return (
+        type(got) is type(want)
+        and g.dtype == w.dtype
+        and g.shape == w.shape
+        and np.array_equal(g, w, equal_nan=w.dtype.kind in "fc")
+    )
+
+
+@pytest.mark.parametrize("fmt", ["NETCDF4", "NETCDF3_64BIT_OFFSET"])
+def test_nc_attr_is_what_netcdf4_python_gives(tmp_path: Path, fmt: str) -> None:
+    """Every attribute, scanned, recorded as typed JSON (``encode_attr``, through JSON) and
+    given back by ``nc_attr``, is what netCDF4-python's ``getncattr`` gives: one-element values
+    as scalars of their type, more numbers as arrays, more strings as a list of ``str``; and
+    the zarr forms' ``attr_value`` is that value as plain JSON."""
+    from refstore._netcdf4 import import_netcdf4
+    from refstore._values import nc_attr
+    from refstore.scan.auto import AutoScanner
+    from refstore.zarr_meta import attr_value
+
+    netCDF4 = import_netcdf4()
+    p = tmp_path / "a.nc"
+    with netCDF4.Dataset(p, "w", format=fmt) as nc:
+        nc.createDimension("x", 2)
+        v = nc.createVariable("v", "f4", ("x",))
+        v.units = "K"
+        v.one_f = np.array([2.5], "f4")
+        v.two_i = np.array([1, -2], "i2")
+        v.scalar = np.float64(-3.25)
+        v.nan = np.array([np.nan, np.inf], "f8")
+        v.one_b = np.array([-7], "i1")
+        v.empty = ""
+        if fmt == "NETCDF4":
+            v.setncattr_string("strs", ["a", "bc"])
+            v.setncattr_string("one_str", ["x"])
+            v.big = np.uint64(2**63 + 1)
+            v.u2 = np.array([1, 65535], "u2")
+        v[:] = 1.0
+    res = AutoScanner()(str(p))
+    (meta,) = [a for a in res.arrays if a.name == "v"]
+    with netCDF4.Dataset(p) as nc:
+        want = {k: nc["v"].getncattr(k) for k in nc["v"].ncattrs()}
+    assert set(meta.attrs) == set(want)
+    for k, w in want.items():
+        enc = json.loads(json.dumps(meta.attrs[k]))
+        got = nc_attr(enc)
+        assert _same_attr(got, w), (k, got, w)
+        plain = attr_value(enc)
+        expected = w.tolist() if isinstance(w, (np.ndarray, np.generic)) else w
+        if isinstance(w, np.ndarray) and w.dtype.kind == "f":
+            assert np.array_equal(np.asarray(plain, float), w.astype(float), equal_nan=True), k
+        else:
+            assert plain == expected and type(plain) is type(expected), (k, plain, expected)
