@@ -311,7 +311,7 @@ def v3_chunk_grid(meta: ArrayMeta) -> dict[str, Any]:
         lengths = meta.edges[d] if d < len(meta.edges) else None
         if lengths is None:
             size = max(1, int(c))
-            lengths = [size] * max(1, -(-int(n) // size))
+            lengths = (size,) * max(1, -(-int(n) // size))
         shapes.append(rle_encode(lengths))
     return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}}
 
