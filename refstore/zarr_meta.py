@@ -336,8 +336,7 @@ def v3_decoded_array(
     ``attributes`` and ``fill_value`` default to the array's (``_FillValue`` as xarray reads it)."""
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
-    dt = np.dtype(dtype)
-    dt = dt.newbyteorder("<") if dt.itemsize > 1 and dt.kind in "biufc" else dt
+    dt = np.dtype(dtype)  # its byte order does not matter here: the bytes codec says little-endian
     name = _v3_dtype(meta, dt)
     if attributes is None:
         attributes = plain_attrs(meta)

@@ -551,6 +551,7 @@ def test_nc_attr_is_what_netcdf4_python_gives(tmp_path: Path, fmt: str) -> None:
         v.nan = np.array([np.nan, np.inf], "f8")
         v.one_b = np.array([-7], "i1")
         v.empty = ""
+        v.setncattr("bad", b"\xffab")  # no UTF-8: netCDF4-python gives it with a replacement character
         if fmt == "NETCDF4":
             v.setncattr_string("strs", ["a", "bc"])
             v.setncattr_string("one_str", ["x"])
@@ -572,3 +573,88 @@ def test_nc_attr_is_what_netcdf4_python_gives(tmp_path: Path, fmt: str) -> None:
             assert np.array_equal(np.asarray(plain, float), w.astype(float), equal_nan=True), k
         else:
             assert plain == expected and type(plain) is type(expected), (k, plain, expected)
+
+
+# --------------------------------------------------------------------------- metadata as zarr-python writes it
+_ZARR_SAME = [("<f4", 0.1), (">i2", -7), ("bool", True), ("<c8", 1 - 2j), ("u1", 3), ("<f8", np.nan),
+              (">f8", -np.inf), ("<u8", 2**64 - 1), ("<i8", None), ("|S3", b"ab"), (">c16", complex(np.nan, 2.5))]  # fmt: skip
+
+
+def _zarr_python_doc(folder: Path, dt: np.dtype[Any], fill: Any, zarr_format: int, *, endian: str = "little",
+                     shape: tuple[int, ...] = (5, 3), chunks: tuple[int, ...] = (2, 3)) -> dict[str, Any]:  # fmt: skip
+    import warnings
+
+    import zarr
+    from zarr.codecs import BytesCodec
+
+    kw: dict[str, Any] = {"compressors": None, "fill_value": fill if fill is not None else 0}
+    if zarr_format == 3:
+        kw["dimension_names"] = ("t", "y")
+        if dt.itemsize > 1 and dt.kind != "S":
+            kw["serializer"] = BytesCodec(endian=endian)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fixed-size bytes in v3: zarr-python's unstable-dtype warning
+        zarr.create_array(str(folder), shape=shape, chunks=chunks, dtype=dt if zarr_format == 2 else dt.newbyteorder("<"),
+                          zarr_format=zarr_format, overwrite=True, **kw)  # fmt: skip
+    doc: dict[str, Any] = json.loads((folder / (".zarray" if zarr_format == 2 else "zarr.json")).read_text())
+    return doc
+
+
+def _same_fill(got: Any, want: Any, dt: np.dtype[Any]) -> bool:
+    if dt.kind == "S":  # zarr-python drops trailing NULs of the value; either spelling is the same value
+        import base64
+
+        pad = [base64.b64decode(v).ljust(dt.itemsize, b"\0") for v in (got, want)]
+        return pad[0] == pad[1]
+    return bool(got == want)
+
+
+@pytest.mark.parametrize(("dtype", "fill"), _ZARR_SAME, ids=[f"{d}-{f}" for d, f in _ZARR_SAME])
+def test_array_metadata_is_what_zarr_python_writes(tmp_path: Path, dtype: str, fill: Any) -> None:
+    """``.zarray`` and ``zarr.json`` (of stored and of decoded chunks) equal, key by key, what
+    zarr-python writes for an array of that shape, chunks, dtype, byte order and fill value with
+    no codec but ``bytes``; a group's ``zarr.json`` too."""
+    from refstore.zarr_meta import v3_group
+
+    dt = np.dtype(dtype)
+    meta = _meta(dtype=dtype, shape=(5, 3), chunks=(2, 3), fill_value=None if fill is None else encode_fill(fill, dt))
+    want2 = _zarr_python_doc(tmp_path / "z2", dt, fill, 2)
+    got2 = v2_array(meta)
+    assert set(got2) == set(want2)
+    for k in want2:
+        assert _same_fill(got2[k], want2[k], dt) if k == "fill_value" else got2[k] == want2[k], k
+    endian = "big" if dt.byteorder == ">" else "little"
+    want3 = _zarr_python_doc(tmp_path / "z3", dt, fill, 3, endian=endian)
+    got3 = v3_array(meta)
+    dec3 = v3_decoded_array(meta, dt, (2, 3))
+    little = _zarr_python_doc(tmp_path / "z3l", dt, fill, 3)
+    assert set(got3) == set(want3) - {"storage_transformers"} == set(dec3)
+    for k in set(got3) - {"attributes"}:
+        assert _same_fill(got3[k], want3[k], dt) if k == "fill_value" else got3[k] == want3[k], k
+        assert _same_fill(dec3[k], little[k], dt) if k == "fill_value" else dec3[k] == little[k], k
+    if dt.kind != "S":  # a fill value given to the decoded array's metadata: taken in the array's dtype
+        other = {"i": -5, "u": 5, "b": False}.get(dt.kind, 0.3)
+        want = _zarr_python_doc(tmp_path / "z3o", dt, other, 3, shape=(5, 3), chunks=(4, 3))
+        dec = v3_decoded_array(meta, dt, (4, 3), fill_value=other)
+        assert dec["fill_value"] == want["fill_value"] and dec["chunk_grid"] == want["chunk_grid"]
+    (tmp_path / "g").mkdir()
+    import zarr
+
+    zarr.open_group(str(tmp_path / "g"), mode="w", zarr_format=3, attributes={"a": 1})
+    assert v3_group({"a": 1}) == json.loads((tmp_path / "g" / "zarr.json").read_text())
+
+
+def test_decoded_array_metadata_of_another_dtype_and_its_refusal() -> None:
+    """The store may serve decoded values of a dtype other than the stored one (its data_type is
+    the served dtype's); a dtype zarr v3 has no name for is refused naming the array."""
+    meta = _meta(dtype=">i2", fill_value=encode_fill(-3, np.dtype(">i2")))
+    doc = v3_decoded_array(meta, np.dtype("<f8"), (4, 3))
+    assert doc["data_type"] == "float64" and doc["fill_value"] == -3.0
+    assert doc["codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}]
+    with pytest.raises(UnexpressibleError, match=r"^array 'v': dtype datetime64\[s\] has no zarr v3 form here$"):
+        v3_decoded_array(meta, np.dtype("<M8[s]"), (4, 3))
+    rect = _meta(edges=((1, 1, 2), None))
+    assert v3_unexpressible(rect) is not None and "rectilinear chunk grid along 't'" in str(v3_unexpressible(rect))
+    with pytest.raises(UnexpressibleError, match="rectilinear chunk grid"):
+        v3_codecs(rect)
+    assert v3_codecs(rect, rectilinear=True) == [{"name": "bytes", "configuration": {"endian": "little"}}]
