@@ -577,7 +577,8 @@ def test_nc_attr_is_what_netcdf4_python_gives(tmp_path: Path, fmt: str) -> None:
 
 # --------------------------------------------------------------------------- metadata as zarr-python writes it
 _ZARR_SAME = [("<f4", 0.1), (">i2", -7), ("bool", True), ("<c8", 1 - 2j), ("u1", 3), ("<f8", np.nan),
-              (">f8", -np.inf), ("<u8", 2**64 - 1), ("<i8", None), ("|S3", b"ab"), (">c16", complex(np.nan, 2.5))]  # fmt: skip
+              (">f8", -np.inf), ("<u8", 2**64 - 1), ("<i8", None), ("|S3", b"ab"),
+              (">c16", complex(np.nan, 2.5))]  # fmt: skip
 
 
 def _zarr_python_doc(folder: Path, dt: np.dtype[Any], fill: Any, zarr_format: int, *, endian: str = "little",
@@ -594,8 +595,8 @@ def _zarr_python_doc(folder: Path, dt: np.dtype[Any], fill: Any, zarr_format: in
             kw["serializer"] = BytesCodec(endian=endian)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # fixed-size bytes in v3: zarr-python's unstable-dtype warning
-        zarr.create_array(str(folder), shape=shape, chunks=chunks, dtype=dt if zarr_format == 2 else dt.newbyteorder("<"),
-                          zarr_format=zarr_format, overwrite=True, **kw)  # fmt: skip
+        zarr.create_array(str(folder), shape=shape, chunks=chunks, zarr_format=zarr_format, overwrite=True,
+                          dtype=dt if zarr_format == 2 else dt.newbyteorder("<"), **kw)  # fmt: skip
     doc: dict[str, Any] = json.loads((folder / (".zarray" if zarr_format == 2 else "zarr.json")).read_text())
     return doc
 
