@@ -103,7 +103,9 @@ GROUPS: dict[str, Group] = {
             "tests/test_plan_rectilinear.py",
             "tests/test_plan_mosaic.py",
             "tests/test_mutation_plan.py",
-        ),  # in-process only: no Lance collection per test
+            "tests/test_mosaic.py::test_a_user_defined_crs_is_told_apart_by_its_geokeys",
+            "tests/test_mosaic.py::test_pixel_is_point_tiles_join_pixel_is_area_ones_on_gdals_grid",
+        ),  # in-process only: no Lance collection per test (nor test_mosaic's cut fixture: 6 s of gdal_translate)
     ),
     "plan-cs": Group(
         files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),

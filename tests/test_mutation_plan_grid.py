@@ -244,3 +244,77 @@ def test_slab_chunks_touching_a_box_are_within_its_key_ranges(box: tuple[int, ..
     for d, (a, b) in enumerate(ranges):
         c = lay.chunks[d]
         assert a == max(0, lo[d] // c - 1) and b == (hi[d] - 1) // c
+
+
+# --------------------------------------------------------------------------- mosaic placement against GDAL
+_TILES = {  # name: (row, col, rows, cols) on a 30 m grid; c.tif leaves gaps around it
+    "a.tif": (0, 0, 20, 30),
+    "b.tif": (0, 30, 20, 17),
+    "c.tif": (25, 7, 10, 12),
+    "d.tif": (-3, 47, 9, 5),
+}
+
+
+@pytest.fixture(scope="module")
+def gdal_tiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], dict[str, Any]]:
+    """Four GeoTIFF tiles (tifffile, GeoTIFF tags), scanned, and GDAL's mosaic of them
+    (``gdalbuildvrt``: the VRT's GeoTransform, size and each source's DstRect)."""
+    import shutil
+    import subprocess
+    import xml.etree.ElementTree as ET
+
+    import tifffile
+
+    from refstore.fixtures.mosaic import projected_geotags
+    from refstore.plan.concat import SourceSlab
+    from refstore.scan.tiff import TiffScanner
+
+    if shutil.which("gdalbuildvrt") is None:
+        pytest.skip("GDAL's tools are not installed")
+    d = tmp_path_factory.mktemp("gdal_tiles")
+    paths = []
+    for name, (r, c, h, w) in _TILES.items():
+        p = d / name
+        tags = projected_geotags(500000.0 + c * 30.0, 4650000.0 - r * 30.0, 30.0, 32633)
+        tifffile.imwrite(p, np.ones((h, w), "<u2"), tile=(16, 16), extratags=tags, metadata=None)
+        paths.append(p)
+    vrt = d / "m.vrt"
+    subprocess.run(["gdalbuildvrt", "-q", str(vrt), *map(str, paths)], check=True, capture_output=True)
+    root = ET.parse(vrt).getroot()
+    gdal: dict[str, Any] = {
+        "transform": [float(v) for v in (root.findtext("GeoTransform") or "").split(",")],
+        "shape": (int(root.get("rasterYSize", 0)), int(root.get("rasterXSize", 0))),
+        "offsets": {},
+    }
+    for src in root.iter("SimpleSource"):
+        rect = src.find("DstRect")
+        assert rect is not None
+        name = (src.findtext("SourceFilename") or "").rsplit("/", 1)[-1]
+        gdal["offsets"][name] = (int(float(rect.get("yOff", 0))), int(float(rect.get("xOff", 0))))
+    slabs = [SourceSlab(p.name, i, {a.name: a for a in TiffScanner()(str(p)).arrays}) for i, p in enumerate(paths)]
+    return slabs, gdal
+
+
+def test_mosaic_places_tiles_where_gdal_does(gdal_tiles: tuple[list[Any], dict[str, Any]]) -> None:
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    slabs, gdal = gdal_tiles
+    mp = make_mosaic_plan(slabs)
+    grid = mp.grids["image"]
+    assert list(grid.transform) == pytest.approx(gdal["transform"], rel=1e-12)
+    assert grid.shape == gdal["shape"] and mp.plan.arrays["image"].shape == gdal["shape"]
+    assert dict(grid.offsets) == gdal["offsets"]
+    assert {loc: off for (loc, name), off in mp.plan.placements.items() if name == "image"} == gdal["offsets"]
+    assert mp.plan.arrays["image"].attrs["transform"]["value"] == pytest.approx(gdal["transform"], rel=1e-12)
+    covered = np.zeros(gdal["shape"], bool)
+    for name, (r, c) in gdal["offsets"].items():
+        covered[r : r + _TILES[name][2], c : c + _TILES[name][3]] = True
+    painted = np.zeros(gdal["shape"], np.int64)
+    for _date, boxes in mp.gaps:
+        for a, b, c, e in boxes:
+            painted[a:b, c:e] += 1
+    np.testing.assert_array_equal(painted, (~covered).astype(np.int64))
+    s = mp.summary()
+    assert s == {"tiles": 4, "shape": list(gdal["shape"]), "transform": list(grid.transform), "crs": "EPSG:32633",
+                 "dates": 0, "gap_pixels": int((~covered).sum()), "dropped": []}  # fmt: skip
+    assert mp.plan.order == tuple(sorted(_TILES)) and mp.dates == () and mp.plan.concat_dim is None
