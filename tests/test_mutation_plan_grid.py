@@ -318,3 +318,112 @@ def test_mosaic_places_tiles_where_gdal_does(gdal_tiles: tuple[list[Any], dict[s
     assert s == {"tiles": 4, "shape": list(gdal["shape"]), "transform": list(grid.transform), "crs": "EPSG:32633",
                  "dates": 0, "gap_pixels": int((~covered).sum()), "dropped": []}  # fmt: skip
     assert mp.plan.order == tuple(sorted(_TILES)) and mp.dates == () and mp.plan.concat_dim is None
+
+
+# --------------------------------------------------------------------------- mosaic refusals and levels
+def _img(name: str, t: Any, rows: int = 8, cols: int = 8, **attrs: Any) -> Any:
+    from refstore.scan._types import ArrayMeta
+
+    sfx = "" if name == "image" else "_" + name
+    a = {"transform": {"type": "<f8", "value": list(t), "shape": [len(t)]}, **attrs}
+    return ArrayMeta(name, (f"y{sfx}", f"x{sfx}"), (rows, cols), (4, 4), "<u2", 0, (), a)
+
+
+def _slab(loc: str, order: int, *arrays: Any, date: float | None = None) -> Any:
+    from refstore.plan.concat import SourceSlab
+
+    return SourceSlab(loc, order, {a.name: a for a in arrays}, sort_value=date)
+
+
+def test_mosaic_refusals_name_the_files() -> None:
+    import dataclasses
+
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import Footprint, common_grid, make_mosaic_plan
+
+    with pytest.raises(PlanError, match=r"^a mosaic of 'overview_1' needs at least one tile$"):
+        common_grid([], level="overview_1")
+    flat = Footprint("f.tif", (0.0, 1.0, 2.0, 0.0, 0.5, 1.0), 2, 2)  # det 1*1 - 2*0.5 = 0
+    msg = "f.tif: 'image' has a degenerate transform [0.0, 1.0, 2.0, 0.0, 0.5, 1.0]"
+    with pytest.raises(PlanError, match=re.escape(msg)):
+        common_grid([flat])
+    with pytest.raises(PlanError, match=re.escape("z.tif: 'image' has a degenerate transform")):
+        common_grid([Footprint("z.tif", (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 2, 2)])
+    t = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    a = _slab("a.tif", 0, _img("image", t))
+    empty = make_mosaic_plan([])
+    assert empty.plan.order == () and empty.grids == {} and empty.crs is None and empty.summary()["tiles"] == 0
+    bad = _img("image", t)
+    with pytest.raises(PlanError, match=r"^b\.tif: its image cannot join a mosaic: no decoder$"):
+        make_mosaic_plan([a, _slab("b.tif", 1, dataclasses.replace(bad, status="unsupported", reason="no decoder"))])
+    with pytest.raises(PlanError, match=r"^b\.tif: no georeferencing"):
+        make_mosaic_plan([a, _slab("b.tif", 1, _img("image", t[:5]))])
+    with pytest.raises(PlanError, match=r"^b\.tif: no 'image' array \(arrays: none\)"):
+        make_mosaic_plan([a, _slab("b.tif", 1)])
+    with pytest.raises(PlanError, match=r"^a\.tif: no 'time' value \(date\) to stack its mosaic by$"):
+        make_mosaic_plan([a], "time")
+    odd = _img("image", t)
+    with pytest.raises(PlanError, match=r"^b\.tif: no georeferencing"):  # two y axes: no raster
+        make_mosaic_plan([a, _slab("b.tif", 1, dataclasses.replace(odd, dims=("y", "y_2")))])
+
+
+def test_mosaic_crs_identity_and_shown_name() -> None:
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+
+    def pair(a: dict[str, Any], b: dict[str, Any]) -> Any:
+        return make_mosaic_plan([_slab("a.tif", 0, _img("image", t0, **a)), _slab("b.tif", 1, _img("image", t1, **b))])
+
+    def two(**attrs: Any) -> Any:
+        return pair(attrs, attrs)
+
+    def s(v: str) -> dict[str, str]:
+        return {"type": "str", "value": v}
+
+    assert two().crs is None
+    assert two(crs=s("EPSG:3031")).crs == "EPSG:3031"
+    assert two(crs_geokeys=s("K=1"), crs_citation=s("Albers")).crs == "Albers"
+    assert two(crs_geokeys=s("K=1")).crs == "user-defined"
+    assert two(crs_citation=s("My grid [x]")).crs == "My grid"
+    msg = "b.tif and a.tif have different CRS (Albers [K=2] and Albers [K=1])"
+    albers = s("Albers")
+    with pytest.raises(PlanError, match=re.escape(msg)):
+        pair({"crs_geokeys": s("K=1"), "crs_citation": albers}, {"crs_geokeys": s("K=2"), "crs_citation": albers})
+    with pytest.raises(PlanError, match=re.escape("b.tif and a.tif have different CRS (citation:X and none)")):
+        pair({}, {"crs_citation": s("X")})
+
+
+def test_mosaic_levels_dropped_or_kept_with_the_reason() -> None:
+    import dataclasses
+
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.scan._types import ArrayMeta
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    o0, o1 = (0.0, 2.0, 0.0, 0.0, 0.0, -2.0), (8.0, 2.0, 0.0, 0.0, 0.0, -2.0)
+    wide = (6.0, 2.0, 0.0, 0.0, 0.0, -2.0)  # b's overview starting inside a's: its pixels do not nest
+    mask = _img("mask", t0)
+    tiles = [
+        _slab("a.tif", 0, _img("image", t0), _img("overview_1", o0, 4, 4), _img("overview_2", o0, 4, 4),
+              dataclasses.replace(mask, attrs={}), _img("overview_3", o0, 4, 4),
+              ArrayMeta("band", ("band",), (1,), (1,), "<i4", None)),
+        _slab("b.tif", 1, _img("image", t1), _img("overview_1", o1, 4, 4), _img("overview_2", wide, 4, 4),
+              dataclasses.replace(mask, attrs={}), dataclasses.replace(_img("overview_3", o1, 4, 4), status="failed",
+                                                                       reason="unreadable"),
+              ArrayMeta("band", ("band",), (1,), (1,), "<i4", None)),
+    ]  # fmt: skip
+    mp = make_mosaic_plan(tiles)
+    assert mp.plan.arrays["overview_1"].shape == (4, 8)
+    assert mp.plan.placements[("b.tif", "overview_1")] == (0, 4)
+    assert mp.plan.view[("b.tif", "overview_1")] == (0, (0, 4))
+    assert dict(mp.dropped) == {"overview_2": "a.tif and b.tif overlap in 'overview_2' (its pixels do not nest in the "
+                                              "image's)", "mask": "a.tif: 'mask' has no transform"}  # fmt: skip
+    assert mp.plan.arrays["overview_3"].status == "failed"
+    assert ("a.tif", "overview_3") not in mp.plan.placements
+    # not a raster: taken once from the first tile
+    assert mp.plan.placements[("a.tif", "band")] == (0,) and ("b.tif", "band") not in mp.plan.placements
+    assert mp.plan.view[("a.tif", "band")] == (0, (0,))
+    assert [a for a, _ in mp.dropped] == ["mask", "overview_2"]  # in name order, after the image
+    assert mp.summary()["dropped"] == [{"array": a, "reason": r} for a, r in mp.dropped]
