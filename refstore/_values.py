@@ -36,8 +36,8 @@ def _scalar_to_json(x: Any) -> Any:
 def _json_to_scalar(v: Any, dtype: np.dtype[Any]) -> Any:
     if dtype.kind == "c":
         return dtype.type(complex(float(v[0]), float(v[1])))
-    if isinstance(v, str):
-        return dtype.type(float(v.replace("Infinity", "inf")))
+    if isinstance(v, str):  # "NaN", "Infinity", "-Infinity": Python's float reads them
+        return dtype.type(float(v))
     return dtype.type(v)
 
 

@@ -102,7 +102,7 @@ def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- checks
-def _check_common(meta: ArrayMeta, *, rectilinear: bool = False) -> None:
+def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
     if len(meta.eras) == 1:
@@ -197,7 +197,7 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
         "chunks": [int(c) for c in meta.chunks],
         "compressor": None,
         "dimension_separator": ".",
-        "dtype": dt.str if dt.kind != "b" else "|b1",
+        "dtype": dt.str,  # bool: "|b1"
         "fill_value": _json_fill(fill_value, dt),
         "filters": filters or None,
         "order": "C",
@@ -374,11 +374,7 @@ def _xarray_fill(value: Any, dtype: np.dtype[Any]) -> Any:
         return base64.standard_b64encode(struct.pack("<d", float(v))).decode()
     if dtype.kind == "c":  # each part as a float: two base64 little-endian doubles
         return [base64.standard_b64encode(struct.pack("<d", float(x))).decode() for x in (v.real, v.imag)]
-    if dtype.kind in "iu":
-        return int(v)
-    if dtype.kind == "b":
-        return bool(v)
-    return _json_fill(v, dtype)
+    return _json_fill(v, dtype)  # ints and bools as JSON numbers and booleans, bytes as base64
 
 
 # --------------------------------------------------------------------------- registration

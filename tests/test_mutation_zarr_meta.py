@@ -25,6 +25,7 @@ from refstore.zarr_meta import (
     register_codecs,
     v2_array,
     v2_attrs,
+    v2_filters,
     v3_array,
     v3_codecs,
     v3_decoded_array,
@@ -659,3 +660,64 @@ def test_decoded_array_metadata_of_another_dtype_and_its_refusal() -> None:
     with pytest.raises(UnexpressibleError, match="rectilinear chunk grid"):
         v3_codecs(rect)
     assert v3_codecs(rect, rectilinear=True) == [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+
+# --------------------------------------------------------------------------- spellings, refusals, registration
+def test_non_finite_values_and_fill_values_are_spelled_as_documented() -> None:
+    """``_values``' typed JSON spells non-finite floats "NaN", "Infinity", "-Infinity" (its
+    documented form: plain JSON, no NaN literals); a fill value is taken in the array's dtype,
+    as zarr-python writes it (a float32 0.1 is 0.10000000149011612; True in an int16 is 1)."""
+    enc = encode_attr(np.array([np.nan, np.inf, -np.inf, 1.5], "<f8"))
+    assert enc == {"type": "<f8", "value": ["NaN", "Infinity", "-Infinity", 1.5], "shape": [4]}
+    assert encode_attr(np.complex64(complex(-np.inf, np.nan))) == {"type": "<c8", "value": ["-Infinity", "NaN"]}
+    assert encode_fill(np.inf, np.dtype(">f4")) == "Infinity" and encode_fill(-np.inf, np.dtype("<f8")) == "-Infinity"
+    assert encode_fill(0.1, np.dtype("<f4")) == float(np.float32(0.1)) == 0.10000000149011612
+    one = encode_fill(True, np.dtype("<i2"))
+    assert one == 1 and type(one) is int
+    with pytest.raises(TypeError, match=r"^not a numeric scalar: datetime64$"):
+        encode_fill(np.datetime64(1, "s"), np.dtype("<M8[s]"))
+    for text in ("NaN", "Infinity", "-Infinity"):
+        assert np.asarray(decode_fill(text, np.dtype("<f4"))).tobytes() == np.float32(text).tobytes()
+
+
+def test_refusal_messages_are_whole_lines_naming_the_array() -> None:
+    one = _meta(eras=({"start": 3, "axis": 0, "first_source": "a.nc"},))
+    with pytest.raises(UnexpressibleError) as e:
+        v2_array(one)
+    assert str(e.value) == ("array 'v' has one era starting at element 3 along axis 0, off its chunk grid (its "
+                            "first source a.nc does not start on a chunk boundary); a zarr array's grid starts at 0")  # fmt: skip
+    with pytest.raises(UnexpressibleError) as e:
+        v3_codecs(_meta(gridless=True))
+    assert str(e.value) == ("array 'v' has no chunk grid: its sources' chunks cross each other's chunk edges (tiles "
+                            "placed at arbitrary offsets); a zarr array's chunks lie on one grid")  # fmt: skip
+    both = _meta(edges=((1, 1, 2), (2, 1)))
+    for call in (v2_array, v3_codecs, lambda m: v2_filters(m)):
+        with pytest.raises(UnexpressibleError) as e:
+            call(both)
+        assert str(e.value) == ("array 'v' has a rectilinear chunk grid along 't', 'y' (sources placed off their "
+                                "chunk boundaries); a regular zarr grid cannot express it")  # fmt: skip
+    assert v2_filters(both, rectilinear=True) == [] and v2_filters(_meta(codecs=({"id": "zlib"},)), rectilinear=True)
+    with pytest.raises(UnexpressibleError) as e:
+        v2_array(_meta(dtype="|S4", codecs=({"id": "spacepad"},)))
+    assert str(e.value) == ("array 'v': space-padded HDF5 strings (read with NULs for the trailing spaces) have no "
+                            "zarr form")  # fmt: skip
+
+
+def test_codec_registration_is_quiet_and_idempotent(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """``register_codecs`` registers every codec named here without printing (imagecodecs says
+    "already registered" for each when asked to be verbose), any number of times."""
+    import numcodecs
+
+    from refstore import zarr_meta
+
+    monkeypatch.setattr(zarr_meta, "_registered", False)
+    register_codecs()
+    register_codecs()
+    monkeypatch.setattr(zarr_meta, "_registered", False)
+    register_codecs()
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    assert zarr_meta._registered is True
+    assert numcodecs.get_codec({"id": "refstore.grib", "dtype": "<f4"}).codec_id == "refstore.grib"
+    assert numcodecs.get_codec({"id": "imagecodecs_lzw"}).codec_id == "imagecodecs_lzw"
