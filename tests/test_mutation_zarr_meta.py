@@ -684,8 +684,10 @@ def test_refusal_messages_are_whole_lines_naming_the_array() -> None:
     one = _meta(eras=({"start": 3, "axis": 0, "first_source": "a.nc"},))
     with pytest.raises(UnexpressibleError) as e:
         v2_array(one)
-    assert str(e.value) == ("array 'v' has one era starting at element 3 along axis 0, off its chunk grid (its "
-                            "first source a.nc does not start on a chunk boundary); a zarr array's grid starts at 0")  # fmt: skip
+    assert str(e.value) == (
+        "array 'v' has one era starting at element 3 along axis 0, off its chunk grid (its first source a.nc does "
+        "not start on a chunk boundary); a zarr array's grid starts at 0"
+    )
     with pytest.raises(UnexpressibleError) as e:
         v3_codecs(_meta(gridless=True))
     assert str(e.value) == ("array 'v' has no chunk grid: its sources' chunks cross each other's chunk edges (tiles "
