@@ -200,7 +200,8 @@ def test_slab_of_rows_by_source_column() -> None:
     assert lay.slab_of(col).tolist() == [2, 0, -1, 0, 1]
     assert lay.slab_of(pa.chunked_array([col[:2], col[2:]])).tolist() == [2, 0, -1, 0, 1]
     assert lay.slab_of(col.dictionary_encode()).tolist() == [2, 0, -1, 0, 1]
-    assert lay.slab_of(pa.array([], pa.string())).tolist() == []
+    none = lay.slab_of(pa.array([], pa.string()))
+    assert none.tolist() == [] and none.dtype == np.int64  # indices into the placements
     rows = pa.table({"source": col[:2], "k0": pa.array([1, 0], pa.int32()), "k1": pa.array([2, 1], pa.int32())})
     origin, size = lay.rows_boxes(rows)
     # c.tif chunk (1, 2): origin (6 + 3, 9 + 8), size (min(3, 5 - 3), min(4, 11 - 8)); a.tif (0, 1)
@@ -427,3 +428,136 @@ def test_mosaic_levels_dropped_or_kept_with_the_reason() -> None:
     assert mp.plan.view[("a.tif", "band")] == (0, (0,))
     assert [a for a, _ in mp.dropped] == ["mask", "overview_2"]  # in name order, after the image
     assert mp.summary()["dropped"] == [{"array": a, "reason": r} for a, r in mp.dropped]
+
+
+# --------------------------------------------------------------------------- the whole grid of an array with eras
+def test_whole_grid_joins_fill_before_the_first_era_and_each_eras_chunks() -> None:
+    """A 2-d array missing from the first file (3 records), then on chunks of 2 (4 records), then
+    of 3 (2 records): the whole grid along time is the fill stretch on the first era's chunk
+    size, then each era's chunks (by hand: 2, 1 | 2, 2 | 2), the codec shape the largest chunk;
+    the other dimension stays regular. Without eras it is the array's own grid."""
+    from refstore.plan import SourceSlab, make_plan
+    from refstore.scan._types import ArrayMeta
+
+    def x(n: int, c: int) -> ArrayMeta:
+        return ArrayMeta("x", ("time", "y"), (n, 5), (c, 2), "<i4", -1)
+
+    def t(n: int) -> ArrayMeta:
+        return ArrayMeta("time", ("time",), (n,), (1,), "<f8", None)
+
+    slabs = [SourceSlab("s0", 0, {"time": t(3)}, sort_value=0.0, sort_units="u"),
+             SourceSlab("s1", 1, {"time": t(4), "x": x(4, 2)}, sort_value=1.0, sort_units="u"),
+             SourceSlab("s2", 2, {"time": t(2), "x": x(2, 3)}, sort_value=2.0, sort_units="u")]  # fmt: skip
+    meta = make_plan(slabs, "time").arrays["x"]
+    assert [(e["start"], e["stop"]) for e in meta.eras] == [(3, 7), (7, 9)]
+    whole = Grid.whole(meta)
+    assert whole.dim_lengths(0) == (2, 1, 2, 2, 2) and whole.chunks == (3, 2)
+    assert not whole.rectilinear(1) and whole.dim_lengths(1) == (2, 2, 1)
+    one = make_plan(slabs[:2], "time").arrays["x"]
+    assert [(e["start"], e["stop"]) for e in one.eras] == [(3, 7)]
+    assert Grid.whole(one).dim_lengths(0) == (2, 1, 2, 2)
+    plain = x(6, 4)
+    assert Grid.whole(plain) == Grid.of(plain) == Grid((6, 5), (4, 2))
+
+
+# --------------------------------------------------------------------------- more mosaic rules
+def test_mosaic_pixel_sizes_named_in_the_refusal() -> None:
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import Footprint, common_grid
+
+    a = Footprint("a.tif", (0.0, 10.0, 0.0, 0.0, 0.0, -10.0), 4, 4)
+    b = Footprint("b.tif", (40.0, 10.5, 0.0, 0.0, 0.0, -10.0), 4, 4)
+    with pytest.raises(PlanError) as e:
+        common_grid([a, b])
+    assert str(e.value) == ("b.tif and a.tif have different pixel sizes for 'image' (10.5 x -10 and 10 x -10); a "
+                            "mosaic needs one pixel grid")  # fmt: skip
+    r = Footprint("r.tif", (0.0, 1.0, 0.25, 0.0, 0.5, -1.0), 4, 4)
+    for bad, shown in [((0.0, 1.0, 0.25, 0.0, 0.0, -1.0), "[1, 0.25, 0, -1]"),
+                       ((0.0, 1.0, 0.0, 0.0, 0.5, -1.0), "[1, 0, 0.5, -1]"),
+                       ((0.0, 2.0, 0.25, 0.0, 0.5, -3.0), "[2, 0.25, 0.5, -3]")]:  # fmt: skip
+        with pytest.raises(PlanError) as e:
+            common_grid([r, Footprint("s.tif", bad, 4, 4)])
+        assert f"for 'image' ({shown} and [1, 0.25, 0.5, -1])" in str(e.value)
+
+
+def test_mosaic_structure_differences_are_named() -> None:
+    import dataclasses
+
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    a = _img("image", t0)
+    b = _img("image", t1)
+    for what, other in [("dtype", dataclasses.replace(b, dtype="<i2")),
+                        ("block shape", dataclasses.replace(b, chunks=(8, 8))),
+                        ("dimensions", dataclasses.replace(b, dims=("y", "x_1"))),
+                        ("strip layout", dataclasses.replace(b, short_edge=True))]:  # fmt: skip
+        with pytest.raises(PlanError) as e:
+            make_mosaic_plan([_slab("a.tif", 0, a), _slab("b.tif", 1, other)])
+        assert str(e.value) == f"b.tif and a.tif: 'image' has a different {what}; tiles of one mosaic must agree"
+    banded = [dataclasses.replace(m, dims=("band", *m.dims), shape=(n, *m.shape), chunks=(1, *m.chunks))
+              for m, n in ((a, 3), (b, 4))]  # fmt: skip
+    with pytest.raises(PlanError, match=r"^b\.tif and a\.tif: 'image' has a different bands; "):
+        make_mosaic_plan([_slab("a.tif", 0, banded[0]), _slab("b.tif", 1, banded[1])])
+    # an overview that differs: that level is dropped with the reason
+    o0, o1 = (0.0, 2.0, 0.0, 0.0, 0.0, -2.0), (8.0, 2.0, 0.0, 0.0, 0.0, -2.0)
+    ov_b = dataclasses.replace(_img("overview_1", o1, 4, 4), dtype="<f4")
+    mp = make_mosaic_plan([_slab("a.tif", 0, a, _img("overview_1", o0, 4, 4)), _slab("b.tif", 1, b, ov_b)])
+    assert mp.dropped == (("overview_1", "b.tif and a.tif: 'overview_1' has a different dtype; tiles of one mosaic "
+                                         "must agree"),)  # fmt: skip
+
+
+@pytest.mark.parametrize(("loser", "winner"), [((16, 0), (0, 0)), ((0, 16), (0, 0)), ((0, 0), (16, 0)),
+                                                ((0, 0), (0, 16))])  # fmt: skip
+def test_prefer_refuses_a_loser_reaching_beyond_the_winner_on_any_side(
+    loser: tuple[int, int], winner: tuple[int, int]
+) -> None:
+    """A partial overlap is refused whichever side the losing tile sticks out of the chosen one."""
+    from refstore.errors import PlanError
+    from refstore.plan.concat import SourceSlab
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.plan.series_order import parse_prefer
+
+    def tile(loc: str, rc: tuple[int, int], order: int, mtime: int) -> SourceSlab:
+        t = (float(rc[1]), 1.0, 0.0, -float(rc[0]), 0.0, -1.0)
+        return SourceSlab(loc, order, {"image": _img("image", t, 32, 32)}, mtime_ns=mtime)
+
+    with pytest.raises(PlanError, match=r"--prefer newest chose w\.tif, but l\.tif extends beyond it"):
+        make_mosaic_plan([tile("l.tif", loser, 0, 1), tile("w.tif", winner, 1, 2)], prefer=parse_prefer(["newest"]))
+    inside = make_mosaic_plan([tile("l.tif", (0, 0), 0, 1), tile("w.tif", (0, 0), 1, 2)],
+                              prefer=parse_prefer(["newest"]))  # fmt: skip
+    assert [a.location for a in inside.plan.set_aside] == ["l.tif"]
+
+
+def test_mosaic_places_arrays_without_rows_and_columns_once_per_date() -> None:
+    """Arrays that are not rasters: with a concat dimension, the date coordinate (and any array
+    along it) from the first tile of each date holding it (dates without one: none); others, and
+    everything without a concat dimension, once from the first tile."""
+    import dataclasses
+
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.scan._types import ArrayMeta
+
+    t = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    def lead(m: ArrayMeta) -> ArrayMeta:
+        return dataclasses.replace(m, dims=("time", *m.dims), shape=(1, *m.shape), chunks=(1, *m.chunks))
+
+    stamp = ArrayMeta("stamp", ("time", "k"), (1, 3), (1, 3), "<i4", None)
+    band = ArrayMeta("band", ("band",), (2,), (2,), "<i4", None)
+    mine = dataclasses.replace(band, attrs={"n": {"type": "str", "value": "first"}})
+    tiles = [_slab("d1.tif", 0, lead(_img("image", t)), mine, date=1.0),
+             _slab("d2.tif", 1, lead(_img("image", t)), stamp, band, date=2.0),
+             _slab("d3.tif", 2, lead(_img("image", t)), stamp, band, date=3.0)]  # fmt: skip
+    mp = make_mosaic_plan(tiles, "time")
+    p = mp.plan
+    assert p.arrays["stamp"].shape == (3, 3) and p.arrays["stamp"].dims == ("time", "k")
+    assert ("d1.tif", "stamp") not in p.placements  # the first date has none
+    assert p.placements[("d2.tif", "stamp")] == (1, 0) and p.placements[("d3.tif", "stamp")] == (2, 0)
+    assert p.view[("d2.tif", "stamp")] == (0, (1, 0)) and p.view[("d3.tif", "stamp")] == (0, (2, 0))
+    assert p.arrays["band"] is mine  # no time dimension: from the first tile, once
+    assert p.placements[("d1.tif", "band")] == (0,) and p.view[("d1.tif", "band")] == (0, (0,))
+    assert ("d2.tif", "band") not in p.placements
+    flat = make_mosaic_plan([_slab("a.tif", 0, _img("image", t), mine),
+                             _slab("b.tif", 1, _img("image", (8.0, *t[1:])), band)])  # fmt: skip
+    assert flat.plan.arrays["band"] is mine and flat.plan.placements[("a.tif", "band")] == (0,)
