@@ -460,6 +460,10 @@ def _codec_cases() -> list[tuple[str, str, tuple[dict[str, Any], ...], Any]]:
         ("floatpred-zlib", "<f4", ({"id": "floatpred", "axis": -1}, {"id": "zlib", "level": 4}),
          lambda a: zlib.compress(imagecodecs.floatpred_encode(a, axis=-1).tobytes(), 4)),
         ("floatpred-be", ">f8", ({"id": "floatpred"},), lambda a: imagecodecs.floatpred_encode(a, axis=-1).tobytes()),
+        ("floatpred-rows", "<f4", ({"id": "floatpred", "axis": -2},),
+         lambda a: imagecodecs.floatpred_encode(a, axis=-2).tobytes()),
+        ("floatpred-3d", "<f4", ({"id": "floatpred"},), lambda a: imagecodecs.floatpred_encode(a, axis=-1).tobytes()),
+        ("delta-3d", "<i2", ({"id": "delta"},), lambda a: imagecodecs.delta_encode(a, axis=-1).tobytes()),
         ("szip", "<i2", ({"id": "szip", "mask": 141, "pixels_per_block": 8, "bits_per_pixel": 16,
                            "pixels_per_scanline": 8},),
          lambda a: imagecodecs.szip_encode(a.tobytes(), 141, 8, 16, 8, header=True)),
@@ -484,7 +488,7 @@ def test_codec_chain_decodes_what_the_codec_library_encoded(
 
     register_codecs()
     dt = np.dtype(dtype)
-    shape = (6, 8)
+    shape: tuple[int, ...] = (2, 6, 8) if cid.endswith("-3d") else (6, 8)  # 3-d: a TIFF's planar bands
     values = (RNG.standard_normal(shape) * 50).astype(dt) if dt.kind == "f" else RNG.integers(0, 90, shape).astype(dt)
     raw = bytes(encode(values))
     if cid == "grib":
@@ -494,10 +498,10 @@ def test_codec_chain_decodes_what_the_codec_library_encoded(
             values = eccodes.codes_get_values(h).reshape(shape).astype(dt)
         finally:
             eccodes.codes_release(h)
-    meta = _meta(dtype=dtype, shape=shape, chunks=shape, codecs=codecs)
+    meta = _meta(dtype=dtype, shape=shape, chunks=shape, codecs=codecs, dims=("b", "t", "y")[-len(shape) :])
     if zarr_format == 2:
         doc = {".zarray": v2_array(meta), ".zattrs": v2_attrs(meta)}
-        key = "0.0"
+        key = ".".join("0" * len(shape))
         data: Any = raw
         for cfg in reversed(doc[".zarray"]["filters"]):
             data = numcodecs.get_codec(dict(cfg)).decode(data)
@@ -507,7 +511,7 @@ def test_codec_chain_decodes_what_the_codec_library_encoded(
             assert bytes(numcodecs.get_codec(dict(cfg)).encode(values)) == raw, cid
     else:
         doc = {"zarr.json": v3_array(meta)}
-        key = "c/0/0"
+        key = "c/" + "/".join("0" * len(shape))
         assert v3_unexpressible(meta) is None
     _write_store(tmp_path, "a", doc, {key: raw})
     got = zarr.open_array(str(tmp_path / "a"), mode="r", zarr_format=zarr_format)[...]
@@ -705,14 +709,17 @@ def test_refusal_messages_are_whole_lines_naming_the_array() -> None:
                             "zarr form")  # fmt: skip
 
 
-def test_codec_registration_is_quiet_and_idempotent(monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    """``register_codecs`` registers every codec named here without printing (imagecodecs says
-    "already registered" for each when asked to be verbose), any number of times."""
+def test_codec_registration_is_quiet_and_idempotent(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                    caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """``register_codecs`` registers every codec named here without a word (imagecodecs logs
+    "already registered" warnings for each when asked to be verbose), any number of times."""
+    import logging
+
     import numcodecs
 
     from refstore import zarr_meta
 
+    caplog.set_level(logging.DEBUG)
     monkeypatch.setattr(zarr_meta, "_registered", False)
     register_codecs()
     register_codecs()
@@ -720,6 +727,7 @@ def test_codec_registration_is_quiet_and_idempotent(monkeypatch: pytest.MonkeyPa
     register_codecs()
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert zarr_meta._registered is True
     assert numcodecs.get_codec({"id": "refstore.grib", "dtype": "<f4"}).codec_id == "refstore.grib"
     assert numcodecs.get_codec({"id": "imagecodecs_lzw"}).codec_id == "imagecodecs_lzw"
