@@ -561,3 +561,91 @@ def test_mosaic_places_arrays_without_rows_and_columns_once_per_date() -> None:
     flat = make_mosaic_plan([_slab("a.tif", 0, _img("image", t), mine),
                              _slab("b.tif", 1, _img("image", (8.0, *t[1:])), band)])  # fmt: skip
     assert flat.plan.arrays["band"] is mine and flat.plan.placements[("a.tif", "band")] == (0,)
+
+
+# --------------------------------------------------------------------------- edge cases the run found untested
+def test_grid_edge_cases() -> None:
+    g = Grid((4, 5), (2, 2), ((2, 2),))  # lengths for the first dimension only
+    assert g.rectilinear(0) and not g.rectilinear(1) and not g.rectilinear(2)
+    assert Grid((10,), (4,), ((3, 3, 4),)).describe()[0]["kind"] == "rectilinear"  # equal, then a longer last
+    assert Grid((0,), (2,), ((),)).describe() == [{"kind": "regular", "chunk": 2}]  # no chunk at all
+
+
+def test_touching_of_scalar_chunks() -> None:
+    got = SlabLayout.touching(np.zeros((2, 0), np.int64), np.zeros((2, 0), np.int64), Selection((), (), (), ()))
+    assert got.tolist() == [True, True] and got.dtype == np.bool_
+
+
+def test_mosaic_alignment_rule_on_non_square_blocks() -> None:
+    """``require_aligned``: every tile starts on its level's block grid, and ends on it or at the
+    mosaic's edge (the rows checked against the mosaic's rows, the columns against its
+    columns); blocks of 4 rows by 8 columns."""
+    import dataclasses
+
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    def tile(loc: str, r: int, c: int, rows: int, cols: int, order: int) -> Any:
+        m = dataclasses.replace(_img("image", (float(c), 1.0, 0.0, -float(r), 0.0, -1.0), rows, cols), chunks=(4, 8))
+        return _slab(loc, order, m)
+
+    # 2 x 2 tiles on a 10-row, 20-column mosaic: the last row and column of tiles end at its edges
+    ok = [tile("a", 0, 0, 8, 16, 0), tile("b", 0, 16, 8, 4, 1), tile("c", 8, 0, 2, 16, 2), tile("d", 8, 16, 2, 4, 3)]
+    mp = make_mosaic_plan(ok, require_aligned=True)
+    assert mp.plan.arrays["image"].shape == (10, 20) and mp.plan.placements[("d", "image")] == (8, 16)
+    start = [tile("a", 0, 0, 4, 16, 0), tile("b", 4, 4, 4, 12, 1)]  # b starts on a row block, not a column block
+    with pytest.raises(PlanError) as e:
+        make_mosaic_plan(start, require_aligned=True)
+    assert str(e.value) == ("b: 'image' would sit at element (4, 4) of the mosaic, starting off its 4x8 block grid; "
+                            "placements off the block grid are refused with require_aligned")  # fmt: skip
+    rows = [tile("a", 0, 0, 6, 8, 0), tile("b", 0, 8, 8, 8, 1)]  # a ends at row 6 of 8: off the 4-row grid
+    with pytest.raises(PlanError, match=r"^a: 'image' would sit at element \(0, 0\) of the mosaic, ending off its 4x8"):
+        make_mosaic_plan(rows, require_aligned=True)
+    cols = [tile("a", 0, 0, 4, 12, 0), tile("b", 4, 0, 4, 16, 1)]  # a ends at column 12 of 16: off the 8-column grid
+    with pytest.raises(PlanError, match=r"^a: 'image' would sit at element \(0, 0\) of the mosaic, ending off"):
+        make_mosaic_plan(cols, require_aligned=True)
+    assert make_mosaic_plan(cols).plan.arrays["image"].shape == (8, 16)  # without the rule: placed
+
+
+def test_mosaic_level_tolerance_is_the_callers() -> None:
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    o0, o1 = (0.0, 2.0, 0.0, 0.0, 0.0, -2.0), (8.0 + 0.4, 2.0, 0.0, 0.0, 0.0, -2.0)  # 0.2 overview pixels off
+    tiles = [_slab("a", 0, _img("image", t0), _img("overview_1", o0, 4, 4)),
+             _slab("b", 1, _img("image", t1), _img("overview_1", o1, 4, 4))]  # fmt: skip
+    assert "overview_1" in dict(make_mosaic_plan(tiles).dropped)
+    loose = make_mosaic_plan(tiles, tolerance=0.3)
+    assert "overview_1" in loose.plan.arrays and loose.plan.placements[("b", "overview_1")] == (0, 4)
+
+
+def test_complete_grid_keys_every_array_of_a_plan() -> None:
+    """Arrays that are not ok get zero keys; a dimension of chunk 0 keeps base 0 and the next
+    dimension is still gridded; after a gridless array the next one is still keyed."""
+    import dataclasses
+
+    from refstore.plan.concat import Plan, SourceSlab
+    from refstore.plan.placement import complete_grid
+    from refstore.scan._types import ArrayMeta
+
+    def meta(name: str, shape: tuple[int, ...], chunks: tuple[int, ...], **kw: Any) -> ArrayMeta:
+        return ArrayMeta(name, tuple(f"d{i}" for i in range(len(shape))), shape, chunks, "<i4", 0, **kw)
+
+    slabs, plan = [], Plan(concat_dim=None, order=("p", "q"))
+    plan.arrays["a_brick"] = meta("a_brick", (8, 8), (4, 4))
+    plan.arrays["b_zero"] = meta("b_zero", (0, 10), (0, 4))
+    plan.arrays["c_bad"] = dataclasses.replace(meta("c_bad", (4, 4), (2, 2)), status="failed", reason="x")
+    offsets = {"a_brick": ((0, 0), (2, 4)), "b_zero": ((0, 0), (0, 5)), "c_bad": ((0, 0), (2, 2))}
+    shapes = {"a_brick": ((4, 4), (4, 4)), "b_zero": ((0, 5), (0, 5)), "c_bad": ((2, 2), (2, 2))}
+    for i, loc in enumerate(("p", "q")):
+        slabs.append(SourceSlab(loc, i, {n: meta(n, shapes[n][i], plan.arrays[n].chunks) for n in offsets}))
+        for n, offs in offsets.items():
+            plan.placements[(loc, n)] = offs[i]
+            plan.view[(loc, n)] = (0, offs[i])
+    complete_grid(plan, slabs)
+    assert plan.arrays["a_brick"].gridless and plan.arrays["a_brick"].edges == ()
+    assert plan.keys[("q", "a_brick")] == (0, (0, 1))  # coarse: (2 // 4, 4 // 4)
+    assert plan.keys[("p", "c_bad")] == (0, (0, 0)) and plan.keys[("q", "c_bad")] == (0, (0, 0))
+    zero = plan.arrays["b_zero"]
+    assert plan.keys[("p", "b_zero")] == (0, (0, 0)) and plan.keys[("q", "b_zero")] == (0, (0, 2))
+    assert zero.edges == (None, (4, 1, 4, 1)) and not zero.gridless
