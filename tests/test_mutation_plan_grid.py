@@ -540,6 +540,7 @@ def test_mosaic_places_arrays_without_rows_and_columns_once_per_date() -> None:
     from refstore.scan._types import ArrayMeta
 
     t = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+
     def lead(m: ArrayMeta) -> ArrayMeta:
         return dataclasses.replace(m, dims=("time", *m.dims), shape=(1, *m.shape), chunks=(1, *m.chunks))
 
@@ -649,3 +650,140 @@ def test_complete_grid_keys_every_array_of_a_plan() -> None:
     zero = plan.arrays["b_zero"]
     assert plan.keys[("p", "b_zero")] == (0, (0, 0)) and plan.keys[("q", "b_zero")] == (0, (0, 2))
     assert zero.edges == (None, (4, 1, 4, 1)) and not zero.gridless
+
+
+# --------------------------------------------------------------------------- the plan-new survivors of make_mosaic_plan
+def _at(loc: str, rc: tuple[int, int], size: int, order: int, mtime: int = -1, date: float | None = None,
+        *extra: Any) -> Any:  # fmt: skip
+    """A tile whose top-left pixel is (row, col) of a 1-unit grid, ``size`` pixels square."""
+    from refstore.plan.concat import SourceSlab
+
+    t = (float(rc[1]), 1.0, 0.0, -float(rc[0]), 0.0, -1.0)
+    arrays = {"image": _img("image", t, size, size), **{a.name: a for a in extra}}
+    return SourceSlab(loc, order, arrays, sort_value=date, mtime_ns=mtime)
+
+
+def _shared(a: tuple[int, int, int], b: tuple[int, int, int]) -> str:
+    """The rows and columns two tiles ``(row, col, size)`` share, painted on a numpy canvas."""
+    canvas = np.zeros((2, 64, 64), bool)
+    for k, (r, c, n) in enumerate((a, b)):
+        canvas[k, r : r + n, c : c + n] = True
+    rows, cols = np.nonzero(canvas[0] & canvas[1])
+    return f"rows {rows.min()}:{rows.max() + 1}, cols {cols.min()}:{cols.max() + 1} of the mosaic"
+
+
+def test_overlap_refusals_are_whole_lines_naming_the_shared_pixels() -> None:
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.plan.series_order import parse_prefer
+
+    # the first tile in order starts lower and further right than the second
+    a, b = _at("a.tif", (4, 6), 8, 0, 1), _at("b.tif", (0, 0), 8, 1, 2)
+    where = _shared((4, 6, 8), (0, 0, 8))
+    assert where == "rows 4:8, cols 6:8 of the mosaic"
+    msg = (f"a.tif and b.tif overlap ({where}); a mosaic places each pixel from one tile: remove one, or scan "
+           "with --prefer newest / --prefer GLOB when one lies inside the other")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([a, b])
+    msg = (f"a.tif and b.tif overlap ({where}) and --prefer newest chose b.tif, but a.tif extends beyond it: "
+           "setting it aside would lose pixels, and a tile cannot be placed in part")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([a, b], prefer=parse_prefer(["newest"]))
+    # a rule keeping none or both does not decide: the next one is tried
+    small, big = _at("s.tif", (0, 0), 8, 0, 1), _at("t.tif", (0, 0), 16, 1, 2)
+    for rules in (["zzz*", "newest"], ["*.tif", "newest"], ["!*.tif", "newest"]):
+        mp = make_mosaic_plan([small, big], prefer=parse_prefer(rules))
+        assert [(x.location, x.kept, x.rule) for x in mp.plan.set_aside] == [("s.tif", "t.tif", "newest")], rules
+        assert mp.plan.order == ("t.tif",)
+    msg = (f"s.tif and t.tif overlap ({_shared((0, 0, 8), (0, 0, 16))}) and --prefer *.tif --prefer zzz* does not "
+           "choose between them")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([small, big], prefer=parse_prefer(["*.tif", "zzz*"]))
+
+
+def test_mosaic_by_date_sets_aside_on_every_date_and_records_the_dates() -> None:
+    """Tiles stacked by date (an image without the concat dimension: placed by row and column);
+    an overlap resolved on each date is recorded for each; the plan records the concat dimension,
+    its ordering by coordinate and the dates."""
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.plan.series_order import parse_prefer
+
+    tiles = [_at("d1-old.tif", (0, 0), 8, 0, 1, 1.0), _at("d1.tif", (0, 0), 16, 1, 2, 1.0),
+             _at("d2-old.tif", (8, 8), 8, 2, 1, 2.0), _at("d2.tif", (0, 0), 16, 3, 2, 2.0)]  # fmt: skip
+    mp = make_mosaic_plan(tiles, "time", prefer=parse_prefer(["newest"]))
+    assert [(x.location, x.kept) for x in mp.plan.set_aside] == [("d1-old.tif", "d1.tif"), ("d2-old.tif", "d2.tif")]
+    assert mp.plan.order == ("d1.tif", "d2.tif") and mp.dates == (1.0, 2.0)
+    assert mp.plan.concat_dim == "time" and mp.plan.ordered_by == "coordinate"
+    assert mp.plan.arrays["image"].shape == (16, 16)
+    assert mp.plan.placements[("d1.tif", "image")] == (0, 0) == mp.plan.placements[("d2.tif", "image")]
+    flat = make_mosaic_plan([_at("a.tif", (0, 0), 8, 0), _at("b.tif", (0, 8), 8, 1)])
+    assert flat.plan.concat_dim is None and flat.plan.ordered_by is None and flat.dates == ()
+    empty = make_mosaic_plan([], "time")
+    assert empty.plan.concat_dim == "time" and empty.plan.order == ()
+
+
+def test_mosaic_transform_attribute_and_band_axis() -> None:
+    """The mosaic's ``transform`` attribute has the scanner's encoded form (``<f8``, shape 6) and
+    the top-left-most corner (numpy's minimum over the tiles' corners); a band axis is placed at 0."""
+    import dataclasses
+
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    corners = [(3.0, 1.0, 0.0, -2.0, 0.0, -1.0), (11.0, 1.0, 0.0, -10.0, 0.0, -1.0)]
+    tiles = []
+    for i, t in enumerate(corners):
+        m = _img("image", t)
+        m = dataclasses.replace(m, dims=("band", "y", "x"), shape=(3, 8, 8), chunks=(3, 4, 4))
+        tiles.append(_slab(f"{i}.tif", i, m))
+    mp = make_mosaic_plan(tiles)
+    x0 = float(np.min([c[0] for c in corners]))
+    y0 = float(np.max([c[3] for c in corners]))
+    img = mp.plan.arrays["image"]
+    assert img.attrs["transform"] == {"type": "<f8", "value": [x0, 1.0, 0.0, y0, 0.0, -1.0], "shape": [6]}
+    assert img.shape == (3, 16, 16)
+    assert mp.plan.placements[("0.tif", "image")] == (0, 0, 0)
+    assert mp.plan.placements[("1.tif", "image")] == (0, 8, 8)
+
+
+def test_mosaic_keeps_going_after_a_non_raster_or_dropped_level() -> None:
+    """Levels after a non-raster array or a dropped level (sorted by name after ``image``) are
+    still mosaicked; an array with a ``y`` but no ``x`` axis is no raster."""
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.scan._types import ArrayMeta
+
+    def ov(t: tuple[float, ...]) -> Any:
+        return _img("overview_1", (t[0], 2.0, 0.0, t[3], 0.0, -2.0), 4, 4)
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    info = ArrayMeta("info", ("k",), (2,), (2,), "<i4", None)
+    ycoord = ArrayMeta("lat", ("y",), (8,), (8,), "<f8", None)
+    mask = _img("mask", t0)
+    tiles = [_slab("a.tif", 0, _img("image", t0), info, ycoord, mask, ov(t0)),
+             _slab("b.tif", 1, _img("image", t1), info, ycoord, ov(t1))]  # fmt: skip
+    mp = make_mosaic_plan(tiles)
+    assert sorted(mp.grids) == ["image", "overview_1"]
+    assert mp.plan.placements[("b.tif", "overview_1")] == (0, 4)
+    assert mp.dropped == (("mask", "not in every tile (b.tif has none)"),)
+    assert mp.plan.arrays["info"] is info and mp.plan.arrays["lat"] is ycoord
+    assert mp.plan.placements[("a.tif", "lat")] == (0,) and ("b.tif", "lat") not in mp.plan.placements
+
+
+def test_mosaic_image_codecs_compare_by_content_and_tolerance_is_the_callers() -> None:
+    import dataclasses
+
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    a = dataclasses.replace(_img("image", t0), codecs=({"id": "zlib", "level": 6},))
+    b = dataclasses.replace(_img("image", t1), codecs=({"level": 6, "id": "zlib"},))
+    mp = make_mosaic_plan([_slab("a.tif", 0, a), _slab("b.tif", 1, b)])
+    assert mp.plan.arrays["image"].shape == (8, 16)
+    off = (8.2, 1.0, 0.0, 0.0, 0.0, -1.0)  # 0.2 pixel off the grid
+    tiles = [_slab("a.tif", 0, _img("image", t0)), _slab("b.tif", 1, _img("image", off))]
+    msg = (r"^b\.tif: the origin of 'image' is off the pixel grid of a\.tif by \([+-]0, \+0\.2\) pixels \(row, col\); "
+           r"a mosaic needs tiles on one grid$")  # fmt: skip
+    with pytest.raises(PlanError, match=msg):
+        make_mosaic_plan(tiles)
+    loose = make_mosaic_plan(tiles, tolerance=0.3)
+    assert loose.grids["image"].offsets == {"a.tif": (0, 0), "b.tif": (0, 8)}
