@@ -787,3 +787,55 @@ def test_mosaic_image_codecs_compare_by_content_and_tolerance_is_the_callers() -
         make_mosaic_plan(tiles)
     loose = make_mosaic_plan(tiles, tolerance=0.3)
     assert loose.grids["image"].offsets == {"a.tif": (0, 0), "b.tif": (0, 8)}
+
+
+def test_mosaic_refusal_lines_in_full_and_image_planned_first() -> None:
+    """Refusals are whole lines; the plan lists ``image`` first, then the other arrays by name."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.scan._types import ArrayMeta
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    a = _slab("a.tif", 0, _img("image", t0))
+    msg = ("b.tif: no 'image' array (arrays: mask, overview_1); only GeoTIFF tiles with one full-resolution image "
+           "form a mosaic")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([a, _slab("b.tif", 1, _img("mask", t1), _img("overview_1", t1))])
+    msg = ("b.tif: no georeferencing (ModelTransformation, or ModelPixelScale and ModelTiepoint); a mosaic places "
+           "tiles by their transforms")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([a, _slab("b.tif", 1, _img("image", t1[:5]))])
+    cited = _slab("a.tif", 0, _img("image", t0, crs_citation={"type": "str", "value": "X"}))
+    msg = "b.tif and a.tif have different CRS (none and citation:X); a mosaic needs one CRS"
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan([cited, _slab("b.tif", 1, _img("image", t1))])
+    band = ArrayMeta("band", ("band",), (2,), (2,), "<i4", None)
+
+    def ov(t: tuple[float, ...]) -> Any:
+        return _img("overview_1", (t[0], 2.0, 0.0, t[3], 0.0, -2.0), 4, 4)
+
+    mp = make_mosaic_plan([_slab("a.tif", 0, ov(t0), band, _img("image", t0)),
+                           _slab("b.tif", 1, band, ov(t1), _img("image", t1))])  # fmt: skip
+    assert list(mp.plan.arrays) == ["image", "band", "overview_1"]
+
+
+def test_alignment_refusal_says_ending_for_a_tile_starting_on_the_block_grid() -> None:
+    """``require_aligned``: a tile starting on a block boundary past the first (col 8, blocks of 4)
+    and ending off it (col 14, not the mosaic's edge) is refused as "ending" off the grid."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    tiles = [_slab("a.tif", 0, _img("image", (0.0, 1.0, 0.0, 0.0, 0.0, -1.0))),
+             _slab("b.tif", 1, _img("image", (8.0, 1.0, 0.0, 0.0, 0.0, -1.0), 8, 6)),
+             _slab("c.tif", 2, _img("image", (16.0, 1.0, 0.0, 0.0, 0.0, -1.0)))]  # fmt: skip
+    msg = ("b.tif: 'image' would sit at element (0, 8) of the mosaic, ending off its 4x4 block grid; placements off "
+           "the block grid are refused with require_aligned")  # fmt: skip
+    with pytest.raises(PlanError, match=f"^{re.escape(msg)}$"):
+        make_mosaic_plan(tiles, require_aligned=True)
+
+
+def test_dimension_edges_bases_are_ints_on_the_regular_grid() -> None:
+    from refstore.plan.placement import dimension_edges
+
+    lengths, bases = dimension_edges([(0, 8), (8, 8), (16, 5)], 21, 4)
+    assert lengths is None and bases == [0, 2, 4] and all(type(b) is int for b in bases)

@@ -47,17 +47,11 @@ def dimension_edges(
     for o, n in slabs:
         cuts.update(range(o, o + n, chunk))
         cuts.add(o + n)
-    # stretches no slab covers: chunks of ``chunk`` from their start (absent: fill)
-    covered = np.zeros(extent, bool)
-    for o, n in slabs:
-        covered[o : o + n] = True
-    edges = sorted(cuts)
+    # a stretch inside a slab is at most ``chunk`` long (the slab's chunk starts are cuts): one
+    # chunk; a stretch no slab covers: chunks of ``chunk`` from its start (absent: fill)
     out: list[int] = []
-    for a, b in pairwise(edges):
-        if covered[a]:
-            out.append(b - a)
-        else:
-            out += slab_lengths(b - a, chunk)
+    for a, b in pairwise(sorted(cuts)):
+        out += slab_lengths(b - a, chunk)
     starts = np.concatenate([[0], np.cumsum(out)])
     bases = [int(np.searchsorted(starts, o)) for o, _ in slabs]
     return tuple(out), bases
