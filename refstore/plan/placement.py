@@ -109,4 +109,3 @@ def complete_grid(plan: Plan, slabs: Sequence[SourceSlab]) -> Plan:
         if any(e is not None for e in edges):
             plan.arrays[name] = dataclasses.replace(g, edges=tuple(edges))
     return plan
-
