@@ -839,3 +839,13 @@ def test_dimension_edges_bases_are_ints_on_the_regular_grid() -> None:
 
     lengths, bases = dimension_edges([(0, 8), (8, 8), (16, 5)], 21, 4)
     assert lengths is None and bases == [0, 2, 4] and all(type(b) is int for b in bases)
+
+
+def test_grid_boxes_of_int32_keys_are_int64_elements() -> None:
+    """Keys as Arrow gives them (int32) on a grid past 2^31 elements: origins computed in int64
+    (Python's integers as the oracle)."""
+    big = Grid((2**33, 10), (2**30, 4), (None, (4, 4, 2)))
+    keys = np.asarray([[3, 2], [7, 0]], np.int32)
+    origin, size = big.boxes(keys)
+    assert origin.dtype == np.int64 and size.dtype == np.int64
+    assert origin.tolist() == [[3 * 2**30, 8], [7 * 2**30, 0]] and size.tolist() == [[2**30, 2], [2**30, 4]]
