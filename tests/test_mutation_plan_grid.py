@@ -849,3 +849,40 @@ def test_grid_boxes_of_int32_keys_are_int64_elements() -> None:
     origin, size = big.boxes(keys)
     assert origin.dtype == np.int64 and size.dtype == np.int64
     assert origin.tolist() == [[3 * 2**30, 8], [7 * 2**30, 0]] and size.tolist() == [[2**30, 2], [2**30, 4]]
+
+
+def test_levels_and_arrays_after_a_failed_one_are_still_planned() -> None:
+    """A level not ok in some tile is kept as that failure and the next level is still mosaicked;
+    complete_grid keys an array sorted after a failed one."""
+    import dataclasses
+
+    from refstore.plan.concat import Plan, SourceSlab
+    from refstore.plan.mosaic import make_mosaic_plan
+    from refstore.plan.placement import complete_grid
+    from refstore.scan._types import ArrayMeta
+
+    t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+    bad = dataclasses.replace(_img("mask", t1), status="unsupported", reason="no decoder")
+
+    def ov(t: tuple[float, ...]) -> Any:
+        return _img("overview_1", (t[0], 2.0, 0.0, t[3], 0.0, -2.0), 4, 4)
+
+    mp = make_mosaic_plan([_slab("a.tif", 0, _img("image", t0), _img("mask", t0), ov(t0)),
+                           _slab("b.tif", 1, _img("image", t1), bad, ov(t1))])  # fmt: skip
+    assert mp.plan.arrays["mask"] is bad and sorted(mp.grids) == ["image", "overview_1"]
+    assert mp.plan.placements[("b.tif", "overview_1")] == (0, 4)
+
+    def meta(name: str, **kw: Any) -> ArrayMeta:
+        return ArrayMeta(name, ("d0",), (8,), (4,), "<i4", 0, **kw)
+
+    plan = Plan(concat_dim=None, order=("p", "q"))
+    plan.arrays["a_bad"] = meta("a_bad", status="failed", reason="x")
+    plan.arrays["b_ok"] = meta("b_ok")
+    slabs = [SourceSlab(loc, i, {"a_bad": meta("a_bad"), "b_ok": dataclasses.replace(meta("b_ok"), shape=(4,))})
+             for i, loc in enumerate(("p", "q"))]  # fmt: skip
+    for loc, off in (("p", (0,)), ("q", (4,))):
+        for n in ("a_bad", "b_ok"):
+            plan.placements[(loc, n)] = off
+            plan.view[(loc, n)] = (0, off)
+    complete_grid(plan, slabs)
+    assert plan.keys[("q", "a_bad")] == (0, (0,)) and plan.keys[("q", "b_ok")] == (0, (1,))
