@@ -886,3 +886,17 @@ def test_levels_and_arrays_after_a_failed_one_are_still_planned() -> None:
             plan.view[(loc, n)] = (0, off)
     complete_grid(plan, slabs)
     assert plan.keys[("q", "a_bad")] == (0, (0,)) and plan.keys[("q", "b_ok")] == (0, (1,))
+
+
+def test_off_grid_refusal_gives_the_row_residual() -> None:
+    """A tile 3.2 rows below the first: refused with the residual 0.2 (3.2 less the nearest row)."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import make_mosaic_plan
+
+    tiles = [_slab("a.tif", 0, _img("image", (0.0, 1.0, 0.0, 0.0, 0.0, -1.0))),
+             _slab("b.tif", 1, _img("image", (8.0, 1.0, 0.0, -3.2, 0.0, -1.0)))]  # fmt: skip
+    residual = 3.2 - round(3.2)
+    msg = (rf"^b\.tif: the origin of 'image' is off the pixel grid of a\.tif by \({residual:+.4g}, [+-]0\) pixels "
+           r"\(row, col\); a mosaic needs tiles on one grid$")  # fmt: skip
+    with pytest.raises(PlanError, match=msg.replace("+0.2", r"\+0\.2")):
+        make_mosaic_plan(tiles)
