@@ -275,6 +275,8 @@ def test_awkward_header_metadata_equals_h5py(headers: dict[str, Path], case: str
     the cache where the header bytes prove the attributes."""
     from refstore.scan import hdf5 as scanner
 
+    if case not in headers:
+        pytest.skip("HDF5's low-level calls are not reachable here (fixtures/hdf5_headers.py)")
     scanner._ATTR_CACHE._got.clear()
     assert _check_file(headers[case]) > 0
     assert _check_file(headers[case]) > 0
@@ -285,7 +287,7 @@ def test_awkward_headers_through_one_cache(headers: dict[str, Path]) -> None:
     as a scan of a mixed folder would: each file's attributes are its own."""
     from refstore.scan import hdf5 as scanner
 
-    files = [headers[c] for c in hdf5_headers.CASES]
+    files = [headers[c] for c in hdf5_headers.CASES if c in headers]
     scanner._ATTR_CACHE._got.clear()
     for path in files:
         HDF5Scanner()(str(path))
@@ -358,6 +360,8 @@ def test_series_files_differing_in_one_attribute(pairs: dict[str, tuple[Path, Pa
     heap under the same heap ID): each file's recorded attributes are its own, in either order."""
     from refstore.scan import hdf5 as scanner
 
+    if pair not in pairs:
+        pytest.skip("HDF5's low-level calls are not reachable here (fixtures/hdf5_headers.py)")
     a, b = pairs[pair]
     for first, second in ((a, b), (b, a)):
         scanner._ATTR_CACHE._got.clear()
