@@ -498,6 +498,16 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _print_verify(v: dict[str, Any]) -> None:
+    """The ``verify --sample 1000`` line of a full run or of ``--again``."""
+    if "verify_s" in v:
+        print(f"verify --sample 1000: {v['verify_s']:.1f} s ({v['verify_s'] / 30:.2f}x the 30 s limit), "
+              f"{v['checked']} checked, {v['mismatched']} mismatched, "
+              f"peak RSS {v['verify_peak_mb']:.0f} MB")  # fmt: skip
+    else:
+        print(f"verify: {v['verify']}")
+
+
 def _report(res: dict[str, Any]) -> None:
     t, b = res["table"], res["build"]
     print(f"measurements after the build: peak RSS sampled {t['sampled_peak_mb']:.0f} MB")
@@ -534,13 +544,7 @@ def _report(res: dict[str, Any]) -> None:
           f"({t['hold_s'] / 0.5:.2f}x the 0.5 s limit); release {t['release_s']:.2f} s ({t['release_s'] / 0.5:.2f}x); "
           f"remap add {t['remap_add_s']:.2f} s ({t['remap_add_s'] / 0.5:.2f}x), remove {t['remap_remove_s']:.2f} s "
           f"({t['remap_remove_s'] / 0.5:.2f}x)")  # fmt: skip
-    v = res["verify"]
-    if "verify_s" in v:
-        print(f"verify --sample 1000: {v['verify_s']:.1f} s ({v['verify_s'] / 30:.2f}x the 30 s limit), "
-              f"{v['checked']} checked, {v['mismatched']} mismatched, "
-              f"peak RSS {v['verify_peak_mb']:.0f} MB")  # fmt: skip
-    else:
-        print(f"verify: {v['verify']}")
+    _print_verify(res["verify"])
     r = res["remote"]
     if "per_chunk" in r:
         pc, co, gap = r["per_chunk"], r["coalesced"], r["coalesced_gap_1MiB"]
@@ -594,12 +598,7 @@ def main(argv: list[str] | None = None) -> None:
               f"({r['upsert_day_s']:.2f}x), {r['upsert_day_rows']:,} rows")  # fmt: skip
         print(f"diff of the versions before and after: {r['diff_s']:.2f} s ({r['diff_s'] / 2:.2f}x the 2 s limit), "
               f"{r['diff_changed']:,} changed")  # fmt: skip
-        if "verify_s" in r:
-            print(f"verify --sample 1000: {r['verify_s']:.1f} s ({r['verify_s'] / 30:.2f}x the 30 s limit), "
-                  f"{r['checked']} checked, {r['mismatched']} mismatched, "
-                  f"peak RSS {r['verify_peak_mb']:.0f} MB")  # fmt: skip
-        else:
-            print(f"verify: {r['verify']}")
+        _print_verify(r)
         return
     refs = 10 * PER_DAY if a.quick else a.refs
     work = a.dir or Path(tempfile.mkdtemp(prefix="refstore-scale-"))
