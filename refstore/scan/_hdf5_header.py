@@ -61,6 +61,8 @@ class HeaderReader:
         self._pages: dict[int, bytes] = {}
         self._parsed: dict[int, dict[str, _Attr] | None] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
+        self._messages_at: dict[int, list[tuple[int, int, bytes, bytes]] | None] = {}
+        self._tracked: dict[int, bool] = {}  # v2 headers: attribute creation order tracked
         self.offsets = self.lengths = 0
         try:
             head = self.read(0, 48)
@@ -108,7 +110,7 @@ class HeaderReader:
         got: dict[str, _Attr] | None = None
         if self.offsets == 8 and self.lengths == 8:
             try:
-                messages = self._messages(addr)
+                messages = self.messages(addr)
                 if messages is not None:
                     found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
                     dense = any(_dense_heap(body) for kind, _flags, _raw, body in messages if kind == _ATTR_INFO)
@@ -231,14 +233,32 @@ class HeaderReader:
         return heap.get(index)
 
     # ------------------------------------------------------------------ object headers
-    def _messages(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
-        """(type, flags, raw message with its header, body) of every message of the header."""
-        head = self.read(addr, 4)
-        if head == b"OHDR":
-            return self._v2(addr)
-        if head[:1] == b"\x01":
-            return self._v1(addr)
-        return None
+    def messages(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+        """(type, flags, raw message with its header, body) of every message of the object
+        header at ``addr`` (parsed once), or None when this reader does not parse it (file
+        addresses not 8 bytes, a base address, a header version or block it does not know)."""
+        if addr in self._messages_at:
+            return self._messages_at[addr]
+        got: list[tuple[int, int, bytes, bytes]] | None = None
+        if self.offsets == 8 and self.lengths == 8:
+            try:
+                head = self.read(addr, 4)
+                if head == b"OHDR":
+                    got = self._v2(addr)
+                elif head[:1] == b"\x01":
+                    got = self._v1(addr)
+            except (struct.error, IndexError, ValueError, OSError):
+                got = None
+        self._messages_at[addr] = got
+        return got
+
+    def tracked(self, addr: int) -> bool | None:
+        """Whether the object's attribute creation order is tracked (``H5Pget_attr_creation_order``
+        reads it from the header's flags: version 2 headers only), or None when the header was
+        not parsed."""
+        if self.messages(addr) is None:
+            return None
+        return self._tracked.get(addr, False)
 
     def _v1(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
         prefix = self.read(addr, 16)
@@ -270,6 +290,7 @@ class HeaderReader:
         if prefix[4] != 2:
             return None
         flags = prefix[5]
+        self._tracked[addr] = bool(flags & 0x04)
         pos = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
         width = 1 << (flags & 0x03)
         size = int.from_bytes(prefix[pos : pos + width], "little")

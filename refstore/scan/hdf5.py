@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,7 @@ from ..errors import ScanError
 from ._cftime import cf_seconds
 from ._hdf5_codecs import filters_to_codecs
 from ._hdf5_header import AttrCache, HeaderReader
+from ._hdf5_layout import CHUNKED, COMPACT, CONTIGUOUS, ChunkIndex, DatasetLayout, Filter, chunk_index, decode_dataset
 from ._sources import open_source
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 
@@ -78,25 +79,37 @@ class HDF5Scanner:
 
         # Low-level walk: h5py's high-level objects cost a lock, a File object and a property
         # cache per dataset and per attribute, about as much as the rest of a small file's scan.
-        datasets: list[_Dataset] = []
-        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(h5py.h5o.open(f.id, b"/"), header=header)}
+        # With the header reader, objects are not even opened: the walk's own object info
+        # (address, attribute count) keys their header bytes, and a dataset whose storage those
+        # bytes describe (``_hdf5_layout``) is scanned from them; any other is opened as before.
+        datasets: list[_Dataset | _RawDataset] = []
+        fid = f.id
+        root = _Object(fid, b"/", h5py.h5o.get_info(fid) if header is not None else None)
+        groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(root, header)}
 
-        def visit(name: bytes) -> None:
-            oid = h5py.h5o.open(f.id, name)
-            kind = h5py.h5i.get_type(oid)
-            if kind == h5py.h5i.DATASET:
-                datasets.append(_Dataset(oid, b"/" + name))  # the path it was opened by: H5Iget_name's
-            elif kind == h5py.h5i.GROUP:
-                groups[_text(_decode(name))] = _attrs(oid, header=header)
+        def visit(name: bytes, oinfo: Any = None) -> None:
+            path = b"/" + name  # the path it is opened by: H5Iget_name's
+            if oinfo is None:
+                oid = h5py.h5o.open(fid, name)
+                kind = h5py.h5i.get_type(oid)
+                if kind == h5py.h5i.DATASET:
+                    datasets.append(_Dataset(fid, path, None, oid))
+                elif kind == h5py.h5i.GROUP:
+                    groups[_text(_decode(name))] = _attrs(_Object(fid, path, None, oid), None)
+            elif oinfo.type == h5py.h5o.TYPE_DATASET:  # (h5py hands every call the same ObjInfo)
+                datasets.append(_dataset(fid, path, _Info(oinfo.addr, oinfo.rc, oinfo.num_attrs), header))
+            elif oinfo.type == h5py.h5o.TYPE_GROUP:
+                groups[_text(_decode(name))] = _attrs(_Object(fid, path, _Info(oinfo.addr, oinfo.rc, oinfo.num_attrs)),
+                                                      header)  # fmt: skip
 
-        h5py.h5o.visit(f.id, visit)
+        if header is None:
+            h5py.h5o.visit(fid, visit)
+        else:
+            h5py.h5o.visit(fid, visit, info=True)
 
         names_at: dict[int, str] | None = None  # object address -> dataset name, for dimension scales
-        if header is not None:
-            for ds in datasets:
-                ds.info = h5py.h5o.get_info(ds.id)
-            if all(ds.info.rc == 1 for ds in datasets):  # one name per object: HDF5 names a scale by it
-                names_at = {ds.info.addr: _text(ds.name).rsplit("/", 1)[-1] for ds in datasets}
+        if header is not None and all(ds.info.rc == 1 for ds in datasets):
+            names_at = {ds.info.addr: _text(ds.name).rsplit("/", 1)[-1] for ds in datasets}
         metas: list[ArrayMeta] = []
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
@@ -104,7 +117,7 @@ class HDF5Scanner:
             is_scale = _is_scale(ds, header)
             if is_scale and _is_dimension_only(ds, header):
                 continue
-            attrs = _attrs(ds.id, ds.dcpl, header, ds.info)
+            attrs = _attrs(ds, header)
             meta, chunks = _scan_dataset(ds, attrs, is_scale, header, names_at)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
@@ -174,62 +187,231 @@ def _decode(name: bytes) -> str | bytes:
         return name
 
 
-class _Dataset:
+class _Info(NamedTuple):
+    """The fields of an object's ``h5o.get_info`` the scanner uses (copied: ``h5o.visit``
+    passes one ObjInfo it overwrites for every object)."""
+
+    addr: int
+    rc: int  # hard links to it
+    num_attrs: int
+
+
+class _Object:
+    """An HDF5 object found by the walk: its path, the walk's object info (address, attribute
+    count; None without the header reader), and its low-level id, opened when first asked."""
+
+    __slots__ = ("_cpl", "_fid", "_id", "info", "name")
+
+    def __init__(self, fid: Any, path: bytes, info: Any = None, oid: Any = None) -> None:
+        self._fid = fid
+        self._id = oid
+        self._cpl: Any = None
+        self.info = info
+        self.name: str | bytes = _decode(path)
+
+    @property
+    def id(self) -> Any:
+        if self._id is None:
+            import h5py
+
+            path = self.name.encode() if isinstance(self.name, str) else self.name
+            self._id = h5py.h5o.open(self._fid, path)
+        return self._id
+
+    @property
+    def cpl(self) -> Any:
+        """The object's creation property list (read once)."""
+        if self._cpl is None:
+            self._cpl = self.id.get_create_plist()
+        return self._cpl
+
+    def tracked(self, header: HeaderReader | None) -> bool:
+        """Whether its attributes' creation order is tracked (h5py then lists them in that
+        order): from the header's flags when the header reader parsed it, else HDF5's plist."""
+        import h5py
+
+        if header is not None and self.info is not None:
+            known = header.tracked(self.info.addr)
+            if known is not None:
+                return known
+        return bool(self.cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED)
+
+
+class _Dataset(_Object):
     """A dataset read through h5py's low-level ``DatasetID``, with the few properties of
     ``h5py.Dataset`` the scanner uses, computed the same way."""
 
-    __slots__ = ("dcpl", "dtype", "id", "info", "name", "shape")
+    __slots__ = ("dtype", "shape")
 
-    def __init__(self, dsid: Any, path: bytes | None = None) -> None:
-        import h5py
-
-        self.id = dsid
-        self.info: Any = None  # h5o.get_info, when the file's object headers are read (HeaderReader)
-        self.name: str | bytes = _decode(h5py.h5i.get_name(dsid) if path is None else path)
+    def __init__(self, fid: Any, path: bytes, info: Any = None, oid: Any = None) -> None:
+        super().__init__(fid, path, info, oid)
+        dsid = self.id
         self.shape: tuple[int, ...] | None = dsid.shape
         self.dtype: np.dtype[Any] = dsid.dtype
-        self.dcpl = dsid.get_create_plist()
 
     @property
     def fillvalue(self) -> Any:
         arr = np.zeros((1,), dtype=self.dtype)
-        self.dcpl.get_fill_value(arr)
+        self.cpl.get_fill_value(arr)
         return arr[0]
 
-    def read_all(self) -> np.ndarray[Any, Any]:
+    def layout(self) -> int:
+        return int(self.cpl.get_layout())
+
+    def external_count(self) -> int:
+        return int(self.cpl.get_external_count())
+
+    def contiguous(self) -> tuple[int | None, int]:
+        """(file offset or None when never written, bytes) of a contiguous dataset."""
+        offset = self.id.get_offset()
+        return (None, 0) if offset is None else (int(offset), int(self.id.get_storage_size()))
+
+    def chunk_shape(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.cpl.get_chunk())
+
+    def filters(self) -> Any:
+        """What ``filters_to_codecs`` reads the pipeline from (``get_nfilters``/``get_filter``)."""
+        return self.cpl
+
+    def chunk_index(self) -> ChunkIndex:
+        return _hdf5_chunk_index(self.id, len(self.shape or ()))
+
+    def read_bytes(self) -> bytes:
+        """Every value, C order, in the dataset's dtype, as h5py reads them."""
         import h5py
 
-        return np.asarray(h5py.Dataset(self.id, readonly=True)[()])
+        arr = np.asarray(h5py.Dataset(self.id, readonly=True)[()])
+        return np.ascontiguousarray(arr).astype(self.dtype, copy=False).tobytes()
+
+
+def _hdf5_chunk_index(dsid: Any, ndim: int) -> ChunkIndex:
+    """A chunked dataset's written chunks through HDF5 (``chunk_iter``: one pass over the index)."""
+    n = int(dsid.get_num_chunks())
+    elem = np.empty((n, ndim), np.int64)
+    offsets = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    masks = np.empty(n, np.int32)
+    count = 0
+
+    def take(si: Any) -> None:
+        nonlocal count
+        elem[count] = si.chunk_offset
+        offsets[count] = si.byte_offset
+        lengths[count] = si.size
+        masks[count] = si.filter_mask
+        count += 1  # returning None keeps chunk_iter going
+
+    if n:
+        dsid.chunk_iter(take)
+    return ChunkIndex(elem[:count], offsets[:count], lengths[:count], masks[:count])
+
+
+class _Pipeline:
+    """A filter pipeline decoded from header bytes, read as ``filters_to_codecs`` reads a plist."""
+
+    __slots__ = ("_filters",)
+
+    def __init__(self, filters: tuple[Filter, ...]) -> None:
+        self._filters = filters
+
+    def get_nfilters(self) -> int:
+        return len(self._filters)
+
+    def get_filter(self, i: int) -> tuple[int, int, tuple[int, ...], bytes]:
+        f = self._filters[i]
+        return f.code, f.flags, f.values, f.name
+
+
+class _RawDataset(_Object):
+    """A dataset whose storage its object header bytes describe (``_hdf5_layout``): nothing is
+    asked of HDF5 unless a step falls back (a chunk index not walked from the bytes, a read of
+    values not held in them, attributes not proven by them)."""
+
+    __slots__ = ("_header", "_raw", "dtype", "shape")
+
+    def __init__(self, fid: Any, path: bytes, info: Any, header: HeaderReader, raw: DatasetLayout) -> None:
+        super().__init__(fid, path, info)
+        self._header = header
+        self._raw = raw
+        self.shape: tuple[int, ...] | None = raw.shape
+        self.dtype: np.dtype[Any] = raw.dtype
+
+    @property
+    def fillvalue(self) -> Any:
+        return np.frombuffer(self._raw.fill, self.dtype)[0]
+
+    def layout(self) -> int:
+        return self._raw.layout
+
+    def external_count(self) -> int:
+        return 0  # an external file list is never decoded (_hdf5_layout)
+
+    def contiguous(self) -> tuple[int | None, int]:
+        return self._raw.address, self._raw.size
+
+    def chunk_shape(self) -> tuple[int, ...]:
+        return self._raw.chunks
+
+    def filters(self) -> Any:
+        return _Pipeline(self._raw.filters)
+
+    def chunk_index(self) -> ChunkIndex:
+        if self._raw.address is None:
+            ndim = len(self._raw.shape)
+            return ChunkIndex(np.empty((0, ndim), np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+                              np.empty(0, np.int32))  # fmt: skip
+        got = chunk_index(self._header.read, self._raw.address, len(self._raw.shape))
+        return got if got is not None else _hdf5_chunk_index(self.id, len(self._raw.shape))
+
+    def read_bytes(self) -> bytes:
+        raw, dt = self._raw, self.dtype
+        nbytes = int(np.prod(raw.shape, dtype=np.int64)) * dt.itemsize
+        if raw.layout == COMPACT and len(raw.compact) == nbytes:
+            return raw.compact
+        if raw.layout == CHUNKED and not raw.filters and raw.address is not None:
+            # one unfiltered chunk covering the array (an oversized chunk): its leading block
+            index = self.chunk_index()
+            size = int(np.prod(raw.chunks, dtype=np.int64)) * dt.itemsize
+            if len(index.offsets) == 1 and not index.elem.any() and int(index.lengths[0]) == size:
+                block = self._header.read(int(index.offsets[0]), size)
+                if len(block) == size:
+                    whole = np.frombuffer(block, dt).reshape(raw.chunks)
+                    return np.ascontiguousarray(whole[tuple(slice(0, n) for n in raw.shape)]).tobytes()
+        return _Dataset(self._fid, b"", self.info, self.id).read_bytes()
+
+
+def _dataset(fid: Any, path: bytes, info: Any, header: HeaderReader) -> _Dataset | _RawDataset:
+    """The dataset at ``path``: from its header bytes when they describe it, else opened."""
+    messages = header.messages(info.addr)
+    raw = decode_dataset(messages) if messages is not None else None
+    if raw is not None:
+        return _RawDataset(fid, path, info, header, raw)
+    return _Dataset(fid, path, info)
 
 
 _ATTR_CACHE = AttrCache()
 
 
-def _attrs(oid: Any, cpl: Any = None, header: HeaderReader | None = None,
-           info: Any = None) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Visible attributes of an object (low-level id), typed, in h5py's order (creation order
-    when tracked, else by name); netCDF/HDF5 bookkeeping attributes are left unread. With the
-    file's ``header`` reader, attributes whose messages are byte for byte ones already read
-    (another file of the series) are taken from ``_ATTR_CACHE`` (``_hdf5_header``)."""
-    import h5py
-
-    cpl = oid.get_create_plist() if cpl is None else cpl
-    tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
-    if header is not None:
-        info = h5py.h5o.get_info(oid) if info is None else info
-        key = header.attribute_key(info.addr, info.num_attrs, _HIDDEN_ATTRS)
+def _attrs(obj: _Object, header: HeaderReader | None = None) -> dict[str, dict[str, Any]]:
+    """Visible attributes of an object, typed, in h5py's order (creation order when tracked,
+    else by name); netCDF/HDF5 bookkeeping attributes are left unread. With the file's
+    ``header`` reader, attributes whose messages are byte for byte ones already read (another
+    file of the series) are taken from ``_ATTR_CACHE`` (``_hdf5_header``)."""
+    tracked = obj.tracked(header)
+    if header is not None and obj.info is not None:
+        key = header.attribute_key(obj.info.addr, obj.info.num_attrs, _HIDDEN_ATTRS)
         if key is not None:
-            return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs_once(oid, tracked))
-    return _read_attrs(oid, tracked)
+            return _ATTR_CACHE.get(b"T" + key if tracked else b"N" + key, lambda: _read_attrs_once(obj.id, tracked))
+    return _read_attrs(obj.id, tracked)
 
 
-def _read_attrs_once(oid: Any, tracked: int) -> tuple[dict[str, dict[str, Any]], bool]:
+def _read_attrs_once(oid: Any, tracked: bool) -> tuple[dict[str, dict[str, Any]], bool]:
     """``_read_attrs`` and whether every attribute was read (what the cache may keep)."""
     failed: list[bytes] = []
     return _read_attrs(oid, tracked, failed), not failed
 
 
-def _read_attrs(oid: Any, tracked: int, failed: list[bytes] | None = None) -> dict[str, dict[str, Any]]:
+def _read_attrs(oid: Any, tracked: bool, failed: list[bytes] | None = None) -> dict[str, dict[str, Any]]:
     """``failed``: collects the names of attributes whose read raised (left out)."""
     import h5py
 
@@ -448,16 +630,13 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
 
 
-def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool, header: HeaderReader | None = None,
+def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], is_scale: bool,
+                  header: HeaderReader | None = None,
                   names_at: dict[int, str] | None = None) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
-    import h5py
-
     name = _text(ds.name).lstrip("/")
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
     dt = ds.dtype
     dims = _dim_names(ds, is_scale, header, names_at) if ds.shape is not None else ()
-    dcpl = ds.dcpl
-    layout = dcpl.get_layout()
 
     def meta(chunks: tuple[int, ...], codecs: tuple[dict[str, Any], ...] = (), reason: str | None = None) -> ArrayMeta:
         fill = None
@@ -480,29 +659,28 @@ def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool
     if reason is not None:
         return meta(full, reason=reason), None
 
-    if layout == h5py.h5d.COMPACT:
+    layout = ds.layout()
+    if layout == COMPACT:
         if 0 in shape:
             return meta(full), None
-        raw = np.ascontiguousarray(ds.read_all()).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
-        return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
+        return meta(full), _Chunks(name, keys, inline=[ds.read_bytes()], whole=True)
 
-    if layout == h5py.h5d.CONTIGUOUS:
-        if dcpl.get_external_count() > 0:
+    if layout == CONTIGUOUS:
+        if ds.external_count() > 0:
             return meta(full, reason="data stored in external raw files"), None
-        offset = ds.id.get_offset()
+        offset, nbytes = ds.contiguous()
         if offset is None or 0 in shape:
             return meta(full), None  # never written: everything reads as the fill value
         keys = np.zeros((1, len(shape)), np.int64)
-        nbytes = int(ds.id.get_storage_size())
         return meta(full, _string_pad(ds)), _Chunks(name, keys, np.array([offset], np.int64),
                                                    np.array([nbytes], np.int64), whole=True)  # fmt: skip
 
-    if layout != h5py.h5d.CHUNKED:
+    if layout != CHUNKED:
         return meta(full, reason="HDF5 virtual dataset (VDS) layout"), None
 
-    chunks = tuple(int(c) for c in dcpl.get_chunk())
-    codecs, reason = filters_to_codecs(dcpl, dt)
+    chunks = ds.chunk_shape()
+    codecs, reason = filters_to_codecs(ds.filters(), dt)
     codecs += _string_pad(ds)
     if reason is not None:
         return meta(chunks, reason=reason), None
@@ -513,33 +691,15 @@ def _scan_dataset(ds: _Dataset, attrs: dict[str, dict[str, Any]], is_scale: bool
     if oversized and int(np.prod(shape)) * dt.itemsize <= _INLINE_OVERSIZED_MAX:
         # A chunk larger than the array (netCDF4's unlimited 1-D coordinates: chunk 512, shape
         # 1) cannot be placed on a regular grid when concatenated; hold its values inline.
-        raw = np.ascontiguousarray(ds.read_all()).astype(dt, copy=False).tobytes()
         keys = np.zeros((1, len(shape)), np.int64)
-        return meta(full), _Chunks(name, keys, inline=[raw], whole=True)
+        return meta(full), _Chunks(name, keys, inline=[ds.read_bytes()], whole=True)
 
-    n = int(ds.id.get_num_chunks())
-    ndim = len(shape)
-    elem = np.empty((n, ndim), np.int64)
-    offsets = np.empty(n, np.int64)
-    lengths = np.empty(n, np.int64)
-    masks = np.empty(n, np.int32)
-    count = 0
-
-    def take(si: Any) -> None:
-        nonlocal count
-        elem[count] = si.chunk_offset
-        offsets[count] = si.byte_offset
-        lengths[count] = si.size
-        masks[count] = si.filter_mask
-        count += 1  # returning None keeps chunk_iter going
-
-    if n:
-        ds.id.chunk_iter(take)
+    index = ds.chunk_index()
     step = np.asarray(chunks, np.int64)
-    if (elem[:count] % step).any():
+    if (index.elem % step).any():
         raise ValueError(f"a chunk of {name!r} does not start on the chunk grid")
-    keys = elem[:count] // step
-    return meta(chunks, codecs), _Chunks(name, keys, offsets[:count], lengths[:count], masks[:count])
+    keys = index.elem // step
+    return meta(chunks, codecs), _Chunks(name, keys, index.offsets, index.lengths, index.masks)
 
 
 def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta, _Chunks]:
