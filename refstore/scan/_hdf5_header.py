@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["AttrCache", "HeaderReader"]
+__all__ = ["AttrCache", "Header", "HeaderReader"]
 
 _PAGE = 1 << 16
 _ATTR = 0x000C
@@ -59,10 +59,8 @@ class HeaderReader:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_RDONLY)
         self._pages: dict[int, bytes] = {}
-        self._parsed: dict[int, dict[str, _Attr] | None] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
-        self._messages_at: dict[int, list[tuple[int, int, bytes, bytes]] | None] = {}
-        self._tracked: dict[int, bool] = {}  # v2 headers: attribute creation order tracked
+        self._headers: dict[int, Header | None] = {}
         self.offsets = self.lengths = 0
         try:
             head = self.read(0, 48)
@@ -102,28 +100,29 @@ class HeaderReader:
 
     def _attributes(self, addr: int, num_attrs: int) -> dict[str, _Attr] | None:
         """Name -> attribute message of every attribute of the object header at ``addr``
-        (parsed once per object), or None unless all ``num_attrs`` attributes (HDF5's count:
+        (derived once per header), or None unless all ``num_attrs`` attributes (HDF5's count:
         dense storage keeps them out of the header) were found, unshared, in a header this
         reader parses (a shared attribute message holds only a heap ID: not even its name)."""
-        if addr in self._parsed:
-            return self._parsed[addr]
-        got: dict[str, _Attr] | None = None
-        if self.offsets == 8 and self.lengths == 8:
+        h = self.header(addr)
+        if h is None:
+            return None
+        if h.attrs is False:
+            got: dict[str, _Attr] | None = None
             try:
-                messages = self.messages(addr)
-                if messages is not None:
-                    found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
-                    dense = any(_dense_heap(body) for kind, _flags, _raw, body in messages if kind == _ATTR_INFO)
-                    if not dense and not any(flags & _SHARED for flags, _raw, _body in found):
-                        got = {}
-                        for flags, raw, body in found:
-                            name, attr_flags, dtype, space, data = _attribute_parts(body)
-                            got[name] = _Attr(flags, raw, bool(attr_flags & _SHARED_PARTS), dtype, space, data)
-                        got = got if len(got) == num_attrs else None
-            except (struct.error, IndexError, ValueError, OSError):
+                messages = h.messages
+                found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
+                dense = any(_dense_heap(body) for kind, _flags, _raw, body in messages if kind == _ATTR_INFO)
+                if not dense and not any(flags & _SHARED for flags, _raw, _body in found):
+                    got = {}
+                    for flags, raw, body in found:
+                        name, attr_flags, dtype, space, data = _attribute_parts(body)
+                        got[name] = _Attr(flags, raw, bool(attr_flags & _SHARED_PARTS), dtype, space, data)
+            except (struct.error, IndexError, ValueError):
                 got = None
-        self._parsed[addr] = got
-        return got
+            h.attrs = got
+        attrs = h.attrs
+        assert attrs is not True
+        return attrs if attrs is not None and len(attrs) == num_attrs else None
 
     def attribute_key(self, addr: int, num_attrs: int, hidden: frozenset[str]) -> bytes | None:
         """The visible attribute messages of the object header at ``addr``, as bytes (each
@@ -235,11 +234,24 @@ class HeaderReader:
     # ------------------------------------------------------------------ object headers
     def messages(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
         """(type, flags, raw message with its header, body) of every message of the object
-        header at ``addr`` (parsed once), or None when this reader does not parse it (file
-        addresses not 8 bytes, a base address, a header version or block it does not know)."""
-        if addr in self._messages_at:
-            return self._messages_at[addr]
-        got: list[tuple[int, int, bytes, bytes]] | None = None
+        header at ``addr``, or None when this reader does not parse it (file addresses not 8
+        bytes, a base address, a header version or block it does not know)."""
+        h = self.header(addr)
+        return None if h is None else h.messages
+
+    def tracked(self, addr: int) -> bool | None:
+        """Whether the object's attribute creation order is tracked (``H5Pget_attr_creation_order``
+        reads it from the header's flags: version 2 headers only), or None when the header was
+        not parsed."""
+        h = self.header(addr)
+        return None if h is None else h.tracked
+
+    def header(self, addr: int) -> Header | None:
+        """The parsed object header at ``addr`` (once per object; a header whose blocks are
+        byte for byte one parsed before, in any file, is that parse: ``_HEADERS``)."""
+        if addr in self._headers:
+            return self._headers[addr]
+        got: Header | None = None
         if self.offsets == 8 and self.lengths == 8:
             try:
                 head = self.read(addr, 4)
@@ -249,29 +261,42 @@ class HeaderReader:
                     got = self._v1(addr)
             except (struct.error, IndexError, ValueError, OSError):
                 got = None
-        self._messages_at[addr] = got
+        self._headers[addr] = got
         return got
 
-    def tracked(self, addr: int) -> bool | None:
-        """Whether the object's attribute creation order is tracked (``H5Pget_attr_creation_order``
-        reads it from the header's flags: version 2 headers only), or None when the header was
-        not parsed."""
-        if self.messages(addr) is None:
+    def _known(self, key: bytes) -> Header | None:
+        """A header parsed before from a first block equal to ``key``, when its continuation
+        blocks (found at the same addresses, as the equal first block says) are equal too."""
+        h = _HEADERS.get(key)
+        if h is None:
             return None
-        return self._tracked.get(addr, False)
+        for at, n, data in h.continuations:
+            if self.read(at, n) != data:
+                return None
+        return h
 
-    def _v1(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+    def _v1(self, addr: int) -> Header | None:
         prefix = self.read(addr, 16)
         nmesgs, size = struct.unpack_from("<H", prefix, 2)[0], struct.unpack_from("<I", prefix, 8)[0]
+        if not 0 < size <= _MAX_BLOCK:
+            return None
+        first = self.read(addr + 16, size)
+        key = b"1" + prefix[:2] + prefix[4:] + first  # (the link count apart: bytes 4-7 are it)
+        known = self._known(key)
+        if known is not None:
+            return known
         blocks = [(addr + 16, size)]
         out: list[tuple[int, int, bytes, bytes]] = []
+        continuations: list[tuple[int, int, bytes]] = []
         seen = 0
         while blocks:
             start, length = blocks.pop(0)
             seen += 1
             if seen > _MAX_BLOCKS or not 0 < length <= _MAX_BLOCK:
                 return None
-            data = self.read(start, length)
+            data = first if seen == 1 else self.read(start, length)
+            if seen > 1:
+                continuations.append((start, length, data))
             pos = 0
             while pos + 8 <= len(data):
                 kind, msize, flags = struct.unpack_from("<HHB", data, pos)
@@ -283,34 +308,44 @@ class HeaderReader:
                     blocks.append((off, ln))
                 out.append((kind, flags, data[pos : pos + 8 + msize], body))
                 pos += 8 + msize
-        return out if len(out) == nmesgs else None
+        if len(out) != nmesgs:
+            return None
+        return _remember(key, Header(out, False, tuple(continuations)))
 
-    def _v2(self, addr: int) -> list[tuple[int, int, bytes, bytes]] | None:
+    def _v2(self, addr: int) -> Header | None:
         prefix = self.read(addr, 64)
         if prefix[4] != 2:
             return None
         flags = prefix[5]
-        self._tracked[addr] = bool(flags & 0x04)
         pos = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
         width = 1 << (flags & 0x03)
         size = int.from_bytes(prefix[pos : pos + width], "little")
         pos += width
+        if not 8 < size <= _MAX_BLOCK:
+            return None
+        first = self.read(addr + pos, size)
+        key = b"2" + prefix[:pos] + first
+        known = self._known(key)
+        if known is not None:
+            return known
         crt = 2 if flags & 0x04 else 0
         out: list[tuple[int, int, bytes, bytes]] = []
+        continuations: list[tuple[int, int, bytes]] = []
         blocks = [(addr + pos, size)]
-        first = True
         seen = 0
         while blocks:
             start, length = blocks.pop(0)
             seen += 1
             if seen > _MAX_BLOCKS or not 8 < length <= _MAX_BLOCK:
                 return None
-            if not first:  # a continuation block: "OCHK", messages, checksum
-                if self.read(start, 4) != b"OCHK":
+            if seen == 1:
+                data = first
+            else:  # a continuation block: "OCHK", messages, checksum
+                whole = self.read(start, length)
+                if whole[:4] != b"OCHK":
                     return None
-                start, length = start + 4, length - 8
-            first = False
-            data = self.read(start, length)
+                continuations.append((start, length, whole))
+                data = whole[4 : length - 4]
             at = 0
             head = 4 + crt
             while at + head <= len(data):
@@ -323,7 +358,37 @@ class HeaderReader:
                     blocks.append((off, ln))
                 out.append((kind, mflags, data[at : at + head + msize], body))
                 at += head + msize
-        return out
+        return _remember(key, Header(out, bool(flags & 0x04), tuple(continuations)))
+
+
+class Header:
+    """One parsed object header: its messages (type, flags, raw message with its header,
+    body), whether attribute creation order is tracked (version 2 flags), the continuation
+    blocks it was read from (address, length, bytes: what proves another file's header with
+    the same first block is the same), and what was derived from the messages (attributes,
+    the dataset's storage), each derived once."""
+
+    __slots__ = ("attrs", "continuations", "dataset", "messages", "tracked")
+
+    def __init__(self, messages: list[tuple[int, int, bytes, bytes]], tracked: bool,
+                 continuations: tuple[tuple[int, int, bytes], ...]) -> None:  # fmt: skip
+        self.messages = messages
+        self.tracked = tracked
+        self.continuations = continuations
+        self.attrs: dict[str, _Attr] | None | bool = False  # False: not derived yet
+        self.dataset: Any = False  # False: not derived yet (``_hdf5_layout.decode_dataset``'s answer)
+
+
+_HEADERS: dict[bytes, Header] = {}
+_HEADERS_MAX = 4096
+
+
+def _remember(key: bytes, h: Header) -> Header:
+    """Keep a parsed header under the bytes of its first block (cleared when full)."""
+    if len(_HEADERS) >= _HEADERS_MAX:
+        _HEADERS.clear()
+    _HEADERS[key] = h
+    return h
 
 
 def _attribute_parts(body: bytes) -> tuple[str, int, bytes, bytes, bytes]:

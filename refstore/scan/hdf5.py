@@ -96,7 +96,7 @@ class HDF5Scanner:
                     datasets.append(_Dataset(fid, path, None, oid))
                 elif kind == h5py.h5i.GROUP:
                     groups[_text(_decode(name))] = _attrs(_Object(fid, path, None, oid), None)
-            elif oinfo.type == h5py.h5o.TYPE_DATASET:  # (h5py hands every call the same ObjInfo)
+            elif oinfo.type == h5py.h5o.TYPE_DATASET and header is not None:  # (one ObjInfo, overwritten)
                 datasets.append(_dataset(fid, path, _Info(oinfo.addr, oinfo.rc, oinfo.num_attrs), header))
             elif oinfo.type == h5py.h5o.TYPE_GROUP:
                 groups[_text(_decode(name))] = _attrs(_Object(fid, path, _Info(oinfo.addr, oinfo.rc, oinfo.num_attrs)),
@@ -382,8 +382,12 @@ class _RawDataset(_Object):
 
 def _dataset(fid: Any, path: bytes, info: Any, header: HeaderReader) -> _Dataset | _RawDataset:
     """The dataset at ``path``: from its header bytes when they describe it, else opened."""
-    messages = header.messages(info.addr)
-    raw = decode_dataset(messages) if messages is not None else None
+    h = header.header(info.addr)
+    raw = None
+    if h is not None:
+        if h.dataset is False:  # derived once per header (a series' files share their headers' parses)
+            h.dataset = decode_dataset(h.messages)
+        raw = h.dataset
     if raw is not None:
         return _RawDataset(fid, path, info, header, raw)
     return _Dataset(fid, path, info)
@@ -474,7 +478,7 @@ def _memory_type(dtype: np.dtype[Any]) -> Any:
     return htype
 
 
-def _is_scale(ds: _Dataset, header: HeaderReader | None) -> bool:
+def _is_scale(ds: _Object, header: HeaderReader | None) -> bool:
     """``H5DSis_scale``: a ``CLASS`` attribute reading ``DIMENSION_SCALE`` (from the header
     bytes when they tell, else through HDF5)."""
     import h5py
@@ -486,7 +490,7 @@ def _is_scale(ds: _Dataset, header: HeaderReader | None) -> bool:
     return bool(h5py.h5ds.is_scale(ds.id))
 
 
-def _is_dimension_only(ds: _Dataset, header: HeaderReader | None = None) -> bool:
+def _is_dimension_only(ds: _Object, header: HeaderReader | None = None) -> bool:
     """A netCDF4 dimension without a variable (a scale whose NAME says so): not an array."""
     import h5py
 
