@@ -23,6 +23,8 @@ import os
 import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._hdf5_dense import dense_attributes
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -61,6 +63,7 @@ class HeaderReader:
         self._pages: dict[int, bytes] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
         self._headers: dict[int, Header | None] = {}
+        self._dense_at: dict[int, dict[str, _Attr] | None] = {}  # attributes in dense storage, by object
         self.offsets = self.lengths = 0
         try:
             head = self.read(0, 48)
@@ -100,19 +103,23 @@ class HeaderReader:
 
     def _attributes(self, addr: int, num_attrs: int) -> dict[str, _Attr] | None:
         """Name -> attribute message of every attribute of the object header at ``addr``
-        (derived once per header), or None unless all ``num_attrs`` attributes (HDF5's count:
-        dense storage keeps them out of the header) were found, unshared, in a header this
-        reader parses (a shared attribute message holds only a heap ID: not even its name)."""
+        (derived once per header; attributes in dense storage once per object of this file,
+        ``_hdf5_dense``), or None unless all ``num_attrs`` attributes (HDF5's count) were
+        found, unshared, in a form this reader parses (a shared attribute message holds only
+        a heap ID: not even its name)."""
         h = self.header(addr)
         if h is None:
             return None
         if h.attrs is False:
-            got: dict[str, _Attr] | None = None
+            got: dict[str, _Attr] | bytes | None = None
             try:
                 messages = h.messages
                 found = [(flags, raw, body) for kind, flags, raw, body in messages if kind == _ATTR]
-                dense = any(_dense_heap(body) for kind, _flags, _raw, body in messages if kind == _ATTR_INFO)
-                if not dense and not any(flags & _SHARED for flags, _raw, _body in found):
+                infos = [body for kind, _flags, _raw, body in messages if kind == _ATTR_INFO]
+                if any(_dense_heap(body) for body in infos):
+                    # HDF5 reads the fractal heap and ignores any attribute message in the header
+                    got = infos[0] if len(infos) == 1 and not found else None
+                elif not any(flags & _SHARED for flags, _raw, _body in found):
                     got = {}
                     for flags, raw, body in found:
                         name, attr_flags, dtype, space, data = _attribute_parts(body)
@@ -121,8 +128,27 @@ class HeaderReader:
                 got = None
             h.attrs = got
         attrs = h.attrs
+        if isinstance(attrs, bytes):  # dense storage: outside the header, so read per file
+            attrs = self._dense_at[addr] if addr in self._dense_at else self._dense(addr, attrs)
         assert attrs is not True
         return attrs if attrs is not None and len(attrs) == num_attrs else None
+
+    def _dense(self, addr: int, info: bytes) -> dict[str, _Attr] | None:
+        got: dict[str, _Attr] | None = None
+        found = dense_attributes(self.read, info)
+        if found is not None:
+            try:
+                got = {}
+                for raw, body in found:
+                    name, attr_flags, dtype, space, data = _attribute_parts(body)
+                    if name in got:
+                        got = None
+                        break
+                    got[name] = _Attr(0, raw, bool(attr_flags & _SHARED_PARTS), dtype, space, data)
+            except (struct.error, IndexError, ValueError):
+                got = None
+        self._dense_at[addr] = got
+        return got
 
     def attribute_key(self, addr: int, num_attrs: int, hidden: frozenset[str]) -> bytes | None:
         """The visible attribute messages of the object header at ``addr``, as bytes (each
@@ -375,7 +401,8 @@ class Header:
         self.messages = messages
         self.tracked = tracked
         self.continuations = continuations
-        self.attrs: dict[str, _Attr] | None | bool = False  # False: not derived yet
+        # False: not derived yet; bytes: the attribute info message of dense storage (read per file)
+        self.attrs: dict[str, _Attr] | bytes | bool | None = False
         self.dataset: Any = False  # False: not derived yet (``_hdf5_layout.decode_dataset``'s answer)
 
 

@@ -596,13 +596,14 @@ class _Chunks:
 
 
 def _chunk_table(parts: list[_Chunks]) -> pa.Table:
+    """One source's chunk references as one table (``CHUNK_BATCH_SCHEMA``), built column by
+    column from numpy (Arrow's cost per call is most of the time on tables of a few rows)."""
     if not parts:
         return CHUNK_BATCH_SCHEMA.empty_table()
-    counts = np.array([len(p.keys) for p in parts], np.int64)
-    n = int(counts.sum())
-    names = pa.array([p.name for p in parts], pa.string())
-    cols: dict[str, Any] = {"array": names.take(pa.array(np.repeat(np.arange(len(parts)), counts)))}
-    keys = np.full((n, MAX_DIMS), NO_DIM, np.int32)
+    counts = [len(p.keys) for p in parts]
+    n = sum(counts)
+    names: list[str] = []
+    keys = np.full((MAX_DIMS, n), NO_DIM, np.int32)  # one contiguous row per key column
     offsets = np.zeros(n, np.int64)
     lengths = np.zeros(n, np.int64)
     masks = np.zeros(n, np.int32)
@@ -610,10 +611,11 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     inline: list[bytes | None] = [None] * n
     any_inline = False
     at = 0
-    for p, c in zip(parts, counts.tolist(), strict=True):
+    for p, c in zip(parts, counts, strict=True):
         if p.keys.size and (int(p.keys.min()) < 0 or int(p.keys.max()) > np.iinfo(np.int32).max):
             raise ValueError(f"chunk index of {p.name!r} out of range ({int(p.keys.min())}..{int(p.keys.max())})")
-        keys[at : at + c, : p.keys.shape[1]] = p.keys
+        names += [p.name] * c
+        keys[: p.keys.shape[1], at : at + c] = p.keys.T
         if p.inline is not None:
             inline[at : at + c] = p.inline
             any_inline = True
@@ -625,13 +627,18 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
             if p.masks is not None:
                 masks[at : at + c] = p.masks
         at += c
-    for i, col in enumerate(SOURCE_KEY_COLUMNS):
-        cols[col] = pa.array(keys[:, i])
-    cols["offset"] = pa.array(offsets, pa.int64(), mask=~ref_valid)
-    cols["length"] = pa.array(lengths, pa.int64(), mask=~ref_valid)
-    cols["filter_mask"] = pa.array(masks, pa.int32())
-    cols["inline"] = pa.array(inline, pa.large_binary()) if any_inline else pa.nulls(n, pa.large_binary())
-    return pa.table(cols, schema=CHUNK_BATCH_SCHEMA)
+    missing = None if any_inline is False else ~ref_valid
+    return pa.Table.from_arrays(
+        [
+            pa.array(names, pa.string()),
+            *(pa.array(keys[i], pa.int32()) for i in range(MAX_DIMS)),
+            pa.array(offsets, pa.int64(), mask=missing),
+            pa.array(lengths, pa.int64(), mask=missing),
+            pa.array(masks, pa.int32()),
+            pa.array(inline, pa.large_binary()) if any_inline else pa.nulls(n, pa.large_binary()),
+        ],
+        schema=CHUNK_BATCH_SCHEMA,
+    )
 
 
 def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], is_scale: bool,

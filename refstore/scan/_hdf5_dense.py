@@ -1,0 +1,110 @@
+"""Attribute messages kept in dense storage (an object with more attributes than its header
+holds compactly: netCDF-4 variables with a dozen attributes), read from the file's bytes.
+
+HDF5 keeps them as objects of a fractal heap, indexed by name in a version 2 B-tree (record
+type 8: heap ID, message flags, creation order, name hash) named by the object's attribute info
+message. Only the simplest form is read: a heap without I/O filters whose root is one direct
+block (no indirect blocks) holding only managed objects, and a name index whose root is a leaf.
+Anything else (indirect blocks, huge or tiny objects, shared attribute messages, a B-tree of
+several levels, a size or signature that does not hold together) is None: the caller then
+reads the attributes through HDF5. Pure parsing over a ``read(address, size)`` function.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["dense_attributes"]
+
+_UNDEFINED = (1 << 64) - 1
+_MAX_BLOCK = 1 << 20  # bytes: a larger root block (or a damaged size) is left to HDF5
+_SHARED = 0x02  # message flag: a shared attribute message (only a heap ID in the record)
+
+
+def dense_attributes(read: Callable[[int, int], bytes], info: bytes) -> list[tuple[bytes, bytes]] | None:
+    """(key part, attribute message body) of every attribute of the dense storage named by
+    the attribute info message ``info``, in the name index's order; the key part is the
+    record's message flags and creation order and the message itself, so equal key parts
+    mean equal attributes (order included). None when the storage is not in the simple form
+    this module reads (module doc)."""
+    try:
+        flags = info[1]
+        at = 2 + (2 if flags & 0x01 else 0)
+        heap, names = struct.unpack_from("<QQ", info, at)
+        if info[0] != 0 or heap == _UNDEFINED or names == _UNDEFINED:
+            return None
+        block = _root_block(read, heap)
+        if block is None:
+            return None
+        data, id_len, off_size, len_size = block
+        records = _leaf_records(read, names, id_len + 9)
+        if records is None:
+            return None
+        out: list[tuple[bytes, bytes]] = []
+        for rec in records:
+            heap_id, mflags = rec[:id_len], rec[id_len]
+            if mflags & _SHARED or heap_id[0] != 0:  # shared message, or not a managed object (version 0)
+                return None
+            offset = int.from_bytes(heap_id[1 : 1 + off_size], "little")
+            length = int.from_bytes(heap_id[1 + off_size : 1 + off_size + len_size], "little")
+            body = data[offset : offset + length]
+            if length == 0 or len(body) != length:
+                return None
+            out.append((b"\xffD" + rec[id_len : id_len + 5] + body, body))
+        return out
+    except (struct.error, IndexError, ValueError, OSError):
+        return None
+
+
+def _root_block(read: Callable[[int, int], bytes], heap: int) -> tuple[bytes, int, int, int] | None:
+    """(root direct block bytes from its start, heap ID length, heap ID offset bytes, heap ID
+    length bytes) of a fractal heap whose root is one unfiltered direct block of managed
+    objects only; None otherwise."""
+    h = read(heap, 160)
+    if h[:4] != b"FRHP" or h[4] != 0:
+        return None
+    id_len, filter_len = struct.unpack_from("<HH", h, 5)
+    (max_managed,) = struct.unpack_from("<I", h, 10)
+    # next huge ID, huge B-tree, free space, free-space manager, managed space, allocated
+    # managed space, allocation iterator, managed / huge size / huge / tiny size / tiny objects
+    (_next_huge, huge_tree, _free, _fsm, managed, allocated, _iter, n_managed, huge_size, n_huge, tiny_size,
+     n_tiny) = struct.unpack_from("<12Q", h, 14)  # fmt: skip
+    width, start_size, max_direct, max_heap_bits, _start_rows, root, rows = struct.unpack_from("<HQQHHQH", h, 110)
+    if filter_len or n_huge or huge_size or n_tiny or tiny_size or huge_tree != _UNDEFINED or rows != 0:
+        return None
+    if root == _UNDEFINED or not 0 < start_size <= _MAX_BLOCK or managed != start_size or allocated != start_size:
+        return None
+    if width == 0 or n_managed == 0 or max_direct < start_size:
+        return None
+    off_size = (max_heap_bits + 7) // 8
+    direct_bits = max_direct.bit_length() - 1  # log2 of a power of two
+    len_size = min((direct_bits + 7) // 8, (max_managed.bit_length() - 1) // 8 + 1)  # H5HF_hdr's heap_len_size
+    if id_len < 1 + off_size + len_size:
+        return None
+    data = read(root, start_size)
+    if len(data) != start_size or data[:4] != b"FHDB" or data[4] != 0:
+        return None
+    if struct.unpack_from("<Q", data, 5)[0] != heap or int.from_bytes(data[13 : 13 + off_size], "little") != 0:
+        return None
+    return data, id_len, off_size, len_size
+
+
+def _leaf_records(read: Callable[[int, int], bytes], tree: int, record_size: int) -> list[bytes] | None:
+    """The records of a version 2 B-tree of attribute names (type 8) whose root is a leaf."""
+    h = read(tree, 38)
+    if h[:4] != b"BTHD" or h[4] != 0 or h[5] != 8:
+        return None
+    node_size, rec_size, depth = struct.unpack_from("<IHH", h, 6)
+    root, n_root, total = struct.unpack_from("<QHQ", h, 16)
+    if depth != 0 or rec_size != record_size or n_root != total or root == _UNDEFINED or n_root == 0:
+        return None
+    if not 0 < node_size <= _MAX_BLOCK or 6 + n_root * rec_size > node_size:
+        return None
+    leaf = read(root, 6 + n_root * rec_size)
+    if leaf[:4] != b"BTLF" or leaf[4] != 0 or leaf[5] != 8:
+        return None
+    return [leaf[6 + i * rec_size : 6 + (i + 1) * rec_size] for i in range(n_root)]
