@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
+from .._keys import MAX_DIMS, NO_DIM
 from .._values import encode_attr, encode_fill
 from ..errors import ScanError
 from ._cftime import cf_seconds
