@@ -3,9 +3,10 @@ holds compactly: netCDF-4 variables with a dozen attributes), read from the file
 
 HDF5 keeps them as objects of a fractal heap, indexed by name in a version 2 B-tree (record
 type 8: heap ID, message flags, creation order, name hash) named by the object's attribute info
-message. Only the simplest form is read: a heap without I/O filters whose root is one direct
-block (no indirect blocks) holding only managed objects, and a name index whose root is a leaf.
-Anything else (indirect blocks, huge or tiny objects, shared attribute messages, a B-tree of
+message. Only the simple forms are read: a heap without I/O filters holding only managed
+objects whose root is one direct block, or an indirect block whose rows are all direct
+blocks, and a name index whose root is a leaf. Anything else (nested indirect blocks, huge or
+tiny objects, shared attribute messages, a B-tree of
 several levels, a size or signature that does not hold together) is None: the caller then
 reads the attributes through HDF5. Pure parsing over a ``read(address, size)`` function.
 """
@@ -37,10 +38,10 @@ def dense_attributes(read: Callable[[int, int], bytes], info: bytes) -> list[tup
         heap, names = struct.unpack_from("<QQ", info, at)
         if info[0] != 0 or heap == _UNDEFINED or names == _UNDEFINED:
             return None
-        block = _root_block(read, heap)
-        if block is None:
+        found = _heap_blocks(read, heap)
+        if found is None:
             return None
-        data, id_len, off_size, len_size = block
+        blocks, id_len, off_size, len_size = found
         records = _leaf_records(read, names, id_len + 9)
         if records is None:
             return None
@@ -51,7 +52,11 @@ def dense_attributes(read: Callable[[int, int], bytes], info: bytes) -> list[tup
                 return None
             offset = int.from_bytes(heap_id[1 : 1 + off_size], "little")
             length = int.from_bytes(heap_id[1 + off_size : 1 + off_size + len_size], "little")
-            body = data[offset : offset + length]
+            body = b""
+            for start, data in blocks:
+                if start <= offset < start + len(data):
+                    body = data[offset - start : offset - start + length]
+                    break
             if length == 0 or len(body) != length:
                 return None
             out.append((b"\xffD" + rec[id_len : id_len + 5] + body, body))
@@ -60,10 +65,11 @@ def dense_attributes(read: Callable[[int, int], bytes], info: bytes) -> list[tup
         return None
 
 
-def _root_block(read: Callable[[int, int], bytes], heap: int) -> tuple[bytes, int, int, int] | None:
-    """(root direct block bytes from its start, heap ID length, heap ID offset bytes, heap ID
-    length bytes) of a fractal heap whose root is one unfiltered direct block of managed
-    objects only; None otherwise."""
+def _heap_blocks(read: Callable[[int, int], bytes], heap: int) -> tuple[list[tuple[int, bytes]], int, int, int] | None:
+    """(direct blocks as (heap offset, bytes from the block's start), heap ID length, heap ID
+    offset bytes, heap ID length bytes) of an unfiltered fractal heap of managed objects only
+    whose root is a direct block, or an indirect block all of whose rows are direct blocks;
+    None otherwise."""
     h = read(heap, 160)
     if h[:4] != b"FRHP" or h[4] != 0:
         return None
@@ -74,23 +80,46 @@ def _root_block(read: Callable[[int, int], bytes], heap: int) -> tuple[bytes, in
     (_next_huge, huge_tree, _free, _fsm, managed, allocated, _iter, n_managed, huge_size, n_huge, tiny_size,
      n_tiny) = struct.unpack_from("<12Q", h, 14)  # fmt: skip
     width, start_size, max_direct, max_heap_bits, _start_rows, root, rows = struct.unpack_from("<HQQHHQH", h, 110)
-    if filter_len or n_huge or huge_size or n_tiny or tiny_size or huge_tree != _UNDEFINED or rows != 0:
+    if filter_len or n_huge or huge_size or n_tiny or tiny_size or huge_tree != _UNDEFINED or root == _UNDEFINED:
         return None
-    if root == _UNDEFINED or not 0 < start_size <= _MAX_BLOCK or managed != start_size or allocated != start_size:
-        return None
-    if width == 0 or n_managed == 0 or max_direct < start_size:
+    if width == 0 or n_managed == 0 or not 0 < start_size <= max_direct <= _MAX_BLOCK or managed > 64 * _MAX_BLOCK:
         return None
     off_size = (max_heap_bits + 7) // 8
     direct_bits = max_direct.bit_length() - 1  # log2 of a power of two
     len_size = min((direct_bits + 7) // 8, (max_managed.bit_length() - 1) // 8 + 1)  # H5HF_hdr's heap_len_size
     if id_len < 1 + off_size + len_size:
         return None
-    data = read(root, start_size)
-    if len(data) != start_size or data[:4] != b"FHDB" or data[4] != 0:
-        return None
-    if struct.unpack_from("<Q", data, 5)[0] != heap or int.from_bytes(data[13 : 13 + off_size], "little") != 0:
-        return None
-    return data, id_len, off_size, len_size
+    places: list[tuple[int, int, int]] = []  # (address, heap offset, size)
+    if rows == 0:  # the root is one direct block
+        if managed != start_size or allocated != start_size:
+            return None
+        places.append((root, 0, start_size))
+    else:
+        sizes = [start_size if r < 2 else start_size << (r - 1) for r in range(rows)]
+        if sizes[-1] > max_direct:
+            return None  # rows of indirect blocks
+        ib = read(root, 5 + 8 + off_size + 8 * width * rows)
+        if ib[:4] != b"FHIB" or ib[4] != 0 or struct.unpack_from("<Q", ib, 5)[0] != heap:
+            return None
+        if int.from_bytes(ib[13 : 13 + off_size], "little") != 0:
+            return None
+        at, offset = 13 + off_size, 0
+        for size in sizes:
+            for _ in range(width):
+                (addr,) = struct.unpack_from("<Q", ib, at)
+                if addr != _UNDEFINED:
+                    places.append((addr, offset, size))
+                at += 8
+                offset += size
+    blocks: list[tuple[int, bytes]] = []
+    for addr, offset, size in places:
+        data = read(addr, size)
+        if len(data) != size or data[:4] != b"FHDB" or data[4] != 0 or struct.unpack_from("<Q", data, 5)[0] != heap:
+            return None
+        if int.from_bytes(data[13 : 13 + off_size], "little") != offset:
+            return None
+        blocks.append((offset, data))
+    return blocks, id_len, off_size, len_size
 
 
 def _leaf_records(read: Callable[[int, int], bytes], tree: int, record_size: int) -> list[bytes] | None:
