@@ -478,6 +478,8 @@ def test_header_cases_are_what_they_are_made_for(headers: dict[str, Path]) -> No
         assert key(f"phase_change_{lv}", "compact_again") is not None
         assert key(f"huge_{lv}", "d") is None
         assert (key(f"attrs20_{lv}", "d") or b"")[:2] == b"\xffD" and key(f"attrs8_{lv}", "d") is not None
+        assert (key(f"attrs40_{lv}", "d") or b"")[:2] == b"\xffD"  # a name index of two levels
+        assert (key(f"attrs300_{lv}", "d") or b"")[:2] == b"\xffD"  # and a heap of several rows
     for lv in hdf5_headers.LIBVERS:
         assert key(f"readd_{lv}", "d") is not None and key(f"readd_tracked_{lv}", "d") is not None
         assert key(f"userblock_{lv}", "x") is None

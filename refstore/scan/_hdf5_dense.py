@@ -5,10 +5,10 @@ HDF5 keeps them as objects of a fractal heap, indexed by name in a version 2 B-t
 type 8: heap ID, message flags, creation order, name hash) named by the object's attribute info
 message. Only the simple forms are read: a heap without I/O filters holding only managed
 objects whose root is one direct block, or an indirect block whose rows are all direct
-blocks, and a name index whose root is a leaf. Anything else (nested indirect blocks, huge or
-tiny objects, shared attribute messages, a B-tree of
-several levels, a size or signature that does not hold together) is None: the caller then
-reads the attributes through HDF5. Pure parsing over a ``read(address, size)`` function.
+blocks, and a name index of one or two levels (a leaf, or an internal root over leaves).
+Anything else (nested indirect blocks, huge or tiny objects, shared attribute messages, a
+B-tree of three levels or more, a size or signature that does not hold together) is None: the
+caller then reads the attributes through HDF5. Pure parsing over a ``read(address, size)`` function.
 """
 
 from __future__ import annotations
@@ -123,17 +123,43 @@ def _heap_blocks(read: Callable[[int, int], bytes], heap: int) -> tuple[list[tup
 
 
 def _leaf_records(read: Callable[[int, int], bytes], tree: int, record_size: int) -> list[bytes] | None:
-    """The records of a version 2 B-tree of attribute names (type 8) whose root is a leaf."""
+    """The records of a version 2 B-tree of attribute names (type 8) of depth 0 (a leaf) or 1
+    (an internal root over leaves), in key order."""
     h = read(tree, 38)
     if h[:4] != b"BTHD" or h[4] != 0 or h[5] != 8:
         return None
     node_size, rec_size, depth = struct.unpack_from("<IHH", h, 6)
     root, n_root, total = struct.unpack_from("<QHQ", h, 16)
-    if depth != 0 or rec_size != record_size or n_root != total or root == _UNDEFINED or n_root == 0:
+    if depth > 1 or rec_size != record_size or root == _UNDEFINED or n_root == 0 or not 10 < node_size <= _MAX_BLOCK:
         return None
-    if not 0 < node_size <= _MAX_BLOCK or 6 + n_root * rec_size > node_size:
+    if depth == 0:
+        leaf = _node(read, root, b"BTLF", n_root * rec_size)
+        if leaf is None or n_root != total:
+            return None
+        return [leaf[i * rec_size : (i + 1) * rec_size] for i in range(n_root)]
+    max_leaf = (node_size - 10) // rec_size  # records a leaf holds: 4 signature, 2 version/type, 4 checksum
+    count_size = (max_leaf.bit_length() - 1) // 8 + 1  # H5VM_limit_enc_size
+    node = _node(read, root, b"BTIN", n_root * rec_size + (n_root + 1) * (8 + count_size))
+    if node is None:
         return None
-    leaf = read(root, 6 + n_root * rec_size)
-    if leaf[:4] != b"BTLF" or leaf[4] != 0 or leaf[5] != 8:
+    out: list[bytes] = []
+    at = n_root * rec_size
+    for i in range(n_root + 1):
+        (child,) = struct.unpack_from("<Q", node, at)
+        count = int.from_bytes(node[at + 8 : at + 8 + count_size], "little")
+        at += 8 + count_size
+        leaf = _node(read, child, b"BTLF", count * rec_size) if 0 < count <= max_leaf else None
+        if leaf is None:
+            return None
+        out.extend(leaf[k * rec_size : (k + 1) * rec_size] for k in range(count))
+        if i < n_root:
+            out.append(node[i * rec_size : (i + 1) * rec_size])
+    return out if len(out) == total else None
+
+
+def _node(read: Callable[[int, int], bytes], addr: int, signature: bytes, size: int) -> bytes | None:
+    """The ``size`` bytes after the prefix (signature, version 0, type 8) of a B-tree node."""
+    data = read(addr, 6 + size)
+    if len(data) != 6 + size or data[:4] != signature or data[4] != 0 or data[5] != 8:
         return None
-    return [leaf[6 + i * rec_size : 6 + (i + 1) * rec_size] for i in range(n_root)]
+    return data[6:]
