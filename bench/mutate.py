@@ -85,6 +85,7 @@ GROUPS: dict[str, Group] = {
             "tests/test_mutation_netcdf3.py",
             "tests/test_mutation_hdf5.py",
             "tests/test_hdf5_metadata.py",  # the header-bytes shortcuts (_hdf5_header) against h5py
+            "tests/test_hdf5_layout.py",  # storage and chunk index from bytes (_hdf5_layout) against h5py
             "tests/test_mutation_tiff.py",
             "tests/test_mutation_grib.py",
             "tests/test_mutation_scan_misc.py",
@@ -116,8 +117,10 @@ GROUPS: dict[str, Group] = {
         tests=("tests/test_mutation_scan.py", "tests/test_mutation_netcdf3.py"),
     ),
     "hdf5": Group(
-        files=("refstore/scan/hdf5.py", "refstore/scan/_hdf5_codecs.py", "refstore/scan/_hdf5_header.py"),
-        tests=("tests/test_mutation_scan.py", "tests/test_mutation_hdf5.py", "tests/test_hdf5_metadata.py"),
+        files=("refstore/scan/hdf5.py", "refstore/scan/_hdf5_codecs.py", "refstore/scan/_hdf5_header.py",
+               "refstore/scan/_hdf5_layout.py", "refstore/scan/_hdf5_dense.py"),
+        tests=("tests/test_mutation_scan.py", "tests/test_mutation_hdf5.py", "tests/test_hdf5_metadata.py",
+               "tests/test_hdf5_layout.py"),
     ),
     "tiff": Group(
         files=("refstore/scan/tiff.py", "refstore/scan/_tiff_guard.py"),
