@@ -5,16 +5,21 @@ series mostly repeat them. The attribute messages of an object header hold every
 h5py's reading of an attribute depends on: name, datatype, dataspace and, for fixed-size types,
 the value itself. So the raw bytes of an object's visible attribute messages (object header
 format version 1 or 2, read with ``os.pread``) are a key to the attributes decoded from them
-once (``AttrCache``). No key, and the attributes are read through HDF5 as before, whenever the
-bytes would not prove the values: dense attribute storage (a fractal heap), shared attribute
-messages, an attribute whose datatype or dataspace is a shared message (a committed datatype,
+once (``AttrCache``). Attributes in dense storage are the attribute messages kept in the
+object's fractal heap, read from there in its simple forms (``_hdf5_dense``: per file, since
+those bytes are outside the header). No key, and the attributes are read through HDF5 as
+before, whenever the bytes would not prove the values: dense storage in any other form,
+shared attribute messages, an attribute whose datatype or dataspace is a shared message (a committed datatype,
 or one kept in the shared-message heap: its bytes are only an address or heap ID, which another
 file may reuse for another type or shape), visible attributes of variable-length, reference or
 any type other than integers, floats and fixed-length strings (their bytes point elsewhere), a
 user block, or any layout this reader does not parse. The few bookkeeping attributes read from
 the bytes (``CLASS``, ``NAME``, ``DIMENSION_LIST``) are read only in the exact forms HDF5's
-dimension-scale API and netCDF-4 write; any other form is left to HDF5. Pure parsing over
-bytes, apart from the reads.
+dimension-scale API and netCDF-4 write; any other form is left to HDF5. An object header is
+parsed once per content: a header whose first block (and continuation blocks) are byte for byte
+one parsed before, in this file or another of the series, is that parse (``_HEADERS``), with
+what was derived from it (its compact attributes, its dataset's storage: ``_hdf5_layout``).
+Pure parsing over bytes, apart from the reads.
 """
 
 from __future__ import annotations
@@ -136,7 +141,10 @@ class HeaderReader:
     def _dense(self, addr: int, info: bytes) -> dict[str, _Attr] | None:
         got: dict[str, _Attr] | None = None
         found = dense_attributes(self.read, info)
-        if found is not None:
+        key = b"".join(raw for raw, _body in found) if found is not None else b""
+        if found is not None and key in _DENSE:  # the same messages, in the same order: the same parse
+            got = _DENSE[key]
+        elif found is not None:
             try:
                 got = {}
                 for raw, body in found:
@@ -147,6 +155,9 @@ class HeaderReader:
                     got[name] = _Attr(0, raw, bool(attr_flags & _SHARED_PARTS), dtype, space, data)
             except (struct.error, IndexError, ValueError):
                 got = None
+            if len(_DENSE) >= _HEADERS_MAX:
+                _DENSE.clear()
+            _DENSE[key] = got
         self._dense_at[addr] = got
         return got
 
@@ -407,6 +418,7 @@ class Header:
 
 
 _HEADERS: dict[bytes, Header] = {}
+_DENSE: dict[bytes, dict[str, _Attr] | None] = {}  # dense attributes by their records and messages
 _HEADERS_MAX = 4096
 
 
