@@ -41,6 +41,9 @@ class SourceInfo:
     checksum: str | None = None
 
 
+_NO_GRID = ("null", "null")
+
+
 @dataclass(frozen=True, slots=True)
 class ArrayMeta:
     """One array as stored in one source.
@@ -100,7 +103,10 @@ class ArrayMeta:
 
     def grid(self) -> tuple[Any, ...]:
         """Georeferencing that must agree between sources placed along a new axis."""
-        return tuple(json.dumps(self.attrs.get(k), sort_keys=True) for k in ("transform", "crs"))
+        attrs = self.attrs
+        if "transform" not in attrs and "crs" not in attrs:
+            return _NO_GRID  # json.dumps(None) each: most arrays (the plan asks per source and array)
+        return tuple(json.dumps(attrs.get(k), sort_keys=True) for k in ("transform", "crs"))
 
     def to_json(self) -> str:
         extra: dict[str, Any] = {"eras": list(self.eras)} if self.eras else {}
