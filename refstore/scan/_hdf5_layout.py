@@ -175,8 +175,8 @@ def _fill(body: bytes, itemsize: int) -> bytes | None:
     version = body[0]
     if version in (1, 2):
         defined = body[3]
-        if version == 2 and not defined:
-            return None  # undefined: no size, no value
+        if not defined:
+            return None  # undefined (HDF5 reads no size, no value: H5Pget_fill_value fails)
         (size,) = struct.unpack_from("<i", body, 4)
         value = body[8 : 8 + size] if size > 0 else b""
     elif version == 3:
