@@ -84,7 +84,8 @@ def check_file(path: Path) -> dict[str, str]:
                 if raw.address is None:
                     assert expected == [], what
                 else:
-                    index = chunk_index(header.read, raw.address, len(raw.shape))
+                    grid = [-(-s // c) for s, c in zip(raw.shape, raw.chunks, strict=True)]
+                    index = chunk_index(header.read, raw.address, len(raw.shape), int(np.prod(grid, dtype=object)))
                     if index is None:
                         out[name] = "index declined"
                         continue
@@ -201,3 +202,18 @@ def test_scan_through_bytes_equals_scan_through_hdf5(chunk_files: dict[str, Path
     assert fast.arrays == slow.arrays and fast.groups == slow.groups
     assert fast.chunks.equals(slow.chunks)
     assert (fast.sort_value, fast.sort_last, fast.sort_units) == (slow.sort_value, slow.sort_last, slow.sort_units)
+
+
+def test_a_tree_holding_more_chunks_than_the_grid_is_left_to_hdf5(chunk_files: dict[str, Path]) -> None:
+    """A B-tree with more chunks than the array's grid has (damaged, or a hostile loop of
+    children) is not walked to its end: None, and the scanner asks HDF5."""
+    path = chunk_files["many_2d"]
+    with HeaderReader(str(path)) as header, h5py.File(path, "r") as f:
+        messages = header.messages(h5py.h5o.get_info(f["y"].id).addr)
+        assert messages is not None
+        raw = decode_dataset(messages)
+        assert raw is not None and raw.address is not None
+        n = f["y"].id.get_num_chunks()
+        assert chunk_index(header.read, raw.address, 2, n - 1) is None
+        got = chunk_index(header.read, raw.address, 2, n)
+        assert got is not None and len(got.offsets) == n

@@ -84,6 +84,8 @@ def _heap_blocks(read: Callable[[int, int], bytes], heap: int) -> tuple[list[tup
         return None
     if width == 0 or n_managed == 0 or not 0 < start_size <= max_direct <= _MAX_BLOCK or managed > 64 * _MAX_BLOCK:
         return None
+    if width * rows > 4096 or rows > 64:
+        return None  # more blocks than attributes ever need (or a damaged header)
     off_size = (max_heap_bits + 7) // 8
     direct_bits = max_direct.bit_length() - 1  # log2 of a power of two
     len_size = min((direct_bits + 7) // 8, (max_managed.bit_length() - 1) // 8 + 1)  # H5HF_hdr's heap_len_size
@@ -132,6 +134,8 @@ def _leaf_records(read: Callable[[int, int], bytes], tree: int, record_size: int
     root, n_root, total = struct.unpack_from("<QHQ", h, 16)
     if depth > 1 or rec_size != record_size or root == _UNDEFINED or n_root == 0 or not 10 < node_size <= _MAX_BLOCK:
         return None
+    if 10 + n_root * rec_size > node_size:
+        return None  # more records than its node holds: damaged
     if depth == 0:
         leaf = _node(read, root, b"BTLF", n_root * rec_size)
         if leaf is None or n_root != total:

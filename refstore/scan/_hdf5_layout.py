@@ -258,10 +258,11 @@ def _layout(body: bytes, shape: tuple[int, ...], dtype: np.dtype[Any], fill: byt
     return None
 
 
-def chunk_index(read: Callable[[int, int], bytes], root: int, ndim: int) -> ChunkIndex | None:
+def chunk_index(read: Callable[[int, int], bytes], root: int, ndim: int, limit: int) -> ChunkIndex | None:
     """Every chunk of the version 1 B-tree (node type 1) at ``root`` of a dataset of ``ndim``
     dimensions, left to right (``H5Dchunk_iter``'s order); None when a node is not a chunk
-    B-tree node of the expected level, or the tree does not hold together."""
+    B-tree node of the expected level, the tree does not hold together, or it holds more than
+    ``limit`` chunks (the chunks the array's grid has: a damaged or hostile tree)."""
     key = 8 + 8 * (ndim + 1)  # chunk size, filter mask, one offset per dimension + the element's
     entry = key + 8
     elem: list[tuple[int, ...]] = []
@@ -287,6 +288,8 @@ def chunk_index(read: Callable[[int, int], bytes], root: int, ndim: int) -> Chun
             if len(body) != used * entry + key:
                 return None
             if level == 0:
+                if len(addrs) + used > limit:
+                    return None
                 for i in range(used):
                     size, mask, *offs = key_fmt.unpack_from(body, i * entry)
                     if offs[-1] != 0:

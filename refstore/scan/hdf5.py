@@ -360,7 +360,8 @@ class _RawDataset(_Object):
             ndim = len(self._raw.shape)
             return ChunkIndex(np.empty((0, ndim), np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
                               np.empty(0, np.int32))  # fmt: skip
-        got = chunk_index(self._header.read, self._raw.address, len(self._raw.shape))
+        grid = [-(-s // c) for s, c in zip(self._raw.shape, self._raw.chunks, strict=True)]
+        got = chunk_index(self._header.read, self._raw.address, len(self._raw.shape), int(np.prod(grid, dtype=object)))
         return got if got is not None else _hdf5_chunk_index(self.id, len(self._raw.shape))
 
     def read_bytes(self) -> bytes:
