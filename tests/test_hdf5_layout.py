@@ -217,3 +217,42 @@ def test_a_tree_holding_more_chunks_than_the_grid_is_left_to_hdf5(chunk_files: d
         assert chunk_index(header.read, raw.address, 2, n - 1) is None
         got = chunk_index(header.read, raw.address, 2, n)
         assert got is not None and len(got.offsets) == n
+
+
+def _continued(path: Path, libver: str, mark: bytes) -> Path:
+    """A dataset whose attributes, added after its creation, grow its header a continuation
+    block; the last one is ``mark``."""
+    with h5py.File(path, "w", libver=libver) as f:
+        d = f.create_dataset("d", data=np.arange(4, dtype="<i4"), chunks=(2,))
+        for i in range(6):
+            d.attrs[f"a{i}"] = np.float64(i)
+        d.attrs["mark"] = np.bytes_(mark)
+    return path
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_a_header_parse_is_reused_only_when_its_continuation_blocks_are_equal(tmp_path: Path, libver: str) -> None:
+    """Two files whose dataset header has the same first block but a continuation block that
+    differs (an attribute value of the same length): the second file's parse is its own, and
+    each file's recorded attributes equal h5py's reading of it."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan import hdf5 as scanner
+
+    a = _continued(tmp_path / "a.h5", libver, b"VALUE_A")
+    b = _continued(tmp_path / "b.h5", libver, b"VALUE_B")
+    _hdf5_header._HEADERS.clear()
+    with HeaderReader(str(a)) as ha, HeaderReader(str(b)) as hb, h5py.File(a, "r") as f:
+        addr = h5py.h5o.get_info(f["d"].id).addr
+        first = ha.header(addr)
+        kept = len(_hdf5_header._HEADERS)
+        second = hb.header(addr)
+        assert first is not None and second is not None and first.continuations  # a continuation block
+        assert len(_hdf5_header._HEADERS) == kept  # the same first block: the same key, looked up and refused
+        assert first is not second and first.messages != second.messages
+    _hdf5_header._HEADERS.clear()
+    scanner._ATTR_CACHE._got.clear()
+    for path, want in ((a, "VALUE_A"), (b, "VALUE_B"), (a, "VALUE_A")):
+        with h5py.File(path, "r") as f:
+            assert f["d"].attrs["mark"] == want.encode()
+        got = {m.name: m for m in scanner.HDF5Scanner()(str(path)).arrays}
+        assert got["d"].attrs["mark"]["value"] == want

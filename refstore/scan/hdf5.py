@@ -4,6 +4,10 @@ Chunked datasets go through ``chunk_iter`` (one pass over the chunk index); cont
 one range holding the full shape; compact ones are inlined (their bytes live in the object
 header); unwritten chunks get no row. An array whose filters nothing here decodes is recorded
 as ``unsupported`` with the reason, and the rest of the file is still scanned.
+
+Local files are mostly read from their bytes: object headers (``_hdf5_header``), attributes
+in dense storage (``_hdf5_dense``), a dataset's storage and its v1 chunk B-tree
+(``_hdf5_layout``); every form those modules do not know is asked of HDF5, step by step.
 """
 
 from __future__ import annotations
