@@ -88,7 +88,8 @@ class HDF5Scanner:
         # bytes describe (``_hdf5_layout``) is scanned from them; any other is opened as before.
         datasets: list[_Dataset | _RawDataset] = []
         fid = f.id
-        root = _Object(fid, b"/", h5py.h5o.get_info(fid) if header is not None else None)
+        rinfo = h5py.h5o.get_info(fid) if header is not None else None
+        root = _Object(fid, b"/", None if rinfo is None else _Info(rinfo.addr, rinfo.rc, rinfo.num_attrs))
         groups: dict[str, dict[str, dict[str, Any]]] = {"": _attrs(root, header)}
 
         def visit(name: bytes, oinfo: Any = None) -> None:
