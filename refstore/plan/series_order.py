@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from .concat import SourceSlab
 
-__all__ = ["Ordering", "PreferRule", "SetAside", "order_sources", "parse_prefer"]
+__all__ = ["Ordering", "PreferRule", "SetAside", "order_sources", "parse_prefer", "span"]
 
 _UNIX_SECONDS = "seconds since 1970-01-01"
 
@@ -117,6 +117,12 @@ def _span(s: SourceSlab, dim: str) -> tuple[float, float]:
     last = _last(s, dim)
     last = s.sort_value if last is None else last
     return min(s.sort_value, last), max(s.sort_value, last)
+
+
+def span(s: SourceSlab, dim: str) -> tuple[float, float]:
+    """The closed range of a source's coordinate values along ``dim`` as the series order compares
+    them (``sort_value`` must be set)."""
+    return _span(s, dim)
 
 
 def _show(value: float, units: str | None) -> str:

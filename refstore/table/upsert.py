@@ -412,7 +412,13 @@ def _attempt(
     prewritten: PrewrittenChunks | None = None,
     prune: Sequence[str] = (),
 ) -> ScanReport:
+    from . import _append
+
     snap = col.snapshot()
+    report = _append.append_commit(col, snap, results, concat_dim, counts, settings, prewritten, prune)
+    if report is not None:  # new sources after the end of the series: nothing recorded moves
+        return report
+    _append.STATS["planned"] += 1
     state = _load(snap)
     scanned = len(results)
     results, counts = _still_changed(state, results, counts)
