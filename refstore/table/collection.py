@@ -36,6 +36,7 @@ from ..schema import (
 )
 from ._index import INDEXED_COLUMNS, IndexCache
 from ._rows import rows
+from ._spans import SourceSpans
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -213,6 +214,7 @@ class Snapshot:
         self._identity: dict[str, tuple[int, int, str]] | None = None
         self._checksums: dict[str, str] | None = None
         self._slabs: dict[str, SlabLayout] = {}
+        self._spans: dict[str, SourceSpans | None] = {}
         self._indices = IndexCache()
 
     def rows(self, kind: str, columns: Sequence[str], where: str | None = None) -> pa.Table:
@@ -358,11 +360,49 @@ class Snapshot:
             index = self._indices.get(array, era, _grid_cells(meta, era), ndim, lambda: self._load_index(array, era))
             if index is not None:
                 return index.rows(ranges, columns, with_row_id=with_row_id)
+        if ranges is not None and ndim and not meta.gridless:
+            spans = self._spans_of(array)
+            sources = spans.sources(ranges, era) if spans is not None else None
+            if spans is not None and sources is not None:
+                return self._rows_by_sources(array, ranges, era, spans.axis, sources, cols, with_row_id)
         with storage_errors(self.collection.uri, self.version):
             return self.ds.to_table(
                 columns=cols, filter=self.view_filter(array, ranges, era), with_row_id=with_row_id,
                 late_materialization=True,
             )  # fmt: skip
+
+    def _spans_of(self, array: str) -> SourceSpans | None:
+        """Which source covers which chunk keys of ``array`` along the concat axis (cached)."""
+        if array not in self._spans:
+            from ..schema import DEST_COLUMNS
+
+            meta = self.array(array)
+            spans = None
+            if self.concat_dim is not None and self.concat_dim in meta.dims:
+                d = DEST_COLUMNS[meta.dims.index(self.concat_dim)]
+                var = self.rows(Kind.VAR, ["source", "meta", "era", d], f"array = {sql_str(array)}")
+                spans = SourceSpans.of(meta, self.concat_dim, var)
+            self._spans[array] = spans
+        return self._spans[array]
+
+    def _rows_by_sources(self, array: str, ranges: Sequence[tuple[int, int]], era: int | None, axis: int,
+                         sources: list[str], cols: list[str], with_row_id: bool) -> pa.Table:  # fmt: skip
+        """The rows ``view_filter`` selects, asked of Lance by their ``sources`` (``_spans.py``):
+        the other axes' ranges in the query, the concat axis's applied to its answer."""
+        if not sources:
+            parts = ["false"]
+        else:
+            parts = ["source IN (" + ", ".join(sql_str(s) for s in sources) + ")", f"array = {sql_str(array)}"]
+            if era is not None:
+                parts.append(f"era = {int(era)}")
+            parts += [f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {max(int(lo), 0)} AND {int(hi)}"
+                      for i, (lo, hi) in enumerate(ranges) if i != axis]  # fmt: skip
+        with storage_errors(self.collection.uri, self.version):
+            t = self.ds.to_table(columns=cols, filter=" AND ".join(parts), with_row_id=with_row_id,
+                                 late_materialization=True)  # fmt: skip
+        lo, hi = ranges[axis]
+        g = t.column(GLOBAL_KEY_COLUMNS[axis])
+        return t.filter(pc.and_(pc.greater_equal(g, max(int(lo), 0)), pc.less_equal(g, int(hi))))
 
     def chunk_rows_at(
         self, array: str, positions: np.ndarray[Any, Any], columns: Sequence[str], *, era: int | None = None
@@ -399,8 +439,11 @@ class Snapshot:
             t = self.rows(Kind.VAR, ["source", "meta", *DEST_COLUMNS[: meta.ndim]],
                           f"array = {sql_str(array)} AND d0 != {NOT_PLACED}")  # fmt: skip
             extents = [ArrayMeta.from_json(m).shape for m in t.column("meta").to_pylist()]
-            offsets = zip(*(t.column(c).to_pylist() for c in DEST_COLUMNS[: meta.ndim]), strict=True) \
-                if meta.ndim else ((),) * t.num_rows
+            offsets = (
+                zip(*(t.column(c).to_pylist() for c in DEST_COLUMNS[: meta.ndim]), strict=True)
+                if meta.ndim
+                else ((),) * t.num_rows
+            )
             slabs = list(zip(t.column("source").to_pylist(), offsets, extents, strict=True))
             self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs)
         return self._slabs[array]
