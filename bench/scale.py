@@ -302,6 +302,7 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     # for grids up to table/_index.MAX_ROWS cells)
     res["box_surface_ms"] = 1000 * _median(lambda: box(snap, surface, late_materialization=True))
     res["box_column_ms"] = 1000 * _median(lambda: box(snap, column, late_materialization=True))
+    res.update(measure_box(col, surface, column))
 
     # upsert of one day: the file of a day in the middle is reprocessed (new byte ranges)
     for seed in (0, 1):  # the bench's own rows from the templates' chunk index: not timed
@@ -333,6 +334,41 @@ def measure_table(out: Path, n_days: int) -> dict[str, Any]:
     res.update(measure_commits(col, t_lo, str(root)))
     res["versions"] = col.latest_version
     return res
+
+
+def _brute_box(ds: Any, ranges: list[tuple[int, int]]) -> set[tuple[Any, ...]]:
+    """The chunk rows of ``temp`` in the box by a numpy filter over every row of the table, read
+    batch by batch (memory bounded by a batch): the oracle of the box queries."""
+    keys = [f"g{i}" for i in range(len(ranges))]
+    out: set[tuple[Any, ...]] = set()
+    for b in ds.to_batches(columns=["kind", "array", "source", "offset", "length", *keys], batch_size=1 << 20):
+        keep = (b.column("kind").to_numpy(zero_copy_only=False) == "chunk") & (
+            b.column("array").to_numpy(zero_copy_only=False) == "temp"
+        )
+        for k, (lo, hi) in zip(keys, ranges, strict=True):
+            g = b.column(k).to_numpy()
+            keep &= (g >= lo) & (g <= hi)
+        if keep.any():
+            t = b.filter(keep)
+            out |= set(zip(*(t.column(c).to_pylist() for c in ("source", "offset", "length")), strict=True))
+    return out
+
+
+def measure_box(col: Any, surface: list[tuple[int, int]], column: list[tuple[int, int]]) -> dict[str, Any]:
+    """The box through ``Snapshot.chunk_rows`` (asked by the sources whose slabs meet it,
+    ``table/_spans.py``): its first call on a snapshot (which reads the var rows) and the median
+    after, each answer checked against a brute-force numpy filter of the whole table."""
+    cols = ("source", "offset", "length")
+    out: dict[str, Any] = {}
+    for label, ranges in (("surface", surface), ("column", column)):
+        snap = col.snapshot()
+        t0 = time.perf_counter()
+        got = snap.chunk_rows("temp", ranges, cols)
+        out[f"box_{label}_spans_first_ms"] = 1000 * (time.perf_counter() - t0)
+        out[f"box_{label}_spans_ms"] = 1000 * _median(lambda s=snap, r=ranges: s.chunk_rows("temp", r, cols))
+        rows = set(zip(*(got.column(c).to_pylist() for c in cols), strict=True))
+        out[f"box_{label}_spans_same"] = rows == _brute_box(snap.ds, ranges) and len(rows) == got.num_rows
+    return out
 
 
 def measure_commits(col: Any, t_lo: int, root: str) -> dict[str, Any]:
@@ -446,6 +482,9 @@ def again(work: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     d = diff(col, before)
     res["diff_s"], res["diff_changed"] = time.perf_counter() - t0, d.arrays["temp"]["changed"]
+    t_lo = max(0, len(days) // 2 - 15)
+    res.update(measure_box(col, [(t_lo, t_lo + 29), (0, 0), (6, 10), (12, 16)],
+                           [(t_lo, t_lo + 29), (0, DEPTHS - 1), (6, 10), (12, 16)]))  # fmt: skip
     res.update(measure_verify(out))
     return res
 
@@ -508,6 +547,14 @@ def _print_verify(v: dict[str, Any]) -> None:
         print(f"verify: {v['verify']}")
 
 
+def _print_box(t: dict[str, Any]) -> None:
+    for label in ("surface", "column"):
+        same = "the same rows as a numpy filter of the table" if t[f"box_{label}_spans_same"] else "ROWS DIFFER"
+        print(f"  {label} box asked by its sources (Snapshot.chunk_rows): {t[f'box_{label}_spans_ms']:.1f} ms "
+              f"({t[f'box_{label}_spans_ms'] / 50:.2f}x the 50 ms limit; first call on a snapshot "
+              f"{t[f'box_{label}_spans_first_ms']:.1f} ms); {same}")  # fmt: skip
+
+
 def _report(res: dict[str, Any]) -> None:
     t, b = res["table"], res["build"]
     print(f"measurements after the build: peak RSS sampled {t['sampled_peak_mb']:.0f} MB")
@@ -532,6 +579,7 @@ def _report(res: dict[str, Any]) -> None:
           f"{t['box_surface_noindex_ms']:.1f} ms without")  # fmt: skip
     print(f"  x all {DEPTHS} depths ({t['box_column_rows']:,} chunks): {t['box_column_ms']:.1f} ms, "
           f"{t['box_column_noindex_ms']:.1f} ms without")  # fmt: skip
+    _print_box(t)
     print(f"upsert of one reprocessed day: {t['upsert_day_s']:.2f} s ({t['upsert_day_s']:.2f}x the 1 s limit) for "
           f"{t['upsert_day_rows']:,} rows; disk +{t['upsert_growth_bytes']:,} bytes "
           f"({t['upsert_growth_per_row']:.2f} B per changed row)")  # fmt: skip
@@ -598,6 +646,7 @@ def main(argv: list[str] | None = None) -> None:
               f"({r['upsert_day_s']:.2f}x), {r['upsert_day_rows']:,} rows")  # fmt: skip
         print(f"diff of the versions before and after: {r['diff_s']:.2f} s ({r['diff_s'] / 2:.2f}x the 2 s limit), "
               f"{r['diff_changed']:,} changed")  # fmt: skip
+        _print_box(r)
         _print_verify(r)
         return
     refs = 10 * PER_DAY if a.quick else a.refs
