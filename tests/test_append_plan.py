@@ -301,3 +301,49 @@ def test_bulk_fragments_path_appends(tmp_path: Path, days: Path, monkeypatch: py
                 assert _append.STATS["appended"] - before == int(uri == fast and k == 1)
     _assert_same_rows(_rows(fast), _rows(full))
     _check_values(fast, [days / f"d{i:02d}.nc" for i in range(6)])
+
+
+def test_reprocessed_days_replace_their_rows_in_place(tmp_path: Path, days: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A file rewritten with new values (other byte ranges), the same arrays, metadata and
+    coordinates: only its rows are replaced; anything else plans the series."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    files = [_link(days / f"d{i:02d}.nc", folder / f"d{i:02d}.nc") for i in range(5)]
+    pair = Pair(tmp_path, folder)
+    pair.scan(monkeypatch, expect="planned")
+    write_day(files[2], START + timedelta(days=2), seed=1)  # new values: other lengths and offsets
+    rep = pair.scan(monkeypatch, expect="replaced")
+    assert (rep.new, rep.changed) == (0, 1) and rep.updated > 0
+    _check_values(pair.fast, files)
+    write_day(files[1], START + timedelta(days=1), seed=2)
+    write_day(files[4], START + timedelta(days=4), seed=2)
+    pair.scan(monkeypatch, expect="replaced")  # two at once, one of them the last day
+    with h5py.File(files[3], "r+") as f:
+        f["sst"].attrs["scale_factor"] = np.float32(0.02)  # a new era for one day
+    pair.scan(monkeypatch, expect="planned")
+    write_day(files[0], START + timedelta(days=0), seed=3)
+    files.append(_link(days / "d05.nc", folder / "d05.nc"))
+    pair.scan(monkeypatch, expect="planned")  # a reprocessed day and a new one: the full plan
+    write_day(files[4], START + timedelta(days=4), seed=4)  # in sst's third era (days 4-5)
+    pair.scan(monkeypatch, expect="replaced")
+    assert len(refstore.open(pair.fast)["sst"].meta.eras) == 3
+    write_day(files[5], START + timedelta(days=7), seed=0)  # the same file, another date
+    pair.scan(monkeypatch, expect="planned")
+    _check_values(pair.fast, files)
+
+
+def test_reprocessed_duplicate_plans_the_series(tmp_path: Path, days: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    folder = tmp_path / "data"
+    folder.mkdir()
+    files = [_link(days / f"d{i:02d}.nc", folder / f"d{i:02d}.nc") for i in range(3)]
+    prelim = _link(days / "d01.nc", folder / "d01_preliminary.nc")
+    pair = Pair(tmp_path, folder)
+    pair.scan(monkeypatch, expect="planned", prefer=["newest"])
+    write_day(files[1], START + timedelta(days=1), seed=5)  # the kept one, rewritten (newest again)
+    pair.scan(monkeypatch, expect="planned")
+    write_day(prelim, START + timedelta(days=1), seed=6)  # now the preliminary is the newest
+    rep = pair.scan(monkeypatch, expect="planned")
+    assert [s for s, _, _ in rep.set_aside] == [str(files[1])]
+    _check_values(pair.fast, [files[0], prelim, files[2]])

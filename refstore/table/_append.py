@@ -27,8 +27,9 @@ from ..plan.series_order import parse_prefer
 from ..scan._types import ArrayMeta
 from ..schema import Kind
 from ._commit import commit, head_row
-from ._replace import replace_rows
+from ._replace import replace_rows, replace_rows_at
 from ._rows import rows
+from .collection import sql_str
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,13 +38,13 @@ if TYPE_CHECKING:
     from .collection import Collection, Snapshot
     from .upsert import PrewrittenChunks, ScanReport
 
-__all__ = ["ENABLED", "STATS", "append_commit"]
+__all__ = ["ENABLED", "STATS", "append_commit", "rescan_commit"]
 
 ENABLED = True
 """False: every scan commit plans the whole series (the tests compare both ways)."""
 
-STATS = {"appended": 0, "planned": 0}
-"""How many scan commits took the append path and how many planned the whole series (tests)."""
+STATS = {"appended": 0, "replaced": 0, "planned": 0}
+"""How many scan commits appended, replaced sources in place, or planned the whole series (tests)."""
 
 _ORDER = r'^\{.*"order": (?P<order>-?[0-9]+)[,}]'
 
@@ -194,4 +195,150 @@ def append_commit(
         missing=tuple(counts.get("missing", ())),
         ordered_by=plan.ordered_by,
         concat_dim=str(dim),
+    )
+
+
+def _recorded(snap: Snapshot, locations: list[str]) -> pa.Table:
+    """The source rows of ``locations`` as recorded (empty when none is)."""
+    return snap.rows_of_sources(Kind.SOURCE, locations, ["source", "size", "mtime_ns", "etag", "sort_value", "meta"])
+
+
+def _order(row: dict[str, Any]) -> int:
+    return int(json.loads(row["meta"] or "{}").get("order", 0))
+
+
+def _same_place(old: dict[str, Any], r: ScanResult, var: dict[str, str]) -> bool:
+    """Whether a reprocessed source would be placed exactly as recorded: the same coordinates
+    along the concat dimension and the same arrays with the same recorded metadata texts."""
+    meta = json.loads(old["meta"] or "{}")
+    sv = old["sort_value"]
+    if (None if sv is None or math.isnan(sv) else sv) != r.sort_value:
+        return False
+    if (meta.get("sort_units"), meta.get("sort_last")) != (r.sort_units, r.sort_last):
+        return False
+    return {a.name: a.to_json() for a in r.arrays} == var and all(a.status == "ok" for a in r.arrays)
+
+
+def rescan_commit(
+    col: Collection,
+    snap: Snapshot,
+    results: Sequence[ScanResult],
+    concat_dim: str | None,
+    counts: dict[str, Any],
+    settings: dict[str, Any],
+    prune: Sequence[str],
+) -> ScanReport | None:
+    """Commit ``results`` as recorded sources rewritten in place (a reprocessed file: new bytes,
+    the same arrays, metadata and coordinates), or None when the series must be planned whole.
+    Nothing else can move, so the commit replaces the sources' source and chunk rows (their chunk
+    rows keyed from their recorded var rows) and the collection row; the recorded var and array
+    rows would be rewritten unchanged and are left in place."""
+    from ..read.fetch import change_since_scan
+    from ..schema import DEST_COLUMNS, NOT_PLACED
+    from .upsert import ScanReport, _base, _chunk_rows, _global_keys, _source_meta, _with_source, diff_counts
+
+    if not ENABLED or not results:
+        return None
+    cfg = snap.config()
+    dim = cfg.get("concat_dim")
+    prefer = settings.get("prefer")
+    if (
+        cfg.get("mosaic") or settings.get("mosaic") or "set_aside" not in cfg
+        or (concat_dim is not None and concat_dim != dim)
+        or (prefer is not None and list(prefer) != cfg.get("prefer", []))
+    ):  # fmt: skip
+        return None
+    locs = [r.source.location for r in results]
+    aside = {*cfg["set_aside"], *cfg["set_aside"].values()}
+    if len(set(locs)) != len(locs) or aside & set(locs):
+        return None  # a duplicate's choice may depend on the new file (--prefer newest)
+    old = {r["source"]: r for r in _recorded(snap, [*locs, *prune]).to_pylist()}
+    if set(prune) & old.keys() or set(locs) - old.keys():
+        return None
+    var = snap.rows_of_sources(Kind.VAR, locs, ["array", "source", "meta", "era", *DEST_COLUMNS])
+    texts: dict[str, dict[str, str]] = {loc: {} for loc in locs}
+    for a, s, m in zip(*(var.column(c).to_pylist() for c in ("array", "source", "meta")), strict=True):
+        texts[s][a] = m
+    for r in results:
+        o = old[r.source.location]
+        if change_since_scan((int(o["size"]), int(o["mtime_ns"]), str(o["etag"] or "")),
+                             (r.source.size, r.source.mtime_ns, r.source.etag)) is None:  # fmt: skip
+            return None  # recorded as it is (a concurrent scan): the full commit says so
+        if not _same_place(o, r, texts[r.source.location]):
+            return None
+    arrays = snap.arrays()
+    keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = {}
+    for row in var.to_pylist():
+        g = arrays.get(row["array"])
+        if row["d0"] == NOT_PLACED or g is None:
+            continue
+        if g.holes and g.holes[0][0] == 0 and not g.eras:
+            return None  # keyed from its first holder by refstore before issue 12: the full plan re-keys
+        d = [int(row[c]) for c in DEST_COLUMNS[: g.ndim]]
+        era = int(row["era"])
+        if g.eras:
+            d[int(g.eras[0]["axis"])] -= int(g.eras[era]["start"])
+        keys[(row["source"], row["array"])] = (era, _base(g, era, tuple(d)))
+    STATS["replaced"] += 1
+
+    metas = {(r.source.location, a.name): a for r in results for a in r.arrays}
+    scanned = _with_source(results)
+    new_chunk = _chunk_rows(scanned, _global_keys(scanned, keys, metas))
+    old_cols = ["array", "source", *(f"k{i}" for i in range(8)), *(f"g{i}" for i in range(8)), "era", "offset",
+                "length", "filter_mask", "inline"]  # fmt: skip
+    old_chunk = snap.rows_of_sources(Kind.CHUNK, sorted(locs), old_cols)
+    key = ["array", "source", *(f"k{i}" for i in range(8))]
+    ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
+    source_rows = rows(
+        Kind.SOURCE,
+        len(results),
+        source=locs,
+        size=[r.source.size for r in results],
+        mtime_ns=[r.source.mtime_ns for r in results],
+        etag=[r.source.etag or "" for r in results],
+        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
+        meta=[_source_meta(_order(old[r.source.location]), r) for r in results],
+    )
+    head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
+                           "set_aside": dict(sorted(cfg["set_aside"].items()))})  # fmt: skip
+    sort = snap.rows(Kind.SOURCE, ["sort_value"]).column("sort_value").to_numpy()
+    ordered_by = None if dim is None else ("given" if np.isnan(sort).all() else "coordinate")
+    rules = parse_prefer(prefer if prefer is not None else cfg.get("prefer", []))
+    record: dict[str, Any] = {
+        "sources": {
+            "new": 0,
+            "changed": len(results),
+            "unchanged": counts["unchanged"],
+            "failed": len(counts["failed"]),
+        },
+        "refs": {"inserted": ins, "updated": upd, "deleted": dele},
+        "failed": [{"source": s, "reason": r} for s, r in counts["failed"]],
+        "removed": [],
+        "set_aside": [],
+        "prefer": [str(r) for r in rules],
+        "ordered_by": ordered_by,
+    }
+    # the rows replaced, by address: Lance plans an OR of an indexed selection with another as a
+    # scan of the whole table (_replace.replace_rows_at)
+    found = snap.ds.to_table(columns=["kind"], filter="source IN (" + ", ".join(sql_str(s) for s in locs) + ")",
+                             with_row_address=True)  # fmt: skip
+    found = found.filter(pc.is_in(found.column("kind"), pa.array([Kind.CHUNK, Kind.SOURCE], pa.string())))
+    addrs = np.append(found.column("_rowaddr").to_numpy(), np.uint64(snap.head_address()))
+    txn = replace_rows_at(snap, pa.concat_tables([head, source_rows, new_chunk]), addrs)
+    message = (
+        f"scan: 0 new, {len(results)} changed, {counts['unchanged']} unchanged, {len(counts['failed'])} failed "
+        f"sources; refs +{ins} ~{upd} -{dele}"
+    )
+    return ScanReport(
+        version=commit(col, txn, "scan", message, record, parent=snap),
+        committed=True,
+        changed=len(results),
+        unchanged=counts["unchanged"],
+        failed=tuple(counts["failed"]),
+        inserted=ins,
+        updated=upd,
+        deleted=dele,
+        missing=tuple(counts.get("missing", ())),
+        ordered_by=ordered_by,
+        concat_dim=None if dim is None else str(dim),
     )

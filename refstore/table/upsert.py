@@ -416,7 +416,9 @@ def _attempt(
 
     snap = col.snapshot()
     report = _append.append_commit(col, snap, results, concat_dim, counts, settings, prewritten, prune)
-    if report is not None:  # new sources after the end of the series: nothing recorded moves
+    if report is None:
+        report = _append.rescan_commit(col, snap, results, concat_dim, counts, settings, prune)
+    if report is not None:  # new sources after the end of the series, or files rewritten in place
         return report
     _append.STATS["planned"] += 1
     state = _load(snap)
