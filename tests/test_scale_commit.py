@@ -102,8 +102,11 @@ def test_many_small_sources_reach_lance_in_batches_of_thousands(tmp_path: Path, 
         paths.append(str(p))
     col = new_collection()
     refstore.scan(col, paths, concat_dim="time", workers=1, timeout=None)
-    rows = sum(seen[-1])
-    assert rows > 100 and max(seen[-1]) == 50 and len(seen[-1]) == -(-rows // 50)
+    # the metadata rows and the chunk rows are written as two fragments (``_replace._parts``)
+    assert len(seen) == 2 and sum(seen[1]) == 90  # 30 sources x (2 chunks of x, 1 of time)
+    for sizes in seen:
+        assert max(sizes) == 50 and len(sizes) == -(-sum(sizes) // 50)
+    assert sum(seen[0]) > 50  # collection, source, var and array rows
     with h5py.File(paths[7]) as f:
         assert_same(refstore.open(col)["x"][7:8], f["x"][...], "x")
 
@@ -124,3 +127,32 @@ def test_rows_of_sources_are_lances_filtered_rows(series, new_collection) -> Non
                                                                  with_row_id=True)  # fmt: skip
         assert got.num_rows > 0 and got.sort_by("_rowid").equals(want.sort_by("_rowid")), kind
     assert snap.rows_of_sources("chunk", [], ["source"]).num_rows == 0
+
+
+def test_metadata_rows_and_chunk_rows_are_written_apart(tmp_path: Path) -> None:
+    """A scan commit's metadata rows (some long ``meta`` texts) and its chunk rows (empty ones)
+    are two fragments: written together, Lance encodes the column at ~25 bytes per chunk row."""
+    import lance
+    import pyarrow as pa
+
+    from refstore.schema import Kind
+    from refstore.table._replace import _parts
+    from refstore.table._rows import rows
+
+    meta = rows(Kind.ARRAY, 3, array=["a", "b", "c"], meta=["x" * 300] * 3)
+    chunk = rows(Kind.CHUNK, 5000, array=["a"] * 5000, offset=list(range(5000)))
+    both = pa.concat_tables([meta, chunk])
+    parts = _parts(both)
+    assert [p.num_rows for p in parts] == [3, 5000]
+    assert parts[1].column("offset").equals(chunk.column("offset"))
+    assert parts[0].column("meta").to_pylist() == ["x" * 300] * 3
+    assert [p.num_rows for p in _parts(chunk)] == [5000] and _parts(rows(Kind.CHUNK, 0)) == []
+    mixed = pa.concat_tables([chunk.slice(0, 10), meta, chunk])  # not a prefix: one part
+    assert [p.num_rows for p in _parts(mixed)] == [5013]
+    sizes = []
+    for i, tables in enumerate(([both], parts)):
+        uri = str(tmp_path / f"t{i}")
+        for k, t in enumerate(tables):
+            lance.write_dataset(t, uri, mode="create" if k == 0 else "append")
+        sizes.append(sum(f.stat().st_size for f in (tmp_path / f"t{i}" / "data").iterdir()))
+    assert sizes[1] < sizes[0] / 2, sizes  # the point of the split, measured
