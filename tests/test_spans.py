@@ -117,3 +117,42 @@ def test_box_reads_what_h5py_reads(series: tuple[str, list[Path]], monkeypatch: 
     paths = [str(p) for p in files]
     for name, window in (("sst", (slice(3, 7), 0, slice(10, 30), slice(20, 70))), ("err", (slice(1, 4), 0))):
         assert_same(ds[name][window], series_read(paths, name, "time")[window], name)
+
+
+def _steps(path: Path, t0: int, n: int) -> Path:
+    """``n`` time steps from ``t0``: ``time`` and a 3-D ``x`` (the only array of 3 dimensions)."""
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("time", data=np.arange(t0, t0 + n, dtype="f8"), maxshape=(None,), chunks=(2,))
+        t.attrs["units"] = "days since 2000-01-01"
+        t.make_scale("time")
+        x = f.create_dataset("x", data=(np.arange(12 * n).reshape(n, 3, 4) + 100 * t0).astype("<i4"),
+                             maxshape=(None, 3, 4), chunks=(2, 2, 2))  # fmt: skip
+        x.dims[0].attach_scale(t)
+    return path
+
+
+def test_array_alone_in_its_rank_is_asked_without_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x`` is the only 3-D array: its boxes leave the ``array`` term out (the time rows hold
+    NO_DIM in g1, g2) and still give the brute-force rows, on a grid rectilinear along time."""
+    files = [_steps(tmp_path / "a.h5", 0, 3), _steps(tmp_path / "b.h5", 3, 2), _steps(tmp_path / "c.h5", 5, 4)]
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(p) for p in files], concat_dim="time", workers=1, timeout=None)
+    monkeypatch.setattr(_index, "MAX_ROWS", 0)
+    snap = refstore.Collection.open(uri).snapshot()
+    assert snap.array("x").edges[0] == (2, 1, 2, 2, 2)
+    filters: list[str] = []
+    real = snap.ds.to_table
+    monkeypatch.setattr(
+        snap, "ds", type("D", (), {"to_table": lambda _s, **k: filters.append(k["filter"]) or real(**k)})()
+    )
+    for ranges in (
+        [(0, 4), (0, 1), (0, 1)],
+        [(1, 3), (1, 1), (0, 0)],
+        [(4, 9), (0, 0), (1, 5)],
+        [(-1, 0), (-1, 9), (1, 1)],
+    ):
+        assert _got(snap, "x", ranges, None) == _brute(uri, "x", ranges, None), ranges
+    box = [f for f in filters if "source IN" in f]
+    assert len(box) == 4 and not any("array =" in f for f in box)
+    assert_same(refstore.open(uri)["x"][1:7, 1:, 1:3], series_read([str(p) for p in files], "x", "time")[1:7, 1:, 1:3])

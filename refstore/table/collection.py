@@ -389,10 +389,17 @@ class Snapshot:
                          sources: list[str], cols: list[str], with_row_id: bool) -> pa.Table:  # fmt: skip
         """The rows ``view_filter`` selects, asked of Lance by their ``sources`` (``_spans.py``):
         the other axes' ranges in the query, the concat axis's applied to its answer."""
+        ndim = len(ranges)
+        # Rows of arrays with fewer dimensions hold NO_DIM (-1) in g{ndim-1}, outside a range on it
+        # (bounded below by 0): when every other array has fewer dimensions and that range is in
+        # the query, the ``array`` term (BITMAP(array) over every row of the table) is left out.
+        alone = axis != ndim - 1 and all(len(m.shape) < ndim for n, m in self.arrays().items() if n != array)
         if not sources:
             parts = ["false"]
         else:
-            parts = ["source IN (" + ", ".join(sql_str(s) for s in sources) + ")", f"array = {sql_str(array)}"]
+            parts = ["source IN (" + ", ".join(sql_str(s) for s in sources) + ")"]
+            if not alone:
+                parts.append(f"array = {sql_str(array)}")
             if era is not None:
                 parts.append(f"era = {int(era)}")
             parts += [f"{GLOBAL_KEY_COLUMNS[i]} BETWEEN {max(int(lo), 0)} AND {int(hi)}"
