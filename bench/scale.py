@@ -469,16 +469,19 @@ def again(work: Path) -> dict[str, Any]:
     for s in (0, 1):  # the bench's own rows from the templates' chunk index: not timed
         _layout(template(work, s))
     new_day = days[-1] + 1
+    size = _du(out)
     t0 = time.perf_counter()
     link_day(root, new_day, template(work, 0))
     rep = _commit_days(col, [new_day], str(root), bulk=False)
     res["new_day_s"], res["new_day_rows"] = time.perf_counter() - t0, rep.inserted
+    res["new_day_growth_per_row"], size = (_du(out) - size) / max(1, rep.inserted), _du(out)
     mid = days[len(days) // 3]
     seed = 0 if os.stat(root / f"ocean_temp_{mid:05d}.nc").st_ino == os.stat(template(work, 1)).st_ino else 1
     t0 = time.perf_counter()
     link_day(root, mid, template(work, seed))
     rep = _commit_days(col, [mid], str(root), seed=seed, bulk=False)
     res["upsert_day_s"], res["upsert_day_rows"] = time.perf_counter() - t0, rep.updated + rep.inserted
+    res["upsert_growth_per_row"] = (_du(out) - size) / max(1, res["upsert_day_rows"])
     t0 = time.perf_counter()
     d = diff(col, before)
     res["diff_s"], res["diff_changed"] = time.perf_counter() - t0, d.arrays["temp"]["changed"]
@@ -642,8 +645,9 @@ def main(argv: list[str] | None = None) -> None:
             return
         print(f"{r['refs']:,} references, {r['sources']:,} daily files")
         print(f"upsert of one new day: {r['new_day_s']:.2f} s ({r['new_day_s']:.2f}x the 1 s limit), "
-              f"{r['new_day_rows']:,} rows; one reprocessed day: {r['upsert_day_s']:.2f} s "
-              f"({r['upsert_day_s']:.2f}x), {r['upsert_day_rows']:,} rows")  # fmt: skip
+              f"{r['new_day_rows']:,} rows, {r['new_day_growth_per_row']:.1f} B per row on disk; one reprocessed "
+              f"day: {r['upsert_day_s']:.2f} s ({r['upsert_day_s']:.2f}x), {r['upsert_day_rows']:,} rows, "
+              f"{r['upsert_growth_per_row']:.1f} B per row")  # fmt: skip
         print(f"diff of the versions before and after: {r['diff_s']:.2f} s ({r['diff_s'] / 2:.2f}x the 2 s limit), "
               f"{r['diff_changed']:,} changed")  # fmt: skip
         _print_box(r)
