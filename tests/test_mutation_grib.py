@@ -52,13 +52,13 @@ def _warm_eccodes() -> None:
 
 def _from_sample(path: Path, sample: str, sets: list[dict[str, Any]], mode: str = "ab") -> Path:
     with open(path, mode) as f:
-        for keys in sets:
+        for i, keys in enumerate(sets):
             h = eccodes.codes_grib_new_from_samples(sample)
             try:
                 for k, v in keys.items():
                     eccodes.codes_set(h, k, v)
-                n = eccodes.codes_get(h, "numberOfValues")
-                eccodes.codes_set_values(h, 200.0 + np.arange(n, dtype="f8") % 17 + keys.get("level", 0))
+                n = keys["Ni"] * keys["Nj"] if "Ni" in keys else eccodes.codes_get(h, "numberOfValues")
+                eccodes.codes_set_values(h, 200.0 + np.arange(n, dtype="f8") % 17 + keys.get("level", 0) + i)
                 eccodes.codes_write(h, f)
             finally:
                 eccodes.codes_release(h)
@@ -101,6 +101,36 @@ def gribs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+def _regular(ny: int, nx: int, step: float = 10.0) -> dict[str, Any]:
+    """ecCodes keys of a regular lat/lon grid of ``ny`` x ``nx`` points from (10 * (ny - 1), 0)."""
+    return {
+        "Ni": nx, "Nj": ny, "iDirectionIncrementInDegrees": step, "jDirectionIncrementInDegrees": step,
+        "latitudeOfFirstGridPointInDegrees": step * (ny - 1), "latitudeOfLastGridPointInDegrees": 0.0,
+        "longitudeOfFirstGridPointInDegrees": 0.0, "longitudeOfLastGridPointInDegrees": step * (nx - 1),
+    }  # fmt: skip
+
+
+_ENS = {"productDefinitionTemplateNumber": 1, "numberOfForecastsInEnsemble": 10, "dataDate": 20210101, "stepUnits": 1}
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Files whose arrays take cfgrib's other shapes: an ensemble over steps written out of order
+    (and one combination twice: the first wins), one parameter on two grids, a level type
+    ecCodes has no name for."""
+    d = tmp_path_factory.mktemp("grib-shapes")
+    out: dict[str, Path] = {}
+    sets = [{**_regular(2, 3), **_ENS, "perturbationNumber": n, "endStep": s} for s in (12, 0, 6) for n in (2, 0, 1)]
+    out["ens"] = _from_sample(d / "ens.grib2", "regular_ll_sfc_grib2", [*sets, sets[0]], mode="wb")
+    out["grids"] = _from_sample(d / "grids.grib2", "regular_ll_sfc_grib2", [
+        {**_regular(3, 4), "dataDate": 20210101}, {**_regular(2, 5), "dataDate": 20210101},
+        {**_regular(2, 5), "dataDate": 20210101, "shortName": "u"}], mode="wb")  # fmt: skip
+    out["level"] = _from_sample(d / "level.grib2", "regular_ll_sfc_grib2", [
+        {**_regular(2, 3), "dataDate": 20210101, "typeOfFirstFixedSurface": 190, "scaledValueOfFirstFixedSurface": v}
+        for v in (3, 1)], mode="wb")  # fmt: skip
+    return out
+
+
 class _Var:
     """A cfgrib variable as plain values (cached across sessions: cfgrib's open is the slow part)."""
 
@@ -112,6 +142,10 @@ class _Var:
         self.values = np.asarray(da.values)
         self.coords: dict[str, tuple[np.ndarray[Any, Any], dict[str, Any]]] = {
             c: (_cf_values(da[c]), dict(da[c].attrs)) for c in da.coords
+        }
+        # what cfgrib stores before xarray's CF decoding (time int64 seconds, step float64 hours...)
+        self.encoded: dict[str, tuple[np.dtype[Any], str | None]] = {
+            c: (np.dtype(da[c].encoding["dtype"]), da[c].encoding.get("units")) for c in da.coords
         }
 
 
@@ -186,8 +220,13 @@ def _compare(path: Path, res: ScanResult, ex: _Dataset, names: dict[str, str] | 
             mine = rename.get(c, c) if c in da.dims else next(
                 (x for x in coords if x == c or x.rsplit("_", 1)[0] == c), c)  # fmt: skip
             assert mine in coords or mine in m.dims, (name, c)
-            assert np.array_equal(_coord_values(res, mine), c_values), (name, c)
+            got = _coord_values(res, mine)
+            assert np.array_equal(got, c_values), (name, c)
             cm = metas[mine]
+            enc_dtype, enc_units = da.encoded[c]
+            assert got.dtype == enc_dtype, (name, c, got.dtype, enc_dtype)  # cfgrib's stored dtype
+            if enc_units is not None:  # time, step, valid_time: their units before decoding
+                assert decode_attr(cm.attrs["units"]) == enc_units, (name, c)
             for k in ("units", "standard_name", "long_name", "positive", "stored_direction"):
                 # cfgrib decodes time, step and valid_time: their units are in the values
                 if k in c_attrs and not (k == "units" and c in ("time", "step", "valid_time")):
@@ -195,7 +234,9 @@ def _compare(path: Path, res: ScanResult, ex: _Dataset, names: dict[str, str] | 
             for k in ("positive", "stored_direction"):  # and none that cfgrib does not give
                 assert (k in cm.attrs) == (k in c_attrs), (name, c, k)
         mine_rows = [r for r in rows if r["array"] == name]
-        nhead = len([d for d in m.dims if d not in ("latitude", "longitude", "y", "x", "values")])
+        keys = [tuple(r[f"k{i}"] for i in range(m.ndim)) for r in mine_rows]
+        assert keys == sorted(set(keys)), name  # references in key order, one per key
+        nhead = len([d for d in da.dims if d not in ("latitude", "longitude", "y", "x", "values")])
         values = da.values
         seen = np.zeros(values.shape[:nhead], bool)
         for r in mine_rows:
@@ -393,3 +434,74 @@ def test_column_major_and_alternating_rows_are_refused(tmp_path: Path, key: str)
     (m,) = [m for m in GribScanner()(str(p)).arrays if m.name == "t"]
     assert m.status == "unsupported"
     assert m.reason == "GRIB grid scanned column-major or with alternating rows: not supported"
+
+
+def _keys_of(res: ScanResult, name: str) -> list[tuple[int, ...]]:
+    ndim = {m.name: m.ndim for m in res.arrays}[name]
+    return [tuple(r[f"k{i}"] for i in range(ndim)) for r in res.chunks.to_pylist() if r["array"] == name]
+
+
+def test_an_ensemble_over_steps_in_any_order_against_cfgrib(shapes: dict[str, Path]) -> None:
+    """Messages written step 12, 0, 6 and members 2, 0, 1, then (2, 12) again with other
+    values: cfgrib's (number, step) array, the first message of a combination winning."""
+    path = shapes["ens"]
+    res = GribScanner()(str(path))
+    ex = _cfgrib(path)
+    _compare(path, res, ex)
+    metas = {m.name: m for m in res.arrays}
+    assert metas["t"].dims == ("number", "step", "latitude", "longitude") == ex.data_vars["t"].dims
+    blob = path.read_bytes()
+    msgs = list(frame_messages(io.BytesIO(blob), "f", len(blob)))
+    rows = {r["offset"] for r in res.chunks.to_pylist() if r["array"] == "t"}
+    assert rows == {o for o, _m in msgs[:9]}  # the repeated combination: the first message
+
+
+def test_concat_dim_chunks_its_coordinates_one_value_a_chunk(shapes: dict[str, Path]) -> None:
+    """Along the concat dimension every coordinate (the dimension's own and valid_time over
+    it) is one value a chunk, so a series of files appends chunks; other dimensions stay whole."""
+    path = shapes["ens"]
+    ex = _cfgrib(path)
+    res = GribScanner(concat_dim="step")(str(path))
+    _compare(path, res, ex)
+    metas = {m.name: m for m in res.arrays}
+    assert (metas["step"].chunks, metas["number"].chunks, metas["time"].chunks) == ((1,), (3,), ())
+    assert metas["valid_time"].dims == ("step",) and metas["valid_time"].chunks == (1,)
+    assert sorted(_keys_of(res, "valid_time")) == [(0,), (1,), (2,)] and _keys_of(res, "time") == [()]
+    assert _keys_of(res, "number") == [(0,)] and _keys_of(res, "latitude") == [(0,)]
+    assert (res.sort_value, res.sort_last, res.sort_units) == (0.0, 0.0, "hours")
+    res = GribScanner(concat_dim="number")(str(path))
+    _compare(path, res, ex)
+    metas = {m.name: m for m in res.arrays}
+    assert (metas["number"].chunks, metas["step"].chunks, metas["valid_time"].chunks) == ((1,), (3,), (3,))
+    assert sorted(_keys_of(res, "number")) == [(0,), (1,), (2,)]
+    assert (res.sort_value, res.sort_last, res.sort_units) == (0.0, 0.0, None)
+
+
+def test_one_parameter_on_two_grids_is_two_arrays_named_by_grid(shapes: dict[str, Path]) -> None:
+    """cfgrib opens such a file only filtered by grid; refstore keeps both, suffixed ``_grid0``,
+    ``_grid1`` in the order of their (gridType, md5GridSection, numberOfPoints) as ecCodes reads
+    them; ``u``, on one grid, keeps its name."""
+    path = shapes["grids"]
+    res = GribScanner()(str(path))
+    grids = []
+    with open(path, "rb") as f:
+        for _ in range(2):
+            h = eccodes.codes_grib_new_from_file(f)
+            grids.append(tuple(eccodes.codes_get(h, k) for k in ("gridType", "md5GridSection", "numberOfPoints")))
+            eccodes.codes_release(h)
+    order = sorted(grids, key=str)
+    for g in grids:
+        name = f"t_grid{order.index(g)}"
+        _compare(path, res, _cfgrib(path, shortName="t", numberOfPoints=g[2]), {"t": name})
+    _compare(path, res, _cfgrib(path, shortName="u"))
+    assert {m.name for m in res.arrays if m.attrs.get("GRIB_paramId")} == {"t_grid0", "t_grid1", "u"}
+
+
+def test_a_level_type_without_a_name_is_level(shapes: dict[str, Path]) -> None:
+    """typeOfFirstFixedSurface 190 (reserved): ecCodes' typeOfLevel is 'unknown', cfgrib's
+    dimension 'level'."""
+    path = shapes["level"]
+    res = GribScanner()(str(path))
+    ex = _cfgrib(path)
+    _compare(path, res, ex)
+    assert {m.name: m for m in res.arrays}["t"].dims[0] == "level" == ex.data_vars["t"].dims[0]
