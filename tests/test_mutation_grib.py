@@ -128,6 +128,11 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["level"] = _from_sample(d / "level.grib2", "regular_ll_sfc_grib2", [
         {**_regular(2, 3), "dataDate": 20210101, "typeOfFirstFixedSurface": 190, "scaledValueOfFirstFixedSurface": v}
         for v in (3, 1)], mode="wb")  # fmt: skip
+    grid = {**_regular(2, 3), "dataDate": 20210101}
+    out["names"] = _from_sample(d / "names.grib2", "regular_ll_sfc_grib2", [
+        {**grid, "shortName": "u"}, {**grid, "paramId": 167},  # 2t: cfVarName t2m
+        {**grid, "typeOfLevel": "isobaricInhPa", "level": 850}, {**grid, "typeOfLevel": "hybrid", "level": 1}, grid,
+        {**grid, "parameterNumber": 250}], mode="wb")  # fmt: skip  # no parameter ecCodes knows: paramId 0
     return out
 
 
@@ -505,3 +510,23 @@ def test_a_level_type_without_a_name_is_level(shapes: dict[str, Path]) -> None:
     ex = _cfgrib(path)
     _compare(path, res, ex)
     assert {m.name: m for m in res.arrays}["t"].dims[0] == "level" == ex.data_vars["t"].dims[0]
+
+
+def test_names_are_cfgribs_and_groups_sharing_one_are_told_apart(shapes: dict[str, Path]) -> None:
+    """cfgrib's names (cfVarName: ``t2m`` for shortName ``2t``) over each of its filtered
+    datasets; ``t`` on three level types is suffixed by them; a parameter ecCodes does not know
+    (paramId 0: every name 'unknown') takes cfgrib's fallbacks for a parameter without names:
+    ``paramId_0``, long_name "original GRIB paramId: 0", units "1"."""
+    path = shapes["names"]
+    res = GribScanner()(str(path))
+    names = [m.name for m in res.arrays if "GRIB_paramId" in m.attrs]
+    assert names == ["u", "t2m", "t_isobaricInhPa", "t_hybrid", "t_surface", "paramId_0"]
+    _compare(path, res, _cfgrib(path, shortName="u"))
+    _compare(path, res, _cfgrib(path, paramId=167))
+    for level in ("isobaricInhPa", "hybrid", "surface"):
+        _compare(path, res, _cfgrib(path, shortName="t", typeOfLevel=level), {"t": f"t_{level}"})
+    ex = _cfgrib(path, paramId=0)
+    (var,) = ex.data_vars.values()
+    assert var.attrs["GRIB_paramId"] == 0 and var.attrs["GRIB_shortName"] == "unknown"
+    var.attrs.update({"long_name": "original GRIB paramId: 0", "units": "1"})  # cfgrib's, without ecCodes' names
+    _compare(path, res, ex, {"unknown": "paramId_0"})

@@ -408,7 +408,7 @@ def _names(groups: list[_Group]) -> list[str]:
         name = str(a.get("GRIB_cfVarName") or a.get("GRIB_shortName") or "")
         base.append(name if name and name not in taken else f"paramId_{a.get('GRIB_paramId')}")
     out = list(base)
-    for name in set(base):
+    for name in dict.fromkeys(base):  # in order of appearance
         idx = [i for i, b in enumerate(base) if b == name]
         if len(idx) < 2:
             continue
