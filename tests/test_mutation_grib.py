@@ -8,13 +8,16 @@ regular lat/lon, reduced Gaussian, polar stereographic, spherical harmonics.
 from __future__ import annotations
 
 import io
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+from refstore._keys import MAX_DIMS, NO_DIM
 from refstore._values import decode_attr, decode_fill
-from refstore.errors import ScanError
+from refstore.errors import ScanError, UnsupportedArrayError
+from refstore.scan._types import SourceInfo
 
 from ._oracle import cached
 
@@ -480,6 +483,16 @@ def test_concat_dim_chunks_its_coordinates_one_value_a_chunk(shapes: dict[str, P
     assert (metas["number"].chunks, metas["step"].chunks, metas["valid_time"].chunks) == ((1,), (3,), (3,))
     assert sorted(_keys_of(res, "number")) == [(0,), (1,), (2,)]
     assert (res.sort_value, res.sort_last, res.sort_units) == (0.0, 0.0, None)
+    res = GribScanner(concat_dim="time")(str(path))  # valid_time over (time, step): one chunk a time
+    metas = {m.name: m for m in res.arrays}
+    want = ex.coords["valid_time"]
+    assert _coord_values(res, "valid_time").tolist() == [want.tolist()]
+    assert metas["valid_time"].dims == ("time", "step") and metas["valid_time"].chunks == (1, 3)
+    assert _keys_of(res, "valid_time") == [(0, 0)] and _keys_of(res, "step") == [(0,)]
+    # a 0-d coordinate is one row whose key columns all say "no dimension"; a 1-d one uses k0 only
+    rows = {r["array"]: r for r in res.chunks.to_pylist()}
+    assert [rows["surface"][f"k{i}"] for i in range(MAX_DIMS)] == [NO_DIM] * MAX_DIMS
+    assert [rows["step"][f"k{i}"] for i in range(MAX_DIMS)] == [0] + [NO_DIM] * (MAX_DIMS - 1)
 
 
 def test_one_parameter_on_two_grids_is_two_arrays_named_by_grid(shapes: dict[str, Path]) -> None:
@@ -530,3 +543,34 @@ def test_names_are_cfgribs_and_groups_sharing_one_are_told_apart(shapes: dict[st
     assert var.attrs["GRIB_paramId"] == 0 and var.attrs["GRIB_shortName"] == "unknown"
     var.attrs.update({"long_name": "original GRIB paramId: 0", "units": "1"})  # cfgrib's, without ecCodes' names
     _compare(path, res, ex, {"unknown": "paramId_0"})
+
+
+class _FailingFile(io.BytesIO):
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def read(self, n: int | None = -1, /) -> bytes:
+        raise self.error
+
+
+def test_a_read_failure_or_no_eccodes_is_one_line_naming_the_file(
+    gribs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error (with and without its errno text) and a missing ecCodes (``import_eccodes``'
+    error) are a ScanError naming the file, its reason whole."""
+    info = SourceInfo(location="x.grib2", size=100, mtime_ns=0)
+    for error, why in ((OSError(5, "Input/output error"), "cannot read: Input/output error"),
+                       (OSError("connection reset"), "cannot read: connection reset")):  # fmt: skip
+        with pytest.raises(ScanError) as e:
+            GribScanner().scan_file(_FailingFile(error), info)
+        assert (e.value.location, e.value.reason, str(e.value)) == ("x.grib2", why, f"x.grib2: {why}")
+
+    def no_eccodes() -> None:
+        raise UnsupportedArrayError("GRIB messages decode through ecCodes: install it")
+
+    monkeypatch.setattr(sys.modules[GribScanner.__module__], "import_eccodes", no_eccodes)
+    with open(gribs["grib1"], "rb") as fh, pytest.raises(ScanError) as e:
+        GribScanner().scan_file(fh, info)
+    assert str(e.value) == "x.grib2: GRIB messages decode through ecCodes: install it"
+    assert e.value.location == "x.grib2"

@@ -472,7 +472,7 @@ class GribScanner:
                     if grid else np.zeros((1, 0), np.int64))  # fmt: skip
             blobs = [c.values[tuple(slice(k * n, (k + 1) * n) for k, n in zip(key, chunk, strict=True))].tobytes()
                      for key in keys.tolist()] if c.values.ndim else [c.values.tobytes()]  # fmt: skip
-            parts.append(_Chunks(c.name, keys, inline=blobs, whole=True))
+            parts.append(_Chunks(c.name, keys, inline=blobs))
         units = {"time": "seconds since 1970-01-01", "step": "hours"}.get(self.concat_dim or "")
         return ScanResult(
             source=info,
