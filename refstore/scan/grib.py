@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from .._grib import CODEC_ID, MISSING, import_eccodes
-from .._keys import MAX_DIMS
 from .._values import encode_attr, encode_fill
 from ..errors import ScanError, UnsupportedArrayError
 from ._sources import GRIB_EXTENSIONS, open_source
@@ -550,11 +549,9 @@ class GribScanner:
             coord_names.append(self._valid_time(header_keys, header_dims, header_values, scalars, coords))
         attrs = dict(g.attrs)
         attrs["coordinates"] = " ".join([*coord_names, *lat_lon])
-        shape = (*(len(v) for v in header_values), *geo_shape)
+        shape = (*(len(v) for v in header_values), *geo_shape)  # 6 dimensions at most: fits MAX_DIMS (8)
         chunks = (*(1 for _ in header_values), *geo_shape)
         dims = (*header_dims, *geo_dims)
-        if reason is None and len(shape) > MAX_DIMS:
-            reason = f"{len(shape)} dimensions"
         meta = ArrayMeta(
             name=name, dims=dims, shape=shape, chunks=chunks, dtype=_DTYPE.str,
             fill_value=encode_fill(np.float32(np.nan), _DTYPE), codecs=({"id": CODEC_ID},),
@@ -577,7 +574,7 @@ class GribScanner:
             offsets.append(m.offset)
             lengths.append(m.length)
         karr = np.asarray(keys, np.int64).reshape(len(keys), len(shape))
-        order = np.lexsort(karr.T[::-1]) if len(keys) else np.arange(0)
+        order = np.lexsort(karr.T[::-1])  # a group has one message at least
         return meta, _Chunks(name, karr[order], np.asarray(offsets, np.int64)[order],
                              np.asarray(lengths, np.int64)[order]), first  # fmt: skip
 
