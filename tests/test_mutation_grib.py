@@ -136,6 +136,9 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         {**grid, "shortName": "u"}, {**grid, "paramId": 167},  # 2t: cfVarName t2m
         {**grid, "typeOfLevel": "isobaricInhPa", "level": 850}, {**grid, "typeOfLevel": "hybrid", "level": 1}, grid,
         {**grid, "parameterNumber": 250}], mode="wb")  # fmt: skip  # no parameter ecCodes knows: paramId 0
+    # product template 4.31 (satellite): no step, no level
+    out["no_step"] = _from_sample(d / "no_step.grib2", "regular_ll_sfc_grib2",
+                                  [{**grid, "productDefinitionTemplateNumber": 31}], mode="wb")  # fmt: skip
     return out
 
 
@@ -574,3 +577,15 @@ def test_a_read_failure_or_no_eccodes_is_one_line_naming_the_file(
         GribScanner().scan_file(fh, info)
     assert str(e.value) == "x.grib2: GRIB messages decode through ecCodes: install it"
     assert e.value.location == "x.grib2"
+
+
+def test_a_message_without_a_step_has_no_valid_time(shapes: dict[str, Path]) -> None:
+    """Product template 4.31 (satellite) has no forecast time and no level: cfgrib gives a
+    ``time`` coordinate only, and ``valid_time`` only where both time and step are known."""
+    path = shapes["no_step"]
+    res = GribScanner()(str(path))
+    ex = _cfgrib(path)
+    assert set(ex.coords) == {"time", "latitude", "longitude"}
+    _compare(path, res, ex)
+    assert {m.name for m in res.arrays} == {"t", "time", "latitude", "longitude"}
+

@@ -545,7 +545,7 @@ class GribScanner:
                     coords.add("latitude", geo_dims, grid["lat2"], _COORD_ATTRS["latitude"], dim_of_self=False),
                     coords.add("longitude", geo_dims, grid["lon2"], _COORD_ATTRS["longitude"], dim_of_self=False),
                 ]
-        if "time" in scalars or "time" in header_keys:
+        if all(k in scalars or k in header_keys for k in ("time", "step")):  # as cfgrib: both known
             coord_names.append(self._valid_time(header_keys, header_dims, header_values, scalars, coords))
         attrs = dict(g.attrs)
         attrs["coordinates"] = " ".join([*coord_names, *lat_lon])
@@ -581,12 +581,12 @@ class GribScanner:
     @staticmethod
     def _valid_time(header_keys: list[str], header_dims: list[str], header_values: list[np.ndarray[Any, Any]],
                     scalars: dict[str, Any], coords: _Coords) -> str:  # fmt: skip
-        """cfgrib's ``valid_time``: time + step, over whichever of the two are dimensions."""
+        """cfgrib's ``valid_time``: time + step (both known), over whichever of the two are dimensions."""
         def part(key: str) -> tuple[np.ndarray[Any, Any], str | None]:
             if key in header_keys:
                 i = header_keys.index(key)
                 return header_values[i].astype("<f8"), header_dims[i]
-            return np.asarray(float(scalars.get(key, 0.0)), "<f8"), None
+            return np.asarray(float(scalars[key]), "<f8"), None
 
         t, tdim = part("time")
         s, sdim = part("step")
