@@ -135,7 +135,11 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["names"] = _from_sample(d / "names.grib2", "regular_ll_sfc_grib2", [
         {**grid, "shortName": "u"}, {**grid, "paramId": 167},  # 2t: cfVarName t2m
         {**grid, "typeOfLevel": "isobaricInhPa", "level": 850}, {**grid, "typeOfLevel": "hybrid", "level": 1}, grid,
-        {**grid, "parameterNumber": 250}], mode="wb")  # fmt: skip  # no parameter ecCodes knows: paramId 0
+        {**grid, "parameterNumber": 250},  # no parameter ecCodes knows: paramId 0
+        # sd (snow depth), named like the step type of std_t (a standard deviation: stepType "sd")
+        {**grid, "paramId": 141},
+        {**grid, "productDefinitionTemplateNumber": 8, "typeOfStatisticalProcessing": 6, "lengthOfTimeRange": 6},
+    ], mode="wb")  # fmt: skip
     # product template 4.31 (satellite): no step, no level
     out["no_step"] = _from_sample(d / "no_step.grib2", "regular_ll_sfc_grib2",
                                   [{**grid, "productDefinitionTemplateNumber": 31}], mode="wb")  # fmt: skip
@@ -154,6 +158,7 @@ class _Var:
         self.coords: dict[str, tuple[np.ndarray[Any, Any], dict[str, Any]]] = {
             c: (_cf_values(da[c]), dict(da[c].attrs)) for c in da.coords
         }
+        self.coord_dims: dict[str, tuple[str, ...]] = {c: tuple(da[c].dims) for c in da.coords}
         # what cfgrib stores before xarray's CF decoding (time int64 seconds, step float64 hours...)
         self.encoded: dict[str, tuple[np.dtype[Any], str | None]] = {
             c: (np.dtype(da[c].encoding["dtype"]), da[c].encoding.get("units")) for c in da.coords
@@ -234,6 +239,7 @@ def _compare(path: Path, res: ScanResult, ex: _Dataset, names: dict[str, str] | 
             got = _coord_values(res, mine)
             assert np.array_equal(got, c_values), (name, c)
             cm = metas[mine]
+            assert cm.dims == tuple(rename[d] for d in da.coord_dims[c]), (name, c, cm.dims)
             enc_dtype, enc_units = da.encoded[c]
             assert got.dtype == enc_dtype, (name, c, got.dtype, enc_dtype)  # cfgrib's stored dtype
             if enc_units is not None:  # time, step, valid_time: their units before decoding
@@ -536,9 +542,9 @@ def test_names_are_cfgribs_and_groups_sharing_one_are_told_apart(shapes: dict[st
     path = shapes["names"]
     res = GribScanner()(str(path))
     names = [m.name for m in res.arrays if "GRIB_paramId" in m.attrs]
-    assert names == ["u", "t2m", "t_isobaricInhPa", "t_hybrid", "t_surface", "paramId_0"]
-    _compare(path, res, _cfgrib(path, shortName="u"))
-    _compare(path, res, _cfgrib(path, paramId=167))
+    assert names == ["u", "t2m", "t_isobaricInhPa", "t_hybrid", "t_surface", "paramId_0", "sd", "std_t"]
+    for param in ({"shortName": "u"}, {"paramId": 167}, {"paramId": 141}, {"stepType": "sd"}):
+        _compare(path, res, _cfgrib(path, **param))
     for level in ("isobaricInhPa", "hybrid", "surface"):
         _compare(path, res, _cfgrib(path, shortName="t", typeOfLevel=level), {"t": f"t_{level}"})
     ex = _cfgrib(path, paramId=0)
@@ -588,4 +594,5 @@ def test_a_message_without_a_step_has_no_valid_time(shapes: dict[str, Path]) -> 
     assert set(ex.coords) == {"time", "latitude", "longitude"}
     _compare(path, res, ex)
     assert {m.name for m in res.arrays} == {"t", "time", "latitude", "longitude"}
-
+    res = GribScanner(concat_dim="step")(str(path))  # no array along it: no sort value, nor its units
+    assert (res.sort_value, res.sort_last, res.sort_units) == (None, None, None)

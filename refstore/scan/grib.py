@@ -375,15 +375,16 @@ class _Coords:
     def __init__(self) -> None:
         self.by_name: dict[str, list[_Coord]] = {}
 
-    def add(self, base: str, dims: tuple[str, ...], values: np.ndarray[Any, Any], attrs: dict[str, Any],
-            *, dim_of_self: bool) -> str:  # fmt: skip
+    def add(self, base: str, dims: tuple[str, ...] | None, values: np.ndarray[Any, Any], attrs: dict[str, Any]) -> str:
+        """The name of the coordinate ``base`` with these values, added if new; ``dims`` None: it
+        is its own dimension (named as it is: ``isobaricInhPa_1`` along ``isobaricInhPa_1``)."""
         found = self.by_name.setdefault(base, [])
         for c in found:
             same = c.values.dtype == values.dtype and c.values.shape == values.shape
-            if same and np.array_equal(c.values, values) and (dim_of_self or c.dims == dims):
+            if same and np.array_equal(c.values, values) and (dims is None or c.dims == dims):
                 return c.name
         name = base if not found else f"{base}_{len(found)}"
-        found.append(_Coord(name, (name,) if dim_of_self else dims, values, attrs))
+        found.append(_Coord(name, (name,) if dims is None else dims, values, attrs))
         return name
 
     def all(self) -> list[_Coord]:
@@ -457,9 +458,7 @@ class GribScanner:
             if first is not None:
                 sort.append(first)
         for c in coords.all():
-            along = self.concat_dim is not None and self.concat_dim in c.dims
-            chunk = tuple(1 if (along and d == self.concat_dim) else s for d, s in zip(c.dims, c.values.shape,
-                                                                                       strict=True))  # fmt: skip
+            chunk = tuple(1 if d == self.concat_dim else n for d, n in zip(c.dims, c.values.shape, strict=True))
             meta = ArrayMeta(
                 name=c.name, dims=c.dims, shape=tuple(int(s) for s in c.values.shape), chunks=chunk,
                 dtype=c.values.dtype.str, fill_value=None,
@@ -470,7 +469,7 @@ class GribScanner:
             keys = (np.stack(np.unravel_index(np.arange(int(np.prod(grid))), grid), axis=1).astype(np.int64)
                     if grid else np.zeros((1, 0), np.int64))  # fmt: skip
             blobs = [c.values[tuple(slice(k * n, (k + 1) * n) for k, n in zip(key, chunk, strict=True))].tobytes()
-                     for key in keys.tolist()] if c.values.ndim else [c.values.tobytes()]  # fmt: skip
+                     for key in keys.tolist()]  # fmt: skip  # 0-d: the one key () gives values[()]
             parts.append(_Chunks(c.name, keys, inline=blobs))
         units = {"time": "seconds since 1970-01-01", "step": "hours"}.get(self.concat_dim or "")
         return ScanResult(
@@ -506,12 +505,12 @@ class GribScanner:
             if dim == self.concat_dim:
                 first = float(uniq.min())
             if len(uniq) > 1 or dim == self.concat_dim:
-                cname = coords.add(dim, (dim,), uniq, attrs, dim_of_self=True)
+                cname = coords.add(dim, None, uniq, attrs)
                 header_dims.append(cname)
                 header_values.append(uniq)
                 header_keys.append(key)
             else:
-                cname = coords.add(dim, (), uniq.reshape(()), attrs, dim_of_self=False)
+                cname = coords.add(dim, (), uniq.reshape(()), attrs)
                 scalars[key] = uniq[0]
             coord_names.append(cname)
         grid = g.grid
@@ -524,26 +523,24 @@ class GribScanner:
             if grid["j_consecutive"] or grid["alternative_rows"]:
                 reason = "GRIB grid scanned column-major or with alternating rows: not supported"
             if gtype in _DIM_GRIDS:
-                lat = coords.add("latitude", ("latitude",), grid["lat"], _lat_attrs(grid["lat"]), dim_of_self=True)
-                lon = coords.add("longitude", ("longitude",), grid["lon"], _COORD_ATTRS["longitude"], dim_of_self=True)
+                lat = coords.add("latitude", None, grid["lat"], _lat_attrs(grid["lat"]))
+                lon = coords.add("longitude", None, grid["lon"], _COORD_ATTRS["longitude"])
                 geo_dims: tuple[str, ...] = (lat, lon)
                 lat_lon = [lat, lon]
             else:
                 geo_dims = ("y", "x")
                 if "lat2" in grid and grid["lat2"].size == ny * nx:
                     lat_lon = [
-                        coords.add("latitude", geo_dims, grid["lat2"].reshape(ny, nx), _COORD_ATTRS["latitude"],
-                                   dim_of_self=False),
-                        coords.add("longitude", geo_dims, grid["lon2"].reshape(ny, nx), _COORD_ATTRS["longitude"],
-                                   dim_of_self=False),
+                        coords.add("latitude", geo_dims, grid["lat2"].reshape(ny, nx), _COORD_ATTRS["latitude"]),
+                        coords.add("longitude", geo_dims, grid["lon2"].reshape(ny, nx), _COORD_ATTRS["longitude"]),
                     ]  # fmt: skip
         else:
             geo_shape = (int(grid["points"]),)
             geo_dims = ("values",)
             if "lat2" in grid and grid["lat2"].size == geo_shape[0]:
                 lat_lon = [
-                    coords.add("latitude", geo_dims, grid["lat2"], _COORD_ATTRS["latitude"], dim_of_self=False),
-                    coords.add("longitude", geo_dims, grid["lon2"], _COORD_ATTRS["longitude"], dim_of_self=False),
+                    coords.add("latitude", geo_dims, grid["lat2"], _COORD_ATTRS["latitude"]),
+                    coords.add("longitude", geo_dims, grid["lon2"], _COORD_ATTRS["longitude"]),
                 ]
         if all(k in scalars or k in header_keys for k in ("time", "step")):  # as cfgrib: both known
             coord_names.append(self._valid_time(header_keys, header_dims, header_values, scalars, coords))
@@ -593,7 +590,7 @@ class GribScanner:
         s = s * 3600
         dims: tuple[str, ...] = tuple(d for d in (tdim, sdim) if d)
         values = t[:, None] + s[None, :] if tdim and sdim else t + s
-        return coords.add("valid_time", dims, values, _COORD_ATTRS["valid_time"], dim_of_self=False)
+        return coords.add("valid_time", dims, values, _COORD_ATTRS["valid_time"])
 
 
 def _lat_attrs(lat: np.ndarray[Any, Any]) -> dict[str, str]:
