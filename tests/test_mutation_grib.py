@@ -60,7 +60,8 @@ def _from_sample(path: Path, sample: str, sets: list[dict[str, Any]], mode: str 
             try:
                 for k, v in keys.items():
                     eccodes.codes_set(h, k, v)
-                n = keys["Ni"] * keys["Nj"] if "Ni" in keys else eccodes.codes_get(h, "numberOfValues")
+                n = keys["Ni"] * keys["Nj"] if "Ni" in keys else keys["Nx"] * keys["Ny"] if "Nx" in keys else (
+                    eccodes.codes_get(h, "numberOfValues"))  # fmt: skip
                 eccodes.codes_set_values(h, 200.0 + np.arange(n, dtype="f8") % 17 + keys.get("level", 0) + i)
                 eccodes.codes_write(h, f)
             finally:
@@ -124,7 +125,7 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("grib-shapes")
     out: dict[str, Path] = {}
     sets = [{**_regular(2, 3), **_ENS, "perturbationNumber": n, "endStep": s} for s in (12, 0, 6) for n in (2, 0, 1)]
-    out["ens"] = _from_sample(d / "ens.grib2", "regular_ll_sfc_grib2", [*sets, sets[0]], mode="wb")
+    out["ens"] = _from_sample(d / "ens.grib2", "regular_ll_sfc_grib2", [*sets[:4], sets[0], *sets[4:]], mode="wb")
     out["grids"] = _from_sample(d / "grids.grib2", "regular_ll_sfc_grib2", [
         {**_regular(3, 4), "dataDate": 20210101}, {**_regular(2, 5), "dataDate": 20210101},
         {**_regular(2, 5), "dataDate": 20210101, "shortName": "u"}], mode="wb")  # fmt: skip
@@ -143,6 +144,9 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # product template 4.31 (satellite): no step, no level
     out["no_step"] = _from_sample(d / "no_step.grib2", "regular_ll_sfc_grib2",
                                   [{**grid, "productDefinitionTemplateNumber": 31}], mode="wb")  # fmt: skip
+    # an Albers grid (template 3.31): ecCodes has no geoiterator for it, cfgrib gives y/x without latitude/longitude
+    albers = {"gridDefinitionTemplateNumber": 31, "Nx": 3, "Ny": 2, "dataDate": 20210101}
+    out["albers"] = _from_sample(d / "albers.grib2", "regular_ll_sfc_grib2", [albers], mode="wb")
     return out
 
 
@@ -459,8 +463,9 @@ def _keys_of(res: ScanResult, name: str) -> list[tuple[int, ...]]:
 
 
 def test_an_ensemble_over_steps_in_any_order_against_cfgrib(shapes: dict[str, Path]) -> None:
-    """Messages written step 12, 0, 6 and members 2, 0, 1, then (2, 12) again with other
-    values: cfgrib's (number, step) array, the first message of a combination winning."""
+    """Messages written step 12, 0, 6 and members 2, 0, 1, with (2, 12) again as the fifth
+    message, other values: cfgrib's (number, step) array, the first message of a combination
+    winning (and the ones after the repeat kept)."""
     path = shapes["ens"]
     res = GribScanner()(str(path))
     ex = _cfgrib(path)
@@ -470,7 +475,7 @@ def test_an_ensemble_over_steps_in_any_order_against_cfgrib(shapes: dict[str, Pa
     blob = path.read_bytes()
     msgs = list(frame_messages(io.BytesIO(blob), "f", len(blob)))
     rows = {r["offset"] for r in res.chunks.to_pylist() if r["array"] == "t"}
-    assert rows == {o for o, _m in msgs[:9]}  # the repeated combination: the first message
+    assert rows == {o for i, (o, _m) in enumerate(msgs) if i != 4}  # the repeat (5th message): the first wins
 
 
 def test_concat_dim_chunks_its_coordinates_one_value_a_chunk(shapes: dict[str, Path]) -> None:
@@ -596,3 +601,14 @@ def test_a_message_without_a_step_has_no_valid_time(shapes: dict[str, Path]) -> 
     assert {m.name for m in res.arrays} == {"t", "time", "latitude", "longitude"}
     res = GribScanner(concat_dim="step")(str(path))  # no array along it: no sort value, nor its units
     assert (res.sort_value, res.sort_last, res.sort_units) == (None, None, None)
+
+
+def test_a_projected_grid_without_ecCodes_coordinates_is_y_x_alone(shapes: dict[str, Path]) -> None:
+    """Albers (template 3.31): ecCodes gives no latitudes/longitudes; cfgrib's (y, x) array
+    without them."""
+    path = shapes["albers"]
+    res = GribScanner()(str(path))
+    ex = _cfgrib(path)
+    assert ex.data_vars["t"].dims == ("y", "x") and "latitude" not in ex.coords
+    _compare(path, res, ex)
+    assert {m.name for m in res.arrays} == {"t", "time", "step", "surface", "valid_time"}
