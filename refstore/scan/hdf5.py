@@ -267,9 +267,12 @@ class _Dataset(_Object):
         return int(self.cpl.get_external_count())
 
     def contiguous(self) -> tuple[int | None, int]:
-        """(file offset or None when never written, bytes) of a contiguous dataset."""
+        """(file offset or None when never written, bytes) of a contiguous dataset. Nothing
+        stored is never written: after a user block, ``H5Dget_offset`` of unallocated storage is
+        the undefined address plus the base address (4095 after 4096 bytes), not None."""
         offset = self.id.get_offset()
-        return (None, 0) if offset is None else (int(offset), int(self.id.get_storage_size()))
+        size = int(self.id.get_storage_size())
+        return (None, 0) if offset is None or size == 0 else (int(offset), size)
 
     def chunk_shape(self) -> tuple[int, ...]:
         return tuple(int(c) for c in self.cpl.get_chunk())
