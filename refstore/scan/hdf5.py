@@ -588,6 +588,41 @@ def _supported_dtype(dt: np.dtype[Any]) -> str | None:
     return None
 
 
+def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:
+    """Why the stored bytes of a dataset are not ``dt``'s layout, or None when they are. h5py
+    gives the nearest numpy dtype of any integer or float type and HDF5 converts on read; the
+    bytes referenced are read as ``dt`` without HDF5, so only the standard layouts pass:
+    integers of 1, 2, 4, 8 bytes with every bit used, IEEE binary16/32/64 floats, the native
+    long double, and enums and compounds (complex numbers) of those."""
+    from h5py import h5t
+
+    if tid.get_size() != dt.itemsize:
+        return f"stored type of {tid.get_size()} bytes is read as {dt} ({dt.itemsize} bytes)"
+    cls = tid.get_class()
+    if cls == h5t.INTEGER:
+        if tid.get_precision() != 8 * tid.get_size() or tid.get_offset() != 0:
+            return (f"integer type of {tid.get_precision()} bits at bit {tid.get_offset()} of "
+                    f"{tid.get_size()} bytes (HDF5 converts it on read)")  # fmt: skip
+        return None
+    if cls == h5t.FLOAT:
+        for n in (16, 32, 64):
+            for order in ("LE", "BE"):
+                if tid == getattr(h5t, f"IEEE_F{n}{order}"):
+                    return None
+        if tid == h5t.NATIVE_LDOUBLE:
+            return None
+        return f"floating-point type of {tid.get_size()} bytes whose layout is not IEEE 754's (HDF5 converts it on read)"
+    if cls == h5t.ENUM:
+        return _stored_type_reason(tid.get_super(), dt.base if dt.metadata is None else np.dtype(dt.str))
+    if cls == h5t.COMPOUND:  # complex numbers (h5py's reading of a pair of floats)
+        for i in range(tid.get_nmembers()):
+            member = tid.get_member_type(i)
+            reason = _stored_type_reason(member, member.dtype)
+            if reason is not None:
+                return reason
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class _Chunks:
     """Chunk references of one dataset, as numpy columns (one Arrow table per source at the end).
@@ -674,6 +709,8 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], 
     if ds.shape is None:
         return meta((), reason="null dataspace holds no values"), None
     reason = _supported_dtype(dt)
+    if reason is None and isinstance(ds, _Dataset):  # (the bytes path decodes only numpy's layouts)
+        reason = _stored_type_reason(ds.id.get_type(), dt)
     if reason is None and len(shape) > MAX_DIMS:
         reason = f"{len(shape)} dimensions (at most {MAX_DIMS} are supported)"
     if reason is not None:
