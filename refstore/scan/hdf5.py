@@ -588,6 +588,35 @@ def _supported_dtype(dt: np.dtype[Any]) -> str | None:
     return None
 
 
+def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | None) -> str | None:
+    """Why HDF5's chunk iteration cannot be trusted for this dataset, or None. An extensible
+    array chunk index (data layout version 4, exactly one unlimited dimension) numbers chunks
+    with the unlimited dimension moved first; ``H5Dchunk_iter`` and ``H5Dget_chunk_info`` (HDF5
+    2.0.0) report those positions without moving it back, so with the unlimited dimension not
+    first, chunk (0, j, 0) is reported at (0, 0, j * chunk): other chunks' bytes under in-grid
+    keys. The index type is read from the layout message; without the header bytes such a
+    dataset is refused whatever its index (a version 1 B-tree would be right)."""
+    if isinstance(ds, _RawDataset):
+        return None  # layout version 3: a version 1 B-tree, walked from the bytes
+    import h5py
+
+    space = ds.id.get_space()
+    maxdims = space.get_simple_extent_dims(True) if space.get_simple_extent_type() == h5py.h5s.SIMPLE else ()
+    unlimited = [i for i, m in enumerate(maxdims) if m == h5py.h5s.UNLIMITED]
+    if len(unlimited) != 1 or unlimited[0] == 0:
+        return None
+    messages = header.messages(ds.info.addr) if header is not None and ds.info is not None else None
+    layout = next((body for kind, _f, _r, body in messages if kind == 0x08), None) if messages else None
+    if layout is not None and len(layout) >= 5:
+        if layout[0] < 4:
+            return None  # a version 1 B-tree: its keys hold the chunk offsets
+        if layout[0] == 4 and layout[1] == 2 and len(layout) > 5 + layout[3] * layout[4]:
+            if layout[5 + layout[3] * layout[4]] != 4:  # not an extensible array
+                return None
+    return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
+            "chunk iteration reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
+
+
 def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:
     """Why the stored bytes of a dataset are not ``dt``'s layout, or None when they are. h5py
     gives the nearest numpy dtype of any integer or float type and HDF5 converts on read; the
@@ -751,6 +780,9 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], 
         keys = np.zeros((1, len(shape)), np.int64)
         return meta(full), _Chunks(name, keys, inline=[ds.read_bytes()], whole=True)
 
+    reason = _unswizzled_index_reason(ds, header)
+    if reason is not None:
+        return meta(chunks, reason=reason), None
     index = ds.chunk_index()
     step = np.asarray(chunks, np.int64)
     if (index.elem % step).any():
