@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import ctypes
 import json
 import math
@@ -575,6 +576,12 @@ def _scan(path: Path, *, bytes_path: bool, concat_dim: str | None = None) -> Any
         scanner._header_reader = saved  # type: ignore[assignment]
 
 
+def _without(table: Any, names: set[str]) -> Any:
+    import pyarrow.compute as pc
+
+    return table.filter(pc.invert(pc.is_in(table["array"], value_set=__import__("pyarrow").array(sorted(names)))))
+
+
 def _expected_codecs(dcpl: Any, dt: np.dtype[Any]) -> tuple[list[tuple[str, tuple[int, ...]]] | None, bool]:
     """(codec ids with the parameters HDF5 reports, in pipeline order) or None when some filter
     has no decoder (the array must be unsupported); and whether any filter is present."""
@@ -695,6 +702,18 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
             return problems, n
         return [f"bytes path failed where HDF5 path did not: {type(e).__name__}: {e}"], n
     slow = _scan(path, bytes_path=False)
+    # without the header bytes, an extensible array's index type is not known: refused whenever
+    # it may be one (scan/hdf5.py, _unswizzled_index_reason); those arrays are compared apart
+    ea = {m.name for m in slow.arrays if m.status != "ok" and "extensible array" in str(m.reason)}
+    if ea:
+        keep = [m for m in fast.arrays if m.name not in ea]
+        fast_cmp = dataclasses.replace(fast, arrays=tuple(keep), chunks=_without(fast.chunks, ea))
+        slow_cmp = dataclasses.replace(slow, arrays=tuple(m for m in slow.arrays if m.name not in ea),
+                                       chunks=_without(slow.chunks, ea))  # fmt: skip
+        n["ea_refused_without_header"] += len(ea)
+    else:
+        fast_cmp, slow_cmp = fast, slow
+    fast, slow, full_fast = fast_cmp, slow_cmp, fast
     if fast.arrays != slow.arrays:
         for a, b in zip(fast.arrays, slow.arrays, strict=False):
             if a != b:
@@ -705,6 +724,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
         problems.append(f"bytes vs hdf5 path: groups {fast.groups} != {slow.groups}")
     if not fast.chunks.equals(slow.chunks):
         problems.append("bytes vs hdf5 path: chunk tables differ")
+    fast = full_fast
     metas = {m.name: m for m in fast.arrays}
     tab = fast.chunks.to_pydict()
     rows: dict[str, list[int]] = {}
@@ -822,7 +842,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
                 off = h.id.get_offset()
                 if tuple(m.chunks) != full:
                     problems.append(f"{name}: chunks {m.chunks}, expected {full}")
-                if off is None:
+                if off is None or h.id.get_storage_size() == 0:  # (after a user block: UNDEF + base)
                     if r:
                         problems.append(f"{name}: unwritten contiguous with {len(r)} rows")
                     continue

@@ -594,8 +594,8 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     with the unlimited dimension moved first; ``H5Dchunk_iter`` and ``H5Dget_chunk_info`` (HDF5
     2.0.0) report those positions without moving it back, so with the unlimited dimension not
     first, chunk (0, j, 0) is reported at (0, 0, j * chunk): other chunks' bytes under in-grid
-    keys. The index type is read from the layout message; without the header bytes such a
-    dataset is refused whatever its index (a version 1 B-tree would be right)."""
+    keys. The index type is read from the layout message; without the header bytes, such a
+    dataset in a file whose superblock version is 3 or later is refused whatever its index."""
     if isinstance(ds, _RawDataset):
         return None  # layout version 3: a version 1 B-tree, walked from the bytes
     import h5py
@@ -613,6 +613,8 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
         if layout[0] == 4 and layout[1] == 2 and len(layout) > 5 + layout[3] * layout[4]:
             if layout[5 + layout[3] * layout[4]] != 4:  # not an extensible array
                 return None
+    elif ds._fid.get_create_plist().get_version()[0] < 3:
+        return None  # superblock before version 3 (HDF5 1.10's): no data layout version 4 in the file
     return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
             "chunk iteration reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
 
