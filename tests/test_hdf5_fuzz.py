@@ -147,3 +147,25 @@ def test_random_files_scan_as_h5py_reads_them(tmp_path: Path, seed: int) -> None
     assert not problems, problems
     assert counts["datasets"] >= 1
 
+
+
+def test_shuffle_after_deflate_keeps_the_bytes_left_over(tmp_path: Path) -> None:
+    """Shuffle after deflate in the pipeline (legal, found by the campaign): the compressed
+    chunk is rarely a whole number of elements; HDF5's shuffle leaves the bytes left over in
+    place, and refstore's decoder must too."""
+    from h5py import h5d, h5p, h5s, h5t
+
+    path = tmp_path / "ds.h5"
+    with h5py.File(path, "w") as f:
+        dcpl = h5p.create(h5p.DATASET_CREATE)
+        dcpl.set_chunk((20, 7))
+        dcpl.set_deflate(9)
+        dcpl.set_shuffle()
+        ds = h5py.Dataset(h5d.create(f.id, b"v", h5t.STD_I32BE, h5s.create_simple((27, 15)), dcpl=dcpl))
+        ds[...] = np.random.default_rng(3).integers(-1000, 1000, size=(27, 15))
+    result = _scan(path)
+    meta = next(m for m in result.arrays if m.name == "v")
+    assert meta.status == "ok" and [c["id"] for c in meta.codecs] == ["zlib", "shuffle"]
+    rows = _rows(result, "v")
+    assert len(rows) == 6 and any(length % 4 for _k, _o, length, _m in rows)
+    _assert_rows_read_as_h5py(path, result, "v")
