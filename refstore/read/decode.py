@@ -44,9 +44,7 @@ def _bytes_fn(codec: dict[str, Any]) -> Callable[[Any], Any]:
     """The plain bytes -> bytes function of a codec in ``_BYTES_ONLY`` (numcodecs' results are
     byte arrays: the next function, or ``np.frombuffer``, reads their buffer without a copy)."""
     if codec["id"] == "shuffle":
-        from numcodecs import Shuffle
-
-        return Shuffle(elementsize=int(codec["elementsize"])).decode  # type: ignore[no-any-return]
+        return _unshuffle(int(codec["elementsize"]))
     if codec["id"] == "fletcher32":
         from numcodecs import Fletcher32
 
@@ -56,6 +54,26 @@ def _bytes_fn(codec: dict[str, Any]) -> Callable[[Any], Any]:
 
 
 _NO_DTYPE = np.dtype("u1")
+
+
+def _unshuffle(elementsize: int) -> Callable[[Any], Any]:
+    """HDF5's shuffle undone: bytes past the last whole element (a shuffle after a compressor
+    in the pipeline) are left as they are, as ``H5Z__filter_shuffle`` leaves them."""
+    from numcodecs import Shuffle
+
+    decode = Shuffle(elementsize=elementsize).decode
+
+    def unshuffle(buf: Any) -> Any:
+        n = buf.nbytes if isinstance(buf, (np.ndarray, memoryview)) else len(buf)
+        whole = n - n % elementsize
+        if whole == n:
+            return decode(buf)
+        if whole == 0:
+            return buf
+        raw = np.frombuffer(buf, np.uint8)
+        return np.concatenate([np.frombuffer(bytes(decode(raw[:whole])), np.uint8), raw[whole:]])
+
+    return unshuffle
 
 _VALUE_STEPS = frozenset({"spacepad"})
 """Conversions of decoded values (HDF5 type conversions, not filters): last in a pipeline,
@@ -78,10 +96,8 @@ def _step(codec: dict[str, Any]) -> _Step:
     if cid == "zlib":
         return _bytes_step(zlib.decompress)
     if cid == "shuffle":
-        from numcodecs import Shuffle
-
-        sh = Shuffle(elementsize=int(codec["elementsize"]))
-        return _bytes_step(lambda b: bytes(sh.decode(b)))
+        unshuffle = _unshuffle(int(codec["elementsize"]))
+        return _bytes_step(lambda b: bytes(unshuffle(b)))
     if cid == "fletcher32":
         from numcodecs import Fletcher32
 
