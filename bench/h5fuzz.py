@@ -820,7 +820,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
                     problems.append(f"{name}: codecs {m.codecs}, HDF5 filters {codecs}")
             if spacepad != any(c.get("id") == "spacepad" for c in m.codecs) and layout != h5py.h5d.COMPACT:
                 inline_all = bool(r) and all(tab[icol][i] is not None for i in r)
-                if not inline_all:
+                if r and not inline_all:  # (no reference: nothing stored is read)
                     problems.append(f"{name}: spacepad step {'missing' if spacepad else 'wrong'}")
             if 0 in shape:
                 if r:
@@ -936,19 +936,69 @@ def _check_open(path: Path, where: Path, n: Counter[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- driver
-def run_one(seed: int, work: Path, *, max_chunks: int, open_every: int, index: int) -> tuple[list[str], Counter[str], set[str]]:
+def _generate_quiet(path: Path, seed: int) -> set[str] | None:
+    """``generate`` in a worker process (None when HDF5 refused the combination)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    try:
+        return generate(path, seed)
+    except Exception:
+        return None
+
+
+def _check_quiet(path: Path, max_chunks: int, via: Path | None) -> tuple[list[str], Counter[str]]:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    try:
+        return check(path, max_chunks=max_chunks, via_open=via)
+    except Exception:
+        return [f"checker crashed: {traceback.format_exc(limit=-3)}"], Counter()
+
+
+class _Worker:
+    """One spawned process (a crash of HDF5 in it, a heap corrupted by an unusual file, kills
+    it alone: the run records the crash and starts another)."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+
+    def call(self, fn: Any, *args: Any) -> tuple[bool, Any]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            return True, self._pool.submit(fn, *args).result()
+        except BrokenProcessPool:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+            return False, None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+def run_one(seed: int, work: Path, *, max_chunks: int, open_every: int, index: int,
+            gen: _Worker, chk: _Worker) -> tuple[list[str], Counter[str], set[str]]:  # fmt: skip
+    """Write file ``seed`` in the generating process, check it in the checking process."""
     path = work / f"f{seed}.h5"
     for old in work.glob(f"f{seed}.*"):
         old.unlink()
-    try:
-        feats = generate(path, seed)
-    except Exception:
+    ok, feats = gen.call(_generate_quiet, path, seed)
+    if not ok:
+        return [], Counter({"generator_crashed": 1}), set()
+    if feats is None:
         return [], Counter({"generator_failed": 1}), set()
     via = work / f"coll{seed}" if open_every and index % open_every == 0 else None
-    try:
-        problems, counts = check(path, max_chunks=max_chunks, via_open=via)
-    except Exception:
-        problems, counts = [f"checker crashed: {traceback.format_exc(limit=-3)}"], Counter()
+    ok, got = chk.call(_check_quiet, path, max_chunks, via)
+    if not ok:
+        return ["scan or check crashed its process (signal)"], Counter({"checker_crashed": 1}), feats
+    problems, counts = got
     return problems, counts, feats
 
 
@@ -961,6 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="every K-th file also read whole through refstore.open (0: never)")
     ap.add_argument("--keep", type=Path, default=Path("/tmp/h5fuzz-fail"), help="where failing files are kept")
     ap.add_argument("--json", action="store_true", help="one JSON summary line at the end")
+    ap.add_argument("--trace", action="store_true", help="name each seed on stderr before its file is written")
     args = ap.parse_args(argv)
     import warnings
 
@@ -970,12 +1021,15 @@ def main(argv: list[str] | None = None) -> int:
     features: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     failed: list[int] = []
+    gen, chk = _Worker(), _Worker()
     with tempfile.TemporaryDirectory(prefix="h5fuzz-") as tmp:
         work = Path(tmp)
         for i in range(args.n):
             seed = args.seed + i
+            if args.trace:
+                print(f"seed {seed}", file=sys.stderr, flush=True)
             problems, counts, feats = run_one(seed, work, max_chunks=args.chunks, open_every=args.open_every,
-                                              index=i)  # fmt: skip
+                                              index=i, gen=gen, chk=chk)  # fmt: skip
             totals.update(counts)
             features.update(feats)
             if problems:
@@ -992,6 +1046,8 @@ def main(argv: list[str] | None = None) -> int:
             if (i + 1) % 50 == 0:
                 print(f"... {i + 1} files, {len(failed)} failing, {time.monotonic() - t0:.0f} s", file=sys.stderr,
                       flush=True)  # fmt: skip
+    gen.close()
+    chk.close()
     summary = {
         "files": args.n, "failing": len(failed), "failing_seeds": failed[:50], "seconds": round(time.monotonic() - t0, 1),
         "counts": dict(sorted(totals.items())), "problem_kinds": dict(kinds.most_common(20)),
