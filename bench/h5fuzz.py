@@ -26,6 +26,11 @@ Each file is checked three ways (``check``):
    every ``K``-th file is also scanned into a collection and read whole through
    ``refstore.open`` against h5py's ``[...]`` (absent chunks: the fill value).
 
+Every third file also gets a twin (``twin``: the same file with its numeric attributes and
+values changed in place) checked right after it in the same process, so the scanner's caches
+by header content meet files that share header bytes. Files are written and checked in two
+spawned processes: a crash (HDF5 on an unusual file) is counted and the run goes on.
+
 A failing file is kept under ``--keep`` (default ``/tmp/h5fuzz-fail``) with its problems; the
 run ends with counts per feature and per problem kind. Not part of CI (``tests/test_hdf5_fuzz.py``
 runs a fixed-seed subset).
@@ -549,6 +554,41 @@ def h5f_unlimited() -> int:
     return int(h5f.UNLIMITED)
 
 
+def twin(path: Path, out: Path) -> bool:
+    """A copy of ``path`` whose numeric attribute values and dataset values are changed in
+    place (same types, shapes and layout: the object headers mostly keep their bytes, dense
+    attributes change in their heaps), to be checked after ``path`` in the same process: the
+    scanner's caches by header content (``_hdf5_header``) must not hand ``path``'s answers to it.
+    False when nothing was changed."""
+    import h5py
+
+    shutil.copy(path, out)
+    changed = False
+    with h5py.File(out, "r+") as f:
+        objs: list[Any] = [f]
+        f.visititems(lambda _n, o: objs.append(o))
+        for o in objs:
+            for k in list(o.attrs):
+                if k in HIDDEN:
+                    continue
+                try:
+                    v = np.asarray(o.attrs[k])
+                    if v.dtype.kind in "iuf" and v.dtype.names is None:
+                        o.attrs.modify(k, (v + 1).astype(v.dtype) if v.dtype.kind != "f" else v * 2 + 1)
+                        changed = True
+                except Exception:
+                    continue
+            if isinstance(o, h5py.Dataset) and o.dtype.kind in "iuf" and o.shape and o.size and \
+                    o.dtype.names is None and o.id.get_create_plist().get_layout() != h5py.h5d.VIRTUAL:  # fmt: skip
+                try:
+                    v = o[...]
+                    o[...] = (v + 1).astype(v.dtype) if v.dtype.kind != "f" else v * 2 + 1
+                    changed = True
+                except Exception:
+                    continue
+    return changed
+
+
 def generate(path: Path, seed: int) -> set[str]:
     """Write one random file at ``path`` from ``seed``; the features it holds."""
     g = _Gen(np.random.default_rng(seed), path)
@@ -947,12 +987,29 @@ def _generate_quiet(path: Path, seed: int) -> set[str] | None:
         return None
 
 
-def _check_quiet(path: Path, max_chunks: int, via: Path | None) -> tuple[list[str], Counter[str]]:
+def _twin_quiet(path: Path, out: Path) -> bool:
+    try:
+        return twin(path, out)
+    except Exception:
+        return False
+
+
+def _check_quiet(path: Path, max_chunks: int, via: Path | None,
+                 twin_path: Path | None = None) -> tuple[list[str], Counter[str]]:  # fmt: skip
+    """``check`` in a worker process; with ``twin_path``, the file's twin (``twin``) is checked
+    right after it (warm caches)."""
     import warnings
 
     warnings.simplefilter("ignore")
     try:
-        return check(path, max_chunks=max_chunks, via_open=via)
+        problems, n = check(path, max_chunks=max_chunks, via_open=via)
+        if twin_path is not None and not problems:
+            if twin_path.exists():
+                more, n2 = check(twin_path, max_chunks=max_chunks)
+                problems += [f"twin: {p}" for p in more]
+                n.update({f"twin_{k}": v for k, v in n2.items() if k in ("datasets", "chunks_decoded")})
+                n["twins"] += 1
+        return problems, n
     except Exception:
         return [f"checker crashed: {traceback.format_exc(limit=-3)}"], Counter()
 
@@ -995,7 +1052,13 @@ def run_one(seed: int, work: Path, *, max_chunks: int, open_every: int, index: i
     if feats is None:
         return [], Counter({"generator_failed": 1}), set()
     via = work / f"coll{seed}" if open_every and index % open_every == 0 else None
-    ok, got = chk.call(_check_quiet, path, max_chunks, via)
+    twin_path = work / f"f{seed}.twin.h5" if index % 3 == 1 else None
+    if twin_path is not None:  # written apart from the checks (HDF5 writing r+ may corrupt its heap)
+        ok, made = gen.call(_twin_quiet, path, twin_path)
+        if not ok or not made:
+            twin_path.unlink(missing_ok=True)
+            twin_path = None
+    ok, got = chk.call(_check_quiet, path, max_chunks, via, twin_path)
     if not ok:
         return ["scan or check crashed its process (signal)"], Counter({"checker_crashed": 1}), feats
     problems, counts = got
