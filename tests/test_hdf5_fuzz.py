@@ -172,3 +172,21 @@ def test_shuffle_after_deflate_keeps_the_bytes_left_over(tmp_path: Path) -> None
     rows = _rows(result, "v")
     assert len(rows) == 6 and any(length % 4 for _k, _o, length, _m in rows)
     _assert_rows_read_as_h5py(path, result, "v")
+
+
+@pytest.mark.parametrize("bytes_path", [True, False])
+def test_oversized_chunk_not_covering_every_dimension_is_read_whole(tmp_path: Path, bytes_path: bool) -> None:
+    """A chunk larger than the array along one dimension but shorter along another (found by
+    the campaign): the array is held inline, every value as h5py reads it (the chunk not
+    written reads as the fill value), not the one chunk's block cut short."""
+    path = tmp_path / "over.h5"
+    with h5py.File(path, "w", libver="earliest") as f:
+        d = f.create_dataset("v", shape=(10, 12, 1), dtype="u1", chunks=(10, 9, 4), maxshape=(10, None, None),
+                             fillvalue=231)  # fmt: skip
+        d[:, 0:9, :] = np.arange(90, dtype="u1").reshape(10, 9, 1)
+        assert d.id.get_num_chunks() == 1
+    result = _scan(path, bytes_path=bytes_path)
+    t = result.chunks.to_pydict()
+    inline = [t["inline"][i] for i, a in enumerate(t["array"]) if a == "v"]
+    with h5py.File(path, "r") as f:
+        assert inline == [np.ascontiguousarray(f["v"][...]).tobytes()]
