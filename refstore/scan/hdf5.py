@@ -377,7 +377,8 @@ class _RawDataset(_Object):
         nbytes = int(np.prod(raw.shape, dtype=np.int64)) * dt.itemsize
         if raw.layout == COMPACT and len(raw.compact) == nbytes:
             return raw.compact
-        if raw.layout == CHUNKED and not raw.filters and raw.address is not None:
+        covers = all(c >= n for c, n in zip(raw.chunks, raw.shape, strict=True))  # one chunk holds every value
+        if raw.layout == CHUNKED and not raw.filters and raw.address is not None and covers:
             # one unfiltered chunk covering the array (an oversized chunk): its leading block
             index = self.chunk_index()
             size = int(np.prod(raw.chunks, dtype=np.int64)) * dt.itemsize
