@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import ctypes
+import dataclasses
 import json
 import math
 import os
@@ -165,7 +165,8 @@ class _Gen:
         if dt.kind in "iu":
             info = np.iinfo(dt)
             lo, hi = (0, 255) if self.p(0.5) else (max(info.min, -(2**62)), min(info.max, 2**62))
-            return self.rng.integers(max(lo, info.min), min(hi, info.max), size=n, endpoint=True).astype(dt).reshape(shape)
+            got = self.rng.integers(max(lo, info.min), min(hi, info.max), size=n, endpoint=True)
+            return got.astype(dt).reshape(shape)
         if dt.kind == "f":
             a = (self.rng.normal(size=n) * 10).astype(dt)
             if n and self.p(0.2):
@@ -430,7 +431,8 @@ class _Gen:
             from refstore.fixtures.hdf5_headers import _hdf5_lib
 
             lib = _hdf5_lib()
-            if lib is not None and lib.H5Pset_istore_k(ctypes.c_int64(fcpl.id), ctypes.c_uint(int(self.rng.integers(1, 5)))) >= 0:
+            k = ctypes.c_uint(int(self.rng.integers(1, 5)))
+            if lib is not None and lib.H5Pset_istore_k(ctypes.c_int64(fcpl.id), k) >= 0:
                 self.features.add("small_k")
                 lib.H5Pset_sym_k(ctypes.c_int64(fcpl.id), ctypes.c_uint(int(self.rng.integers(1, 4))),
                                  ctypes.c_uint(int(self.rng.integers(1, 4))))  # fmt: skip
@@ -614,6 +616,14 @@ def _scan(path: Path, *, bytes_path: bool, concat_dim: str | None = None) -> Any
         return scanner.HDF5Scanner(concat_dim=concat_dim)(str(path))
     finally:
         scanner._header_reader = saved  # type: ignore[assignment]
+
+
+def _chunk_iter(h: Any) -> list[tuple[tuple[int, ...], int, int, int]]:
+    """(chunk offset, byte offset, size, filter mask) of every chunk, from h5py's ``chunk_iter``."""
+    out: list[tuple[tuple[int, ...], int, int, int]] = []
+    if h.id.get_num_chunks():
+        h.id.chunk_iter(lambda si: out.append((tuple(si.chunk_offset), si.byte_offset, si.size, si.filter_mask)))
+    return out
 
 
 def _without(table: Any, names: set[str]) -> Any:
@@ -824,7 +834,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
                     if got_fill != want_fill and not (nan and np.isnan(np.frombuffer(got_fill, dt)).any()):
                         problems.append(f"{name}: fill {got_fill!r}, h5py {want_fill!r}")
             r = rows.get(name, [])
-            codecs, any_filter = _expected_codecs(dcpl, dt) if layout == h5py.h5d.CHUNKED else ([], False)
+            codecs, _any_filter = _expected_codecs(dcpl, dt) if layout == h5py.h5d.CHUNKED else ([], False)
             unsupported = (
                 h.shape is None or dt.names is not None or dt.kind not in "biufcS" or h5py.check_vlen_dtype(dt)
                 or layout == h5py.h5d.VIRTUAL or (layout == h5py.h5d.CONTIGUOUS and dcpl.get_external_count() > 0)
@@ -902,10 +912,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
             if tuple(m.chunks) != tuple(h.chunks):
                 problems.append(f"{name}: chunks {m.chunks}, h5py {h.chunks}")
                 continue
-            want_rows: list[tuple[tuple[int, ...], int, int, int]] = []
-            if h.id.get_num_chunks():
-                h.id.chunk_iter(lambda si: want_rows.append((tuple(si.chunk_offset), si.byte_offset, si.size,
-                                                             si.filter_mask)))  # fmt: skip
+            want_rows = _chunk_iter(h)
             got_rows = [(tuple(tab[kcols[d]][i] * h.chunks[d] for d in range(len(shape))), tab[ocol][i],
                          tab[lcol][i], tab[mcol][i]) for i in r]  # fmt: skip
             want_rows = [(o, b, s, int(np.int32(np.uint32(mk)))) for o, b, s, mk in want_rows]
@@ -970,7 +977,8 @@ def _check_open(path: Path, where: Path, n: Counter[str]) -> list[str]:
             want = np.asarray(f[name][...])
             n["open_reads"] += 1
             if not _same_bits(got.astype(want.dtype, copy=False) if got.dtype == want.dtype else got, want):
-                out.append(f"{name}: refstore.open read {got.dtype}{got.shape} differs from h5py's {want.dtype}{want.shape}")
+                out.append(f"{name}: refstore.open read {got.dtype}{got.shape} differs from h5py's "
+                           f"{want.dtype}{want.shape}")  # fmt: skip
     shutil.rmtree(where, ignore_errors=True)
     return out
 
@@ -1003,12 +1011,11 @@ def _check_quiet(path: Path, max_chunks: int, via: Path | None,
     warnings.simplefilter("ignore")
     try:
         problems, n = check(path, max_chunks=max_chunks, via_open=via)
-        if twin_path is not None and not problems:
-            if twin_path.exists():
-                more, n2 = check(twin_path, max_chunks=max_chunks)
-                problems += [f"twin: {p}" for p in more]
-                n.update({f"twin_{k}": v for k, v in n2.items() if k in ("datasets", "chunks_decoded")})
-                n["twins"] += 1
+        if twin_path is not None and not problems and twin_path.exists():
+            more, n2 = check(twin_path, max_chunks=max_chunks)
+            problems += [f"twin: {p}" for p in more]
+            n.update({f"twin_{k}": v for k, v in n2.items() if k in ("datasets", "chunks_decoded")})
+            n["twins"] += 1
         return problems, n
     except Exception:
         return [f"checker crashed: {traceback.format_exc(limit=-3)}"], Counter()
@@ -1112,7 +1119,8 @@ def main(argv: list[str] | None = None) -> int:
     gen.close()
     chk.close()
     summary = {
-        "files": args.n, "failing": len(failed), "failing_seeds": failed[:50], "seconds": round(time.monotonic() - t0, 1),
+        "files": args.n, "failing": len(failed), "failing_seeds": failed[:50],
+        "seconds": round(time.monotonic() - t0, 1),
         "counts": dict(sorted(totals.items())), "problem_kinds": dict(kinds.most_common(20)),
         "features": dict(sorted(features.items())),
     }  # fmt: skip

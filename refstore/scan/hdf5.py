@@ -611,9 +611,9 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     if layout is not None and len(layout) >= 5:
         if layout[0] < 4:
             return None  # a version 1 B-tree: its keys hold the chunk offsets
-        if layout[0] == 4 and layout[1] == 2 and len(layout) > 5 + layout[3] * layout[4]:
-            if layout[5 + layout[3] * layout[4]] != 4:  # not an extensible array
-                return None
+        at = 5 + layout[3] * layout[4]  # version 4: the index type after the chunk dimensions
+        if layout[0] == 4 and layout[1] == 2 and len(layout) > at and layout[at] != 4:
+            return None  # not an extensible array
     elif ds._fid.get_create_plist().get_version()[0] < 3:
         return None  # superblock before version 3 (HDF5 1.10's): no data layout version 4 in the file
     return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
@@ -643,7 +643,8 @@ def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:
                     return None
         if tid == h5t.NATIVE_LDOUBLE:
             return None
-        return f"floating-point type of {tid.get_size()} bytes whose layout is not IEEE 754's (HDF5 converts it on read)"
+        return (f"floating-point type of {tid.get_size()} bytes whose layout is not IEEE 754's "
+                "(HDF5 converts it on read)")  # fmt: skip
     if cls == h5t.ENUM:
         return _stored_type_reason(tid.get_super(), dt.base if dt.metadata is None else np.dtype(dt.str))
     if cls == h5t.COMPOUND:  # complex numbers (h5py's reading of a pair of floats)
