@@ -779,8 +779,8 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
         ft = _scan(path, bytes_path=True, concat_dim="time")
         st = _scan(path, bytes_path=False, concat_dim="time")
         n["concat_dim_scans"] += 1
-        if ft.arrays != st.arrays or not ft.chunks.equals(st.chunks) or \
-                (ft.sort_value, ft.sort_last, ft.sort_units) != (st.sort_value, st.sort_last, st.sort_units):  # fmt: skip
+        sort_f, sort_s = (ft.sort_value, ft.sort_last, ft.sort_units), (st.sort_value, st.sort_last, st.sort_units)
+        if ft.arrays != st.arrays or not ft.chunks.equals(st.chunks) or sort_f != sort_s:
             problems.append("bytes vs hdf5 path differ with concat_dim='time'")
     metas = {m.name: m for m in fast.arrays}
     tab = fast.chunks.to_pydict()
