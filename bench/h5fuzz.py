@@ -482,6 +482,39 @@ class _Gen:
                         with contextlib.suppress(Exception):
                             obj.attrs[f"late_{j}"] = np.arange(int(self.rng.integers(1, 400)), dtype="<f8")
                 self.features.add("continuation")
+            top = [f[k] for k in f if isinstance(f.get(k, getlink=True), h5py.HardLink)
+                   and isinstance(f[k], h5py.Dataset)]  # fmt: skip
+            if top and self.p(0.15):  # attributes deleted and others added: NULL messages, gaps
+                for obj in top[:2]:
+                    for k in list(obj.attrs)[:: int(self.rng.integers(1, 3))]:
+                        del obj.attrs[k]
+                    for j in range(int(self.rng.integers(0, 4))):
+                        obj.attrs[f"again_{j}"] = self.attr_value()
+                self.features.add("attrs_deleted")
+            if top and self.p(0.08):  # a second hard link to a dataset (its header read twice)
+                f["hard_link"] = top[0]
+                self.features.add("hard_link")
+            if self.p(0.06):  # a committed datatype (a shared datatype message)
+                f["named_t"] = np.dtype(self.choice(NUMERIC))
+                f.create_dataset("named", data=np.arange(20).astype(f["named_t"].dtype), dtype=f["named_t"],
+                                 chunks=self.choice([None, (7,)]))  # fmt: skip
+                self.features.add("committed_dtype")
+            if top and self.p(0.1):  # dimension scales attached (DIMENSION_LIST, REFERENCE_LIST)
+                d = top[0]
+                for axis, size in enumerate(d.shape or ()):
+                    if self.p(0.7):
+                        sc = f.create_dataset(f"scale_{axis}", data=np.arange(size, dtype="<f8"))
+                        sc.make_scale(f"axis{axis}")
+                        d.dims[axis].attach_scale(sc)
+                        if self.p(0.2):
+                            sc2 = f.create_dataset(f"scale2_{axis}", data=np.arange(size, dtype="<i4"))
+                            sc2.make_scale()
+                            d.dims[axis].attach_scale(sc2)
+                self.features.add("dim_scales")
+            if self.p(0.05):
+                f["soft"] = h5py.SoftLink("/d0")
+                f["dangling"] = h5py.SoftLink("/nowhere")
+                self.features.add("soft_links")
 
     def netcdf4_file(self) -> None:
         import netCDF4
