@@ -130,7 +130,7 @@ def test_unwritten_contiguous_dataset_after_a_user_block_has_no_reference(tmp_pa
     _assert_rows_read_as_h5py(path, result, "written")
 
 
-SEEDS = range(1000, 1040)
+SEEDS = range(1000, 1024)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
