@@ -841,6 +841,11 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
             raw = decode_dataset(msgs) if msgs is not None else None
             n["datasets"] += 1
             n["bytes_path" if raw is not None else "declined"] += 1
+            body = next((b for kind, _f, _r, b in msgs if kind == 0x08), None) if msgs else None
+            if body is not None and len(body) > 5 and body[1] == 2:  # chunked: which index (coverage)
+                kinds = {1: "single", 2: "implicit", 3: "fixed_array", 4: "extensible_array", 5: "btree2"}
+                index = "btree1" if body[0] == 3 else kinds.get(body[min(len(body) - 1, 5 + body[3] * body[4])], "?")
+                n[f"index:{index}{'' if raw is None else ':bytes'}"] += 1
             if raw is not None:
                 decoded_here += 1
             cls = h.attrs.get("CLASS") if "CLASS" in h.attrs else None
