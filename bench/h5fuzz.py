@@ -534,7 +534,8 @@ class _Gen:
             parent = nc.createGroup("sub") if self.p(0.3) else nc
             for i in range(int(self.rng.integers(1, 5))):
                 dt = self.choice(["f4", "f8", "i2", "i4", "u1", "i8", "u2"])
-                dims = self.choice([("time", "y", "x"), ("y", "x"), ("x",), ("time",)])
+                dims = self.choice([("time", "y", "x"), ("y", "x"), ("x",), ("time",), ("y", "time"),
+                                    ("x", "y", "time")])  # fmt: skip
                 kw: dict[str, Any] = {}
                 if self.p(0.6):
                     kw["zlib"] = True
@@ -550,6 +551,8 @@ class _Gen:
                 elif self.p(0.1):
                     kw["fill_value"] = False
                 if self.p(0.3):
+                    kw["chunksizes"] = tuple(int(self.rng.integers(1, 6)) for _ in dims)
+                elif self.p(0.3):
                     kw["contiguous"] = True
                     kw.pop("zlib", None)
                     kw.pop("shuffle", None)
@@ -562,6 +565,13 @@ class _Gen:
                 v.units = "K"
                 if self.p(0.8):
                     v[...] = self.data(np.dtype(dt), shp)
+            if self.p(0.3):  # strings: variable-length (unsupported) and char arrays (|S1)
+                s = parent.createVariable("names", str, ("y",))
+                s[0] = "abc"
+                nc.createDimension("nchar", 4)
+                c = parent.createVariable("chars", "S1", ("y", "nchar"))
+                c[:] = np.full((len(nc.dimensions["y"]), 4), b"z", "S1")
+                self.features.add("nc:strings")
         self.features.add("netcdf4")
 
     def h5netcdf_file(self) -> None:
