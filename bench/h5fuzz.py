@@ -190,9 +190,9 @@ class _Gen:
         return self.rng.integers(0, 2, size=n).astype(dt).reshape(shape)
 
     def shape(self) -> tuple[int, ...]:
-        ndim = self.choice([0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5])
+        ndim = self.choice([0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5]) if self.p(0.97) else self.choice([8, 9])
         self.features.add(f"ndim:{ndim}")
-        cap = {0: 1, 1: 3000, 2: 60, 3: 16, 4: 8, 5: 6}[ndim]
+        cap = {0: 1, 1: 3000, 2: 60, 3: 16, 4: 8, 5: 6, 8: 2, 9: 2}[ndim]
         dims = []
         for _ in range(ndim):
             if self.p(0.05):
@@ -774,7 +774,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
     what was compared."""
     import h5py
 
-    from refstore._keys import SOURCE_KEY_COLUMNS
+    from refstore._keys import MAX_DIMS, SOURCE_KEY_COLUMNS
     from refstore._values import decode_fill
     from refstore.read.decode import make_decoder
     from refstore.scan import _hdf5_header
@@ -893,7 +893,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
             unsupported = (
                 h.shape is None or dt.names is not None or dt.kind not in "biufcS" or h5py.check_vlen_dtype(dt)
                 or layout == h5py.h5d.VIRTUAL or (layout == h5py.h5d.CONTIGUOUS and dcpl.get_external_count() > 0)
-                or codecs is None or len(shape) > 5
+                or codecs is None or len(shape) > MAX_DIMS
             )  # fmt: skip
             if not unsupported and not _standard_type(h.id.get_type()):
                 unsupported = True  # bits not numpy's layout (padding, offset, odd sizes): h5py converts
