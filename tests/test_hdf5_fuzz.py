@@ -190,3 +190,47 @@ def test_oversized_chunk_not_covering_every_dimension_is_read_whole(tmp_path: Pa
     inline = [t["inline"][i] for i, a in enumerate(t["array"]) if a == "v"]
     with h5py.File(path, "r") as f:
         assert inline == [np.ascontiguousarray(f["v"][...]).tobytes()]
+
+
+@pytest.mark.parametrize("fault", ["offset", "mask", "byteorder", "fill", "chunks"])
+def test_the_check_sees_a_wrong_bytes_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """The campaign's check is not blind: a bytes path that is wrong in one field (a chunk's
+    offset or mask, the byte order, the fill value, the chunk shape) is reported."""
+    import dataclasses
+
+    from refstore.scan import _hdf5_header
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_layout import ChunkIndex, chunk_index, decode_dataset
+
+    monkeypatch.setattr(_hdf5_header, "_HEADERS", {})  # parses kept by content: this test's own
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.create_dataset("v", data=np.arange(60, dtype="<i4").reshape(6, 10), chunks=(4, 3), fillvalue=-1,
+                         compression="gzip")  # fmt: skip
+    assert h5fuzz.check(path)[0] == []
+
+    def bad_index(*a: Any) -> ChunkIndex | None:
+        got = chunk_index(*a)
+        assert got is not None
+        if fault == "offset":
+            return dataclasses.replace(got, offsets=got.offsets + 1)
+        return dataclasses.replace(got, masks=got.masks | 1) if fault == "mask" else got
+
+    def bad_layout(messages: Any) -> Any:
+        got = decode_dataset(messages)
+        assert got is not None
+        if fault == "byteorder":
+            return dataclasses.replace(got, dtype=got.dtype.newbyteorder(">"))
+        if fault == "fill":
+            return dataclasses.replace(got, fill=bytes(4))
+        return dataclasses.replace(got, chunks=(3, 4)) if fault == "chunks" else got
+
+    monkeypatch.setattr(_hdf5_header, "_HEADERS", {})
+    monkeypatch.setattr(scanner, "chunk_index", bad_index)
+    monkeypatch.setattr(scanner, "decode_dataset", bad_layout)
+    problems, _ = h5fuzz.check(path)
+    if fault == "chunks":  # chunk offsets off the wrong grid: the scan itself refuses the file
+        assert problems == [p for p in problems if p.startswith("bytes path failed where HDF5 path did not")] != []
+        return
+    assert any("bytes vs hdf5 path" in p for p in problems), problems
+    assert any(p.startswith("v:") for p in problems), problems
