@@ -33,7 +33,8 @@ spawned processes: a crash (HDF5 on an unusual file) is counted and the run goes
 
 A failing file is kept under ``--keep`` (default ``/tmp/h5fuzz-fail``) with its problems; the
 run ends with counts per feature and per problem kind. Not part of CI (``tests/test_hdf5_fuzz.py``
-runs a fixed-seed subset).
+runs a fixed-seed subset). ``python -m bench.h5fuzz ../shared/data`` checks existing files the
+same way instead.
 """
 
 from __future__ import annotations
@@ -1132,6 +1133,32 @@ def run_one(seed: int, work: Path, *, max_chunks: int, open_every: int, index: i
     return problems, counts, feats
 
 
+def _check_files(roots: list[Path], max_chunks: int, as_json: bool) -> int:
+    """``check`` on existing files (real files never seen: ``../shared/data``)."""
+    suffixes = {".nc", ".nc4", ".h5", ".hdf5", ".he5", ".hdf"}
+    files = sorted({p for r in roots for p in ([r] if r.is_file() else r.rglob("*"))
+                    if p.is_file() and p.suffix.lower() in suffixes})  # fmt: skip
+    totals: Counter[str] = Counter()
+    failing: dict[str, list[str]] = {}
+    for p in files:
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+        if head != b"\x89HDF\r\n\x1a\n":
+            continue  # (a user block: the signature further on is left out here)
+        totals["files"] += 1
+        try:
+            problems, counts = check(p, max_chunks=max_chunks)
+        except Exception:
+            problems, counts = [f"checker crashed: {traceback.format_exc(limit=-3)}"], Counter()
+        totals.update(counts)
+        if problems:
+            failing[str(p)] = problems
+            print(f"{p}: {len(problems)} problem(s): {problems[0][:300]}", flush=True)
+    summary = {"failing": len(failing), "counts": dict(sorted(totals.items()))}
+    print(json.dumps(summary) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 1 if failing else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100, help="files to generate")
@@ -1142,11 +1169,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=Path("/tmp/h5fuzz-fail"), help="where failing files are kept")
     ap.add_argument("--json", action="store_true", help="one JSON summary line at the end")
     ap.add_argument("--trace", action="store_true", help="name each seed on stderr before its file is written")
+    ap.add_argument("files", nargs="*", type=Path,
+                    help="check these HDF5/netCDF-4 files (folders: searched) instead of random ones")
     args = ap.parse_args(argv)
     import warnings
 
     warnings.simplefilter("ignore")
     t0 = time.monotonic()
+    if args.files:
+        return _check_files(args.files, args.chunks, args.json)
     totals: Counter[str] = Counter()
     features: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
