@@ -670,6 +670,25 @@ def _chunk_iter(h: Any) -> list[tuple[tuple[int, ...], int, int, int]]:
     return out
 
 
+def _same_but_padding(a: Any, b: Any) -> bool:
+    """Chunk tables equal but for inline x86 long doubles (h5py's read leaves their 6 bytes of
+    padding as they were in memory) whose values are equal."""
+    ta, tb = a.chunks.to_pylist(), b.chunks.to_pylist()
+    if len(ta) != len(tb):
+        return False
+    dtypes = {m.name: np.dtype(m.dtype) for m in a.arrays}
+    for ra, rb in zip(ta, tb, strict=True):
+        if ra == rb:
+            continue
+        dt = dtypes.get(ra["array"])
+        same_ref = {k: v for k, v in ra.items() if k != "inline"} == {k: v for k, v in rb.items() if k != "inline"}
+        if dt != np.longdouble or ra["inline"] is None or rb["inline"] is None or not same_ref:
+            return False
+        if not np.array_equal(np.frombuffer(ra["inline"], dt), np.frombuffer(rb["inline"], dt), equal_nan=True):
+            return False
+    return True
+
+
 def _without(table: Any, names: set[str]) -> Any:
     import pyarrow.compute as pc
 
@@ -816,7 +835,7 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
             problems.append(f"bytes vs hdf5 path: {len(fast.arrays)} arrays vs {len(slow.arrays)}")
     if fast.groups != slow.groups:
         problems.append(f"bytes vs hdf5 path: groups {fast.groups} != {slow.groups}")
-    if not fast.chunks.equals(slow.chunks):
+    if not fast.chunks.equals(slow.chunks) and not _same_but_padding(fast, slow):
         problems.append("bytes vs hdf5 path: chunk tables differ")
     fast = full_fast
     if "time" in {m.name for m in fast.arrays} and not ea:  # the concat-dim path: slabs, sort values
@@ -939,8 +958,8 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
                 if len(r) != 1 or tab[icol][r[0]] is None:
                     problems.append(f"{name}: expected one inline row, got {len(r)}")
                     continue
-                want = np.ascontiguousarray(h[...]).tobytes()
-                if tab[icol][r[0]] != want:
+                want_v = np.ascontiguousarray(h[...])
+                if not _same_bits(np.frombuffer(tab[icol][r[0]], dt).reshape(want_v.shape), want_v):
                     problems.append(f"{name}: inline bytes differ from h5py's read")
                 continue
             if layout == h5py.h5d.CONTIGUOUS:
