@@ -451,6 +451,17 @@ class _Gen:
             fcpl.set_link_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
             fcpl.set_attr_creation_order(h5p.CRT_ORDER_TRACKED)
             self.features.add("root_track_order")
+        if self.p(0.1):  # file addresses and lengths of 2, 4 or 8 bytes (the header reader reads only 8)
+            fcpl.set_sizes(self.choice([2, 4, 8]), self.choice([2, 4, 8]))
+            self.features.add("sizes")
+        if self.p(0.05):
+            with contextlib.suppress(Exception):
+                fcpl.set_file_space_strategy(h5f.FSPACE_STRATEGY_PAGE, True, 1)
+                fcpl.set_file_space_page_size(4096)
+                self.features.add("paged")
+        if self.p(0.1):
+            fcpl.set_obj_track_times(False)
+            self.features.add("no_times")
         lv = self.choice(["earliest", "earliest", "earliest", "v108", "v110", "latest"])
         low = {"earliest": h5f.LIBVER_EARLIEST, "v108": h5f.LIBVER_V18, "v110": h5f.LIBVER_V110,
                "latest": h5f.LIBVER_LATEST}[lv]  # fmt: skip
