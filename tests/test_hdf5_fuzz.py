@@ -259,3 +259,35 @@ def test_inline_long_doubles_have_no_memory_in_their_padding(tmp_path: Path) -> 
         got = np.frombuffer(raw, np.longdouble)
         assert np.array_equal(got, values)
         assert not np.frombuffer(raw, np.uint8).reshape(-1, 16)[:, 10:].any(), name
+
+
+def test_bitfields_with_padding_are_unsupported(tmp_path: Path) -> None:
+    """A bitfield whose precision or offset leaves padding bits: HDF5 itself has no conversion
+    for it (h5py cannot read it); refstore recorded it as plain ``<u2``. Only the standard
+    bitfields (every bit used) are read as unsigned integers."""
+    import ctypes
+
+    from h5py import h5d, h5s, h5t
+
+    from refstore.fixtures.hdf5_headers import _hdf5_lib
+
+    lib = _hdf5_lib()
+    if lib is None:
+        pytest.skip("HDF5's H5Tset_precision is not reachable here")
+    path = tmp_path / "bf.h5"
+    with h5py.File(path, "w") as f:
+        for name, prec, off in (("b16", 16, 0), ("b12", 12, 0), ("b10at3", 10, 3)):
+            tid = h5t.STD_B16LE.copy()
+            if prec != 16:
+                assert lib.H5Tset_precision(ctypes.c_int64(tid.id), ctypes.c_size_t(prec)) >= 0
+            if off:
+                assert lib.H5Tset_offset(ctypes.c_int64(tid.id), ctypes.c_size_t(off)) >= 0
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
+            h5d.create(f.id, name.encode(), tid, h5s.create_simple((6,)), dcpl=dcpl)
+        f["b16"][...] = np.array([1, 2, 300, 4095, 65535, 7], "<u2")
+    for bytes_path in (True, False):
+        result = _scan(path, bytes_path=bytes_path)
+        status = {m.name: m.status for m in result.arrays}
+        assert status == {"b16": "ok", "b12": "unsupported", "b10at3": "unsupported"}, (bytes_path, status)
+        _assert_rows_read_as_h5py(path, result, "b16")
