@@ -630,7 +630,7 @@ def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:
     """Why the stored bytes of a dataset are not ``dt``'s layout, or None when they are. h5py
     gives the nearest numpy dtype of any integer or float type and HDF5 converts on read; the
     bytes referenced are read as ``dt`` without HDF5, so only the standard layouts pass:
-    integers of 1, 2, 4, 8 bytes with every bit used, IEEE binary16/32/64 floats, the native
+    integers and bitfields of 1, 2, 4, 8 bytes with every bit used, IEEE binary16/32/64 floats, the native
     long double, and enums and compounds (complex numbers) of those."""
     from h5py import h5t
 
@@ -642,6 +642,11 @@ def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:
             return (f"integer type of {tid.get_precision()} bits at bit {tid.get_offset()} of "
                     f"{tid.get_size()} bytes (HDF5 converts it on read)")  # fmt: skip
         return None
+    if cls == h5t.BITFIELD:  # (h5py has no precision getter for them: equal to a standard one)
+        if any(tid == getattr(h5t, f"STD_B{8 * tid.get_size()}{order}") for order in ("LE", "BE")
+               if tid.get_size() in (1, 2, 4, 8)):  # fmt: skip
+            return None
+        return f"bitfield of {tid.get_size()} bytes with padding bits (HDF5 cannot convert it)"
     if cls == h5t.FLOAT:
         for n in (16, 32, 64):
             for order in ("LE", "BE"):
