@@ -1068,6 +1068,16 @@ def _check_open(path: Path, where: Path, n: Counter[str]) -> list[str]:
             a = ds[name]
             if getattr(a, "status", "ok") != "ok":
                 continue
+            if f[name].id.get_create_plist().get_fill_time() == h5py.h5d.FILL_TIME_NEVER:
+                # never written and never filled: HDF5 leaves the reader's buffer as it was (h5py:
+                # zeros), refstore gives the fill value; values nobody wrote are not compared
+                n["open_fill_never_skipped"] += 1
+                continue
+            try:
+                want = np.asarray(f[name][...])
+            except Exception:  # HDF5 cannot read it either
+                n["oracle_unreadable"] += 1
+                continue
             try:
                 got = np.asarray(a[...])
             except Exception as e:
@@ -1075,7 +1085,6 @@ def _check_open(path: Path, where: Path, n: Counter[str]) -> list[str]:
                     continue
                 out.append(f"{name}: refstore.open read failed: {type(e).__name__}: {e}")
                 continue
-            want = np.asarray(f[name][...])
             n["open_reads"] += 1
             if not _same_bits(got.astype(want.dtype, copy=False) if got.dtype == want.dtype else got, want):
                 out.append(f"{name}: refstore.open read {got.dtype}{got.shape} differs from h5py's "
