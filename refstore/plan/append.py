@@ -107,7 +107,10 @@ def extend_plan(end: SeriesEnd, new: Sequence[SourceSlab], concat_dim: str) -> P
             base = [0] * g.ndim
             ls = lengths[name]
             if ls is None and chunk and rel % chunk:  # off the era's grid: it becomes rectilinear
-                ls = lengths[name] = slab_lengths(rel, chunk)  # every chunk before is whole
+                era_start = start - rel
+                if any(b > era_start for _, b in g.holes):
+                    return None  # a slab before a hole may end off the grid: make_plan cuts its chunks there
+                ls = lengths[name] = slab_lengths(rel, chunk)  # no hole in the era: every chunk before is whole
             if ls is not None:
                 if sum(ls) != rel:
                     return None
