@@ -451,6 +451,9 @@ def run(n: int, seed: int, *, steps: int = 8, keep: Path | None = None, out: Any
             print(f"seed {s} step {r.step} {r.log}: {d}", file=out, flush=True)
         elif keep is None:
             shutil.rmtree(root, ignore_errors=True)
+        if (i + 1) % 10 == 0:
+            print(f"[{i + 1}/{n}] commits {RESULT.commits} refused {RESULT.refused} paths {RESULT.paths} "
+                  f"failures {len(RESULT.failures)}", file=out, flush=True)
         if keep is None and d:
             print(f"  (kept {root})", file=out, flush=True)
     return RESULT
