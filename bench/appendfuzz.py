@@ -97,13 +97,14 @@ def random_series(rng: np.random.Generator) -> Series:
     fmt = str(rng.choice(["NETCDF4", "NETCDF4", "NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET"]))
     slots = int(rng.integers(4, 9))
     nvars = int(rng.integers(1, 5))
+    rate = float(rng.choice([0.0, 0.5, 1.0]))  # how adversarial: plain series reach the append path
     out = []
     for i in range(nvars):
         dtype = str(rng.choice(DTYPES))
         if fmt != "NETCDF4" and dtype == "<u1":
             dtype = "<i2"  # netCDF3 classic has no unsigned bytes
         tail = [(3,), (2, 2), ()][int(rng.integers(0, 3))]
-        kind = rng.random()
+        kind = rng.random() / rate if rate else 1.0
         missing: set[int] = set()
         since = 0
         if kind < 0.08:
@@ -122,7 +123,7 @@ def random_series(rng: np.random.Generator) -> Series:
                 zlib=bool(rng.random() < 0.5),
                 fill=None if rng.random() < 0.5 else float(rng.integers(-9, 0) if dtype[1] != "u" else 255),
                 packed=bool(rng.random() < 0.4),
-                scale_at=int(rng.integers(1, slots)) if rng.random() < 0.25 else None,
+                scale_at=int(rng.integers(1, slots)) if rng.random() < 0.25 * rate else None,
                 missing=frozenset(missing),
                 since=since,
             )
