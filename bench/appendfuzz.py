@@ -62,7 +62,7 @@ class Var:
     packed: bool
     missing: frozenset[int]  # slots lacking it
     since: int  # first slot having it (a variable appearing late)
-    along: bool = True
+    contiguous: bool = False  # netCDF4 with a fixed time dimension: not chunked
 
 
 @dataclass
@@ -126,6 +126,7 @@ def random_series(rng: np.random.Generator) -> Series:
                 scale_at=int(rng.integers(1, slots)) if rng.random() < 0.25 * rate else None,
                 missing=frozenset(missing),
                 since=since,
+                contiguous=bool(rng.random() < 0.3),
             )
         )
     prefer = None
@@ -134,7 +135,7 @@ def random_series(rng: np.random.Generator) -> Series:
         prefer = [f"!*{PRELIM}*"]
     elif r < 0.4:
         prefer = ["newest"]
-    return Series(fmt, bool(rng.random() < 0.8) or fmt != "NETCDF4", out, bool(rng.random() < 0.5), slots, prefer)
+    return Series(fmt, bool(rng.random() < 0.75), out, bool(rng.random() < 0.5), slots, prefer)
 
 
 def _values(v: Var, t0: int, n: int, seed: int) -> np.ndarray[Any, Any]:
@@ -165,7 +166,9 @@ def write_file(path: Path, s: Series, f: FileState, mtime: int) -> None:
                 continue
             dims = (DIM, *{(3,): ("x",), (2, 2): ("y", "z"), (): ()}[v.tail])
             kw: dict[str, Any] = {}
-            if s.fmt == "NETCDF4":
+            if s.fmt == "NETCDF4" and v.contiguous and not s.unlimited:
+                kw["contiguous"] = True
+            elif s.fmt == "NETCDF4":
                 c = max(1, v.chunk + f.chunk_shift)
                 kw["chunksizes"] = (c if s.unlimited else min(c, f.length), *v.tail)
                 kw["zlib"] = v.zlib
