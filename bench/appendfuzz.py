@@ -73,6 +73,8 @@ class Series:
     static: bool
     slots: int
     prefer: list[str] | None
+    units_at: int | None = None  # the time slot from which time is in hours (an era of ``time``)
+    chunk_at: int | None = None  # the time slot from which chunk lengths along time grow by one (an era)
 
 
 @dataclass
@@ -82,6 +84,12 @@ class FileState:
     seed: int
     chunk_shift: int = 0  # a reprocessed layout: chunk lengths along time + this
     prelim: bool = False
+    at: int | None = None  # a reprocessed file moved to another time slot
+
+    @property
+    def when(self) -> int:
+        """The time slot of its steps."""
+        return self.slot if self.at is None else self.at
 
 
 @dataclass
@@ -135,7 +143,9 @@ def random_series(rng: np.random.Generator) -> Series:
         prefer = [f"!*{PRELIM}*"]
     elif r < 0.4:
         prefer = ["newest"]
-    return Series(fmt, bool(rng.random() < 0.75), out, bool(rng.random() < 0.5), slots, prefer)
+    units_at = int(rng.integers(1, slots)) if rng.random() < 0.15 * rate else None
+    chunk_at = int(rng.integers(1, slots)) if rng.random() < 0.15 * rate else None
+    return Series(fmt, bool(rng.random() < 0.75), out, bool(rng.random() < 0.5), slots, prefer, units_at, chunk_at)
 
 
 def _values(v: Var, t0: int, n: int, seed: int) -> np.ndarray[Any, Any]:
@@ -148,7 +158,8 @@ def _values(v: Var, t0: int, n: int, seed: int) -> np.ndarray[Any, Any]:
 def write_file(path: Path, s: Series, f: FileState, mtime: int) -> None:
     """The file of ``f`` (its slot's time steps, its seed's values), its mtime set to ``mtime``."""
     nc4 = import_netcdf4()
-    t0 = f.slot * SLOT
+    t0 = f.when * SLOT
+    hours = s.units_at is not None and f.when >= s.units_at
     path.unlink(missing_ok=True)
     with nc4.Dataset(path, "w", format=s.fmt) as ds:
         ds.createDimension(DIM, None if s.unlimited else f.length)
@@ -156,27 +167,27 @@ def write_file(path: Path, s: Series, f: FileState, mtime: int) -> None:
         ds.createDimension("y", 2)
         ds.createDimension("z", 2)
         t = ds.createVariable(DIM, "f8", (DIM,))
-        t.units = "days since 2000-01-01"
-        t[:] = np.arange(t0, t0 + f.length, dtype="f8")
+        t.units = "hours since 2000-01-01" if hours else "days since 2000-01-01"
+        t[:] = np.arange(t0, t0 + f.length, dtype="f8") * (24 if hours else 1)
         if s.static:
             lat = ds.createVariable("x", "f4", ("x",))
             lat[:] = np.array([1.5, 2.5, 3.5], "f4")
         for v in s.vars:
-            if f.slot in v.missing or f.slot < v.since:
+            if f.when in v.missing or f.when < v.since:
                 continue
             dims = (DIM, *{(3,): ("x",), (2, 2): ("y", "z"), (): ()}[v.tail])
             kw: dict[str, Any] = {}
             if s.fmt == "NETCDF4" and v.contiguous and not s.unlimited:
                 kw["contiguous"] = True
             elif s.fmt == "NETCDF4":
-                c = max(1, v.chunk + f.chunk_shift)
+                c = max(1, v.chunk + f.chunk_shift + int(s.chunk_at is not None and f.when >= s.chunk_at))
                 kw["chunksizes"] = (c if s.unlimited else min(c, f.length), *v.tail)
                 kw["zlib"] = v.zlib
             fill = None if v.fill is None else np.array(v.fill).astype(v.dtype)
             var = ds.createVariable(v.name, np.dtype(v.dtype), dims, fill_value=fill, **kw)
             var.set_auto_maskandscale(False)
             if v.packed:
-                var.scale_factor = np.float32(0.25 if v.scale_at is not None and f.slot >= v.scale_at else 0.5)
+                var.scale_factor = np.float32(0.25 if v.scale_at is not None and f.when >= v.scale_at else 0.5)
                 var.add_offset = np.float32(1.0)
             var[:] = _values(v, t0, f.length, f.seed)
     os.utime(path, ns=(mtime, mtime))
@@ -313,7 +324,7 @@ class Run:
         """The files the series places, in time order (the preferred one of each duplicate)."""
         by: dict[int, list[FileState]] = {}
         for f in self.files.values():
-            by.setdefault(f.slot, []).append(f)
+            by.setdefault(f.when, []).append(f)
         out = []
         for slot in sorted(by):
             fs = by[slot]
@@ -393,7 +404,7 @@ class Run:
             if d:
                 return d
             r = rng.random()
-            present = sorted({f.slot for f in self.files.values()})
+            present = sorted({f.slot for f in self.files.values() if f.at is None})
             if (r < 0.5 and queue) or not present:
                 if not queue:
                     return None
@@ -409,13 +420,15 @@ class Run:
             elif r < 0.8:
                 name = str(rng.choice(sorted(self.files)))
                 f = self.files[name]
-                how = int(rng.integers(0, 4))
+                how = int(rng.integers(0, 5))
                 if how == 1:
                     f.seed += 1  # other values
                 elif how == 2 and self.s.fmt == "NETCDF4":
                     f.chunk_shift = int(rng.integers(-1, 2))  # another layout
                 elif how == 3:
                     f.length = int(rng.integers(1, SLOT))  # another size
+                elif how == 4 and not f.prelim:
+                    f.at = 20 + self.step  # another date, after every slot
                 self.write(f)
                 d = self.commit(f"rewrite {name} how {how}")
             elif r < 0.9 and self.s.prefer is not None:
