@@ -393,7 +393,9 @@ class Run:
         inserts, duplicates and prunes; the first difference found, or None."""
         rng = self.rng
         slots = list(range(self.s.slots))
-        held = {int(x) for x in rng.choice(slots[1:-1], size=min(2, len(slots) - 2), replace=False)} if rng.random() < 0.5 else set()
+        held: set[int] = set()
+        if rng.random() < 0.5:  # slots kept back, to be inserted in the middle later
+            held = {int(x) for x in rng.choice(slots[1:-1], size=min(2, len(slots) - 2), replace=False)}
         queue = [s for s in slots if s not in held]
         k = int(rng.integers(1, 4))
         for slot in queue[:k]:

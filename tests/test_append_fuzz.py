@@ -14,6 +14,7 @@ import pytest
 
 import refstore
 from bench.appendfuzz import Run, _scan, diff_rows, table_rows
+from refstore.table import _append
 
 from ._oracle import assert_same
 
@@ -84,3 +85,14 @@ def test_off_grid_append_after_a_hole_in_a_regular_grid(tmp_path: Path) -> None:
     ds = refstore.open(pair.fast)
     assert ds["x"].meta.edges[0] == (2, 1, 1, 2, 1, 2)
     assert_same(ds["x"][...], _x_oracle(files), "x")
+
+
+@pytest.mark.parametrize("seed", [31, 34])
+def test_campaign_series(tmp_path: Path, seed: int) -> None:
+    """Two series of ``bench/appendfuzz.py`` (netCDF3 classic; netCDF4 with a rewrite to another
+    size and another date): after each of their steps the append path's table equals the full
+    plan's and a fresh scan's, and the values netCDF4-python's. Each reaches the append path."""
+    before = dict(_append.STATS)
+    run = Run(seed, tmp_path)
+    assert run.play(6) is None, run.log
+    assert _append.STATS["appended"] > before["appended"], run.log
