@@ -75,6 +75,7 @@ class Series:
     prefer: list[str] | None
     units_at: int | None = None  # the time slot from which time is in hours (an era of ``time``)
     chunk_at: int | None = None  # the time slot from which chunk lengths along time grow by one (an era)
+    appendy: bool = False  # mostly appends of single files (the append path's arithmetic, again and again)
 
 
 @dataclass
@@ -103,7 +104,8 @@ class Result:
 
 def random_series(rng: np.random.Generator) -> Series:
     fmt = str(rng.choice(["NETCDF4", "NETCDF4", "NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET"]))
-    slots = int(rng.integers(4, 9))
+    appendy = bool(rng.random() < 0.3)
+    slots = int(rng.integers(4, 9)) + (6 if appendy else 0)
     nvars = int(rng.integers(1, 5))
     rate = float(rng.choice([0.0, 0.5, 1.0]))  # how adversarial: plain series reach the append path
     out = []
@@ -145,7 +147,8 @@ def random_series(rng: np.random.Generator) -> Series:
         prefer = ["newest"]
     units_at = int(rng.integers(1, slots)) if rng.random() < 0.15 * rate else None
     chunk_at = int(rng.integers(1, slots)) if rng.random() < 0.15 * rate else None
-    return Series(fmt, bool(rng.random() < 0.75), out, bool(rng.random() < 0.5), slots, prefer, units_at, chunk_at)
+    unlimited, static = bool(rng.random() < 0.75), bool(rng.random() < 0.5)
+    return Series(fmt, unlimited, out, static, slots, prefer, units_at, chunk_at, appendy)
 
 
 def _values(v: Var, t0: int, n: int, seed: int) -> np.ndarray[Any, Any]:
@@ -406,11 +409,13 @@ class Run:
             if d:
                 return d
             r = rng.random()
+            if self.s.appendy and rng.random() < 0.6:
+                r = 0.0
             present = sorted({f.slot for f in self.files.values() if f.at is None})
             if (r < 0.5 and queue) or not present:
                 if not queue:
                     return None
-                n = int(rng.integers(1, 4))
+                n = 1 if self.s.appendy and rng.random() < 0.7 else int(rng.integers(1, 4))
                 for slot in queue[:n]:
                     self.new_file(slot, prelim=bool(self.s.prefer and rng.random() < 0.2))
                 queue = queue[n:]

@@ -87,10 +87,10 @@ def test_off_grid_append_after_a_hole_in_a_regular_grid(tmp_path: Path) -> None:
     assert_same(ds["x"][...], _x_oracle(files), "x")
 
 
-@pytest.mark.parametrize("seed", [31, 34])
+@pytest.mark.parametrize("seed", [32, 38])
 def test_campaign_series(tmp_path: Path, seed: int) -> None:
-    """Two series of ``bench/appendfuzz.py`` (netCDF3 classic; netCDF4 with a rewrite to another
-    size and another date): after each of their steps the append path's table equals the full
+    """Two series of ``bench/appendfuzz.py`` (netCDF3 64-bit offset: appends, rewrites, a prune,
+    a duplicate; netCDF4: single-file appends, a prune): after each of their steps the append path's table equals the full
     plan's and a fresh scan's, and the values netCDF4-python's. Each reaches the append path."""
     before = dict(_append.STATS)
     run = Run(seed, tmp_path)
