@@ -14,6 +14,7 @@ committed in random batches. After every commit:
     reads of the placed files (dtype exact; sources lacking an array read as its fill value).
 
     python -m bench.appendfuzz --n 200 --seed 0 [--keep DIR] [--json]
+    python -m bench.appendfuzz --plan --n 100000 --seed 0   # extend_plan vs make_plan alone, in memory
 
 Not in CI (``tests/test_append_fuzz.py`` runs a few fixed seeds). A failure prints the seed, the
 step and the difference; ``--seed S --n 1`` replays it.
@@ -490,8 +491,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--keep", type=Path, default=None)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plan", action="store_true", help="extend_plan against make_plan alone (no files, no tables)")
     a = p.parse_args(argv)
     t = time.perf_counter()
+    if a.plan:
+        got = plan_campaign(a.n, a.seed)
+        summary = {k: v for k, v in got.items() if k != "failures"}
+        summary.update(failures=len(got["failures"]), seconds=round(time.perf_counter() - t, 1))
+        print(json.dumps({**summary, "found": got["failures"]} if a.json else summary))
+        for f in got["failures"][:20]:
+            print(f, file=sys.stderr)
+        return 1 if got["failures"] else 0
     res = run(a.n, a.seed, steps=a.steps, keep=a.keep)
     summary = {
         "series": res.series,
@@ -503,6 +513,106 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps({**summary, "found": res.failures} if a.json else summary))
     return 1 if res.failures else 0
+
+
+
+def _plan_source(rng: np.random.Generator, i: int, t0: int, n: int, spec: list[dict[str, Any]]) -> Any:
+    """A SourceSlab of ``n`` steps from ``t0`` as the table records it (metadata through JSON)."""
+    from refstore.plan.concat import SourceSlab
+    from refstore.scan._types import ArrayMeta
+
+    arrays = {}
+    time = ArrayMeta("time", ("time",), (n,), (1,), "<f8", None)
+    arrays["time"] = time
+    for a in spec:
+        if i in a["missing"] or i < a["since"]:
+            continue
+        era = sum(1 for e in a["eras"] if i >= e)
+        chunk = a["chunk"] + (era if a["era_kind"] == "chunk" else 0)
+        scale = {"type": "<f4", "value": [0.5 / (1 + era)], "shape": [1]}
+        attrs = {"scale_factor": scale} if a["era_kind"] == "scale" else {}
+        bad = i == a["unsupported"]
+        dims, shape, chunks = (("time", "x"), (n, 3), (chunk, 3))
+        if a["last"]:  # time as the last dimension
+            dims, shape, chunks = (("x", "time"), (3, n), (3, chunk))
+        arrays[a["name"]] = ArrayMeta(a["name"], dims, shape, chunks, "<i4", 0, attrs=attrs,
+                                      status="unsupported" if bad else "ok", reason="nbit" if bad else None)
+    lat = 4 if i == spec[0]["lat_differs"] else 3
+    arrays["lat"] = ArrayMeta("lat", ("x",), (lat,), (lat,), "<f4", None)
+    arrays = {k: ArrayMeta.from_json(m.to_json()) for k, m in arrays.items()}
+    return SourceSlab(f"s{i:03d}", i, arrays, float(t0), "days", float(t0 + n - 1), i)
+
+
+def plan_campaign(n: int, seed: int) -> dict[str, Any]:
+    """``extend_plan`` against ``make_plan`` directly (pure, thousands of series a minute):
+    random series of sources (chunk lengths 1-4 along time, 1-3 steps each, arrays missing from
+    some sources, eras by packing or chunk length), split into recorded and new; where
+    ``extend_plan`` answers, its arrays and the new sources' placements, views and keys must be
+    ``make_plan``'s over all the sources (and ``make_plan`` must not refuse them)."""
+    from refstore.errors import PlanError
+    from refstore.plan.append import SeriesEnd, extend_plan
+    from refstore.plan.concat import make_plan
+    from refstore.scan._types import ArrayMeta
+
+    out: dict[str, Any] = {"series": 0, "answered": 0, "fallback": 0, "refused": 0, "failures": []}
+    for k in range(n):
+        rng = np.random.default_rng(seed + k)
+        count = int(rng.integers(2, 9))
+        spec = []
+        for j in range(int(rng.integers(1, 4))):
+            missing = set()
+            if rng.random() < 0.4:
+                a = int(rng.integers(0, count))
+                missing = set(range(a, min(count, a + int(rng.integers(1, 3)))))
+            spec.append({"name": f"v{j}", "chunk": int(rng.integers(1, 5)), "missing": missing,
+                         "eras": sorted({int(x) for x in rng.integers(1, count, size=int(rng.integers(0, 3)))}),
+                         "era_kind": str(rng.choice(["scale", "chunk"])),
+                         "since": int(rng.integers(1, count)) if rng.random() < 0.1 else 0,
+                         "unsupported": int(rng.integers(0, count)) if rng.random() < 0.05 else -1,
+                         "lat_differs": int(rng.integers(1, count)) if rng.random() < 0.05 else -1,
+                         "last": bool(rng.random() < 0.1)})  # fmt: skip
+        t = 0
+        slabs = []
+        for i in range(count):
+            length = int(rng.integers(1, 4))
+            slabs.append(_plan_source(rng, i, t, length, spec))
+            gap = int(rng.choice([0, 1, 2, -1], p=[0.7, 0.15, 0.12, 0.03]))  # -1: an overlap
+            t += length + (gap if rng.random() < 0.98 else -length)  # -length: the same start (a duplicate)
+        cut = int(rng.integers(1, count))
+        out["series"] += 1
+        try:
+            end_plan = make_plan(slabs[:cut], "time")
+        except PlanError:
+            continue
+        arrays = {a: ArrayMeta.from_json(m.to_json()) for a, m in end_plan.arrays.items()}
+        last = next(s for s in slabs if s.location == end_plan.order[-1])
+        ext = extend_plan(SeriesEnd(arrays, last), slabs[cut:], "time")
+        try:
+            full = make_plan(slabs, "time")
+        except PlanError as e:
+            out["refused"] += 1
+            if ext is not None:
+                out["failures"].append({"seed": seed + k, "difference": f"extend_plan answers, make_plan refuses: {e}"})
+            continue
+        if ext is None:
+            out["fallback"] += 1
+            continue
+        out["answered"] += 1
+        diff = None
+        if sorted(ext.arrays) != sorted(full.arrays):
+            diff = f"arrays {sorted(ext.arrays)} != {sorted(full.arrays)}"
+        for name in sorted(full.arrays):
+            if diff is None and ext.arrays[name].to_json() != full.arrays[name].to_json():
+                diff = f"{name}: {ext.arrays[name].to_json()} != {full.arrays[name].to_json()}"
+        for s in slabs[cut:]:
+            for what in ("placements", "view", "keys"):
+                mine = {k: v for k, v in getattr(ext, what).items() if k[0] == s.location}
+                theirs = {k: v for k, v in getattr(full, what).items() if k[0] == s.location}
+                if diff is None and mine != theirs:
+                    diff = f"{s.location} {what}: {mine} != {theirs}"
+        if diff:
+            out["failures"].append({"seed": seed + k, "cut": cut, "difference": diff})
+    return out
 
 
 if __name__ == "__main__":

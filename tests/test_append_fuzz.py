@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import refstore
-from bench.appendfuzz import Run, _scan, diff_rows, table_rows
+from bench.appendfuzz import Run, _scan, diff_rows, plan_campaign, table_rows
 from refstore.table import _append
 
 from ._oracle import assert_same
@@ -90,9 +90,19 @@ def test_off_grid_append_after_a_hole_in_a_regular_grid(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", [32, 38])
 def test_campaign_series(tmp_path: Path, seed: int) -> None:
     """Two series of ``bench/appendfuzz.py`` (netCDF3 64-bit offset: appends, rewrites, a prune,
-    a duplicate; netCDF4: single-file appends, a prune): after each of their steps the append path's table equals the full
-    plan's and a fresh scan's, and the values netCDF4-python's. Each reaches the append path."""
+    a duplicate; netCDF4: single-file appends, a prune): after each of their steps the append
+    path's table equals the full plan's and a fresh scan's, and the values netCDF4-python's.
+    Each reaches the append path."""
     before = dict(_append.STATS)
     run = Run(seed, tmp_path)
     assert run.play(6) is None, run.log
     assert _append.STATS["appended"] > before["appended"], run.log
+
+
+def test_extend_plan_equals_make_plan() -> None:
+    """``extend_plan`` against ``make_plan`` in memory over 400 random series (``plan_campaign``):
+    where it answers, the same arrays and new placements/views/keys, and never where make_plan
+    refuses. Before the fix, seed 145 was the hole-before-an-off-grid-append case above."""
+    got = plan_campaign(400, 0)
+    assert got["failures"] == []
+    assert got["answered"] > 40 and got["refused"] > 10  # it reaches both sides
