@@ -99,6 +99,7 @@ class Result:
     series: int = 0
     commits: int = 0
     refused: int = 0
+    decoded: int = 0  # commits whose decoded values were compared with xarray's
     paths: dict[str, int] = field(default_factory=lambda: {"appended": 0, "replaced": 0, "planned": 0})
     failures: list[dict[str, Any]] = field(default_factory=list)
 
@@ -295,8 +296,9 @@ class Run:
     """One series: its files on disk, the fast (append path) and full (append path off)
     collections scanned step by step, and the checks after each step."""
 
-    def __init__(self, seed: int, root: Path) -> None:
+    def __init__(self, seed: int, root: Path, *, decoded: bool = True) -> None:
         self.seed = seed
+        self.decoded = decoded
         self.rng = np.random.default_rng(seed)
         self.s = random_series(self.rng)
         self.root = root
@@ -390,6 +392,34 @@ class Run:
                 return f"{name}: dtype {got.dtype} != {want.dtype}"
             if got.shape != want.shape or got.astype(native).tobytes() != want.astype(native).tobytes():
                 return f"{name}: values differ from netCDF4-python ({got.shape} vs {want.shape})"
+        return self.check_decoded(paths)
+
+    def check_decoded(self, paths: list[Path]) -> str | None:
+        """Where every placed file has every variable: ``engine="refstore"`` equals xarray's
+        ``open_mfdataset(..., combine="nested", concat_dim="time")`` over the files (decoded:
+        masked, unpacked, times as dates)."""
+        import xarray as xr
+
+        from tests._oracle import assert_same_dataset
+
+        if not self.decoded:
+            return None
+        names = {v.name for v in self.s.vars}
+        nc4 = import_netcdf4()
+        for p in paths:
+            with nc4.Dataset(p) as ds:
+                if not names <= set(ds.variables):
+                    return None
+        want = xr.open_mfdataset([str(p) for p in paths], combine="nested", concat_dim=DIM, data_vars="minimal",
+                                 coords="minimal", compat="override", engine="netcdf4", parallel=False)  # fmt: skip
+        try:
+            with xr.open_dataset(self.fast, engine="refstore") as got:
+                assert_same_dataset(got.load(), want.load(), "engine=refstore")
+            RESULT.decoded += 1
+        except AssertionError as e:
+            return f"decoded values differ from xarray over the files: {str(e)[:300]}"
+        finally:
+            want.close()
         return None
 
     def play(self, steps: int) -> str | None:
@@ -477,7 +507,8 @@ def run(n: int, seed: int, *, steps: int = 8, keep: Path | None = None, out: Any
         elif keep is None:
             shutil.rmtree(root, ignore_errors=True)
         if (i + 1) % 10 == 0:
-            print(f"[{i + 1}/{n}] commits {RESULT.commits} refused {RESULT.refused} paths {RESULT.paths} "
+            print(f"[{i + 1}/{n}] commits {RESULT.commits} refused {RESULT.refused} decoded {RESULT.decoded} "
+                  f"paths {RESULT.paths} "
                   f"failures {len(RESULT.failures)}", file=out, flush=True)
         if keep is None and d:
             print(f"  (kept {root})", file=out, flush=True)
@@ -507,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         "series": res.series,
         "commits": res.commits,
         "refused": res.refused,
+        "decoded": res.decoded,
         "paths": res.paths,
         "failures": len(res.failures),
         "seconds": round(time.perf_counter() - t, 1),

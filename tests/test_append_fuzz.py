@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import refstore
-from bench.appendfuzz import Run, _scan, diff_rows, plan_campaign, table_rows
+from bench.appendfuzz import RESULT, Run, _scan, diff_rows, plan_campaign, table_rows
 from refstore.table import _append
 
 from ._oracle import assert_same
@@ -91,12 +91,17 @@ def test_off_grid_append_after_a_hole_in_a_regular_grid(tmp_path: Path) -> None:
 def test_campaign_series(tmp_path: Path, seed: int) -> None:
     """Two series of ``bench/appendfuzz.py`` (netCDF3 64-bit offset: appends, rewrites, a prune,
     a duplicate; netCDF4: single-file appends, a prune): after each of their steps the append
-    path's table equals the full plan's and a fresh scan's, and the values netCDF4-python's.
-    Each reaches the append path."""
+    path's table equals the full plan's and a fresh scan's, and the values netCDF4-python's
+    (and, for the second, at the end, xarray's decoded values over the files). Each reaches the append path."""
     before = dict(_append.STATS)
-    run = Run(seed, tmp_path)
+    run = Run(seed, tmp_path, decoded=False)
     assert run.play(6) is None, run.log
     assert _append.STATS["appended"] > before["appended"], run.log
+    if seed == 38:  # at the end, engine="refstore" against xarray (every file has every variable)
+        run.decoded = True
+        decoded = RESULT.decoded
+        assert run.check_decoded(run.placed()) is None
+        assert RESULT.decoded == decoded + 1
 
 
 def test_extend_plan_equals_make_plan() -> None:
