@@ -283,7 +283,7 @@ def _scan(uri: str, folder: Path, *, enabled: bool, **kw: Any) -> tuple[Any, str
     old = _append.ENABLED
     _append.ENABLED = enabled
     try:
-        rep = refstore.scan(uri, [str(folder)], concat_dim=DIM, workers=1, timeout=None, **kw)
+        rep = refstore.scan(uri, [str(folder)], **{"concat_dim": DIM, "workers": 1, "timeout": None, **kw})
         err = None
     except refstore.RefstoreError as e:
         rep, err = None, f"{type(e).__name__}: {e}"
@@ -299,6 +299,7 @@ class Run:
     def __init__(self, seed: int, root: Path, *, decoded: bool = True) -> None:
         self.seed = seed
         self.decoded = decoded
+        self.options = np.random.default_rng(seed + 10**9)  # the scans' options (apart: seeds keep their series)
         self.rng = np.random.default_rng(seed)
         self.s = random_series(self.rng)
         self.root = root
@@ -347,9 +348,11 @@ class Run:
         """Scan both collections and a fresh one; the difference found, or None."""
         self.step += 1
         self.log.append(what)
-        if self.s.prefer is not None and not self.prefer_given:
-            kw["prefer"] = self.s.prefer
+        if self.s.prefer is not None and (not self.prefer_given or self.options.random() < 0.2):
+            kw["prefer"] = self.s.prefer  # the recorded rules given again: still the append path
             self.prefer_given = True
+        if self.step > 1 and self.options.random() < 0.3:
+            kw["concat_dim"] = None  # the recorded one, as `refstore scan FOLDER` on the next day
         fast, ferr, took = _scan(self.fast, self.folder, enabled=True, **kw)
         full, uerr, _ = _scan(self.full, self.folder, enabled=False, **kw)
         for k, n in took.items():
