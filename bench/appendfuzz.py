@@ -587,8 +587,10 @@ def plan_campaign(n: int, seed: int) -> dict[str, Any]:
     from refstore.errors import PlanError
     from refstore.plan.append import SeriesEnd, extend_plan
     from refstore.plan.concat import make_plan
+    from refstore.plan.series_order import parse_prefer
     from refstore.scan._types import ArrayMeta
 
+    newest = parse_prefer(["newest"])  # duplicates (the same start) set aside: the later source placed
     out: dict[str, Any] = {"series": 0, "answered": 0, "fallback": 0, "refused": 0, "failures": []}
     for k in range(n):
         rng = np.random.default_rng(seed + k)
@@ -616,14 +618,14 @@ def plan_campaign(n: int, seed: int) -> dict[str, Any]:
         cut = int(rng.integers(1, count))
         out["series"] += 1
         try:
-            end_plan = make_plan(slabs[:cut], "time")
+            end_plan = make_plan(slabs[:cut], "time", prefer=newest)
         except PlanError:
             continue
         arrays = {a: ArrayMeta.from_json(m.to_json()) for a, m in end_plan.arrays.items()}
         last = next(s for s in slabs if s.location == end_plan.order[-1])
         ext = extend_plan(SeriesEnd(arrays, last), slabs[cut:], "time")
         try:
-            full = make_plan(slabs, "time")
+            full = make_plan(slabs, "time", prefer=newest)
         except PlanError as e:
             out["refused"] += 1
             if ext is not None:
