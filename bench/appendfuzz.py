@@ -486,7 +486,12 @@ class Run:
                 name = str(rng.choice(sorted(self.files)))
                 (self.folder / name).unlink()
                 del self.files[name]
-                d = self.commit(f"prune {name}", prune=True)
+                also = ""
+                if queue and self.options.random() < 0.4:  # and a new day in the same scan
+                    f = FileState(queue.pop(0), int(self.options.integers(1, 4)), int(self.options.integers(0, 5)))
+                    self.write(f)
+                    also = f" and append slot {f.slot}"
+                d = self.commit(f"prune {name}{also}", prune=True)
         return d
 
 
