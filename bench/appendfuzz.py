@@ -498,7 +498,9 @@ class Run:
 RESULT = Result()
 
 
-def run(n: int, seed: int, *, steps: int = 8, keep: Path | None = None, out: Any = sys.stdout) -> Result:
+def run(
+    n: int, seed: int, *, steps: int = 8, keep: Path | None = None, every: int = 10, out: Any = sys.stdout
+) -> Result:
     """``n`` series from ``seed`` on; failures are collected in the result (and printed)."""
     for i in range(n):
         s = seed + i
@@ -514,7 +516,7 @@ def run(n: int, seed: int, *, steps: int = 8, keep: Path | None = None, out: Any
             print(f"seed {s} step {r.step} {r.log}: {d}", file=out, flush=True)
         elif keep is None:
             shutil.rmtree(root, ignore_errors=True)
-        if (i + 1) % 10 == 0:
+        if (i + 1) % every == 0:
             print(f"[{i + 1}/{n}] commits {RESULT.commits} refused {RESULT.refused} decoded {RESULT.decoded} "
                   f"paths {RESULT.paths} "
                   f"failures {len(RESULT.failures)}", file=out, flush=True)
@@ -530,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--keep", type=Path, default=None)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--every", type=int, default=10, help="a progress line every N series")
     p.add_argument("--plan", action="store_true", help="extend_plan against make_plan alone (no files, no tables)")
     a = p.parse_args(argv)
     t = time.perf_counter()
@@ -541,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in got["failures"][:20]:
             print(f, file=sys.stderr)
         return 1 if got["failures"] else 0
-    res = run(a.n, a.seed, steps=a.steps, keep=a.keep)
+    res = run(a.n, a.seed, steps=a.steps, keep=a.keep, every=a.every)
     summary = {
         "series": res.series,
         "commits": res.commits,
