@@ -372,10 +372,11 @@ class Run:
         fresh = str(self.root / f"fresh{self.step}")
         refstore.init(fresh)
         _, err, _ = _scan(fresh, self.folder, enabled=False, prefer=self.s.prefer)
-        if err is None:
-            d = diff_rows(table_rows(self.fast, drop_order=True), table_rows(fresh, drop_order=True))
-            if d:
-                return f"append path != fresh scan: {d} (path {took})"
+        if err is not None:
+            return f"a fresh scan of the same files refuses them: {err}"
+        d = diff_rows(table_rows(self.fast, drop_order=True), table_rows(fresh, drop_order=True))
+        if d:
+            return f"append path != fresh scan: {d} (path {took})"
         shutil.rmtree(fresh)
         return self.check_values()
 
