@@ -26,6 +26,7 @@ from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
 from ..plan.series_order import parse_prefer
+from ..scan._intern import MetaTexts
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
 from ..schema import (
     DEST_COLUMNS,
@@ -350,7 +351,7 @@ def _recorded_origins(
     return out
 
 
-def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
+def _var_rows(plan: Plan, slabs: Sequence[SourceSlab], texts: MetaTexts) -> pa.Table:
     arrays, sources, status, meta, eras = [], [], [], [], []
     dest: list[list[int]] = [[] for _ in DEST_COLUMNS]
     for s in slabs:
@@ -359,7 +360,7 @@ def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
             arrays.append(name)
             sources.append(s.location)
             status.append(m.status)
-            meta.append(m.to_json())
+            meta.append(texts.text(m))
             eras.append(plan.view.get((s.location, name), (0, ()))[0])
             for i in range(MAX_DIMS):
                 dest[i].append(NOT_PLACED if p is None else (p[i] if i < len(p) else 0))
@@ -370,14 +371,14 @@ def _var_rows(plan: Plan, slabs: Sequence[SourceSlab]) -> pa.Table:
     )  # fmt: skip
 
 
-def _array_rows(plan: Plan) -> pa.Table:
+def _array_rows(plan: Plan, texts: MetaTexts) -> pa.Table:
     names = sorted(plan.arrays)
     return rows(
         Kind.ARRAY,
         len(names),
         array=names,
         status=[plan.arrays[n].status for n in names],
-        meta=[plan.arrays[n].to_json() for n in names],
+        meta=[texts.text(plan.arrays[n]) for n in names],
     )
 
 
@@ -446,9 +447,10 @@ def _attempt(
     rules = parse_prefer(prefer if prefer is not None else snap.config().get("prefer", []))
     next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
 
+    texts = MetaTexts()  # one instance per recorded text: the plan compares by identity, var rows reuse the JSON
     by_source: dict[str, dict[str, ArrayMeta]] = {}
     for (src, a), (m, _) in state.vars.items():
-        by_source.setdefault(src, {})[a] = m
+        by_source.setdefault(src, {})[a] = texts.canon(m)
     slabs: list[SourceSlab] = []
     for loc, s in state.sources.items():
         if loc in by_loc or loc in removed:
@@ -460,8 +462,8 @@ def _attempt(
     for i, r in enumerate(results):
         loc = r.source.location
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
-        slabs.append(SourceSlab(loc, orders[loc], {a.name: a for a in r.arrays}, r.sort_value, r.sort_units,
-                                r.sort_last, r.source.mtime_ns))  # fmt: skip
+        slabs.append(SourceSlab(loc, orders[loc], {a.name: texts.canon(a) for a in r.arrays}, r.sort_value,
+                                r.sort_units, r.sort_last, r.source.mtime_ns))  # fmt: skip
     mosaic_info: dict[str, Any] | None = None
     if mosaic:
         mp = make_mosaic_plan(slabs, dim, prefer=rules, require_aligned=False)
@@ -534,7 +536,8 @@ def _attempt(
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
                            **({"mosaic": True} if mosaic else {}),
                            "set_aside": {loc: a.kept for loc, a in sorted(set_aside.items())}})  # fmt: skip
-    upsert = pa.concat_tables([head, source_rows, _var_rows(plan, all_slabs), _array_rows(plan), new_chunk])
+    var_rows = _var_rows(plan, all_slabs, texts)
+    upsert = pa.concat_tables([head, source_rows, var_rows, _array_rows(plan, texts), new_chunk])
 
     unsupported = tuple(
         (r.source.location, a.name, a.reason or "") for r in results for a in r.arrays if a.status != "ok"
