@@ -184,11 +184,17 @@ def _global_keys(
     return out
 
 
+_COMBINE_ROWS = 1 << 18
+"""Chunk rows of a batch up to which they are copied into one Arrow chunk (~25 MB at most)."""
+
+
 def _with_source(results: Sequence[ScanResult]) -> pa.Table:
     """The chunk tables of scanned sources as one table with a ``source`` column."""
     if not results:
         return CHUNK_BATCH_SCHEMA.empty_table().append_column("source", pa.array([], pa.string()))
     big = pa.concat_tables([r.chunks for r in results])
+    if big.num_rows <= _COMBINE_ROWS:  # many small files: one Arrow chunk, so each later call runs once, not per file
+        big = big.combine_chunks()
     counts = np.array([r.chunks.num_rows for r in results], np.int64)
     locs = pa.array([r.source.location for r in results], pa.string())
     return big.append_column("source", locs.take(pa.array(np.repeat(np.arange(len(results)), counts))))
