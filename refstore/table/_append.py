@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from ..plan.append import SeriesEnd, extend_plan
 from ..plan.concat import SourceSlab
 from ..plan.series_order import parse_prefer
+from ..scan._intern import MetaTexts
 from ..scan._types import ArrayMeta
 from ..schema import Kind
 from ._commit import commit, head_row
@@ -128,8 +129,9 @@ def append_commit(
         return None
     end, next_order = found
     orders = {r.source.location: next_order + i for i, r in enumerate(results)}
-    slabs = [SourceSlab(r.source.location, orders[r.source.location], {a.name: a for a in r.arrays}, r.sort_value,
-                        r.sort_units, r.sort_last, r.source.mtime_ns) for r in results]  # fmt: skip
+    texts = MetaTexts()  # one instance per content: the plan compares by identity, var rows reuse the JSON
+    slabs = [SourceSlab(r.source.location, orders[r.source.location], {a.name: texts.canon(a) for a in r.arrays},
+                        r.sort_value, r.sort_units, r.sort_last, r.source.mtime_ns) for r in results]  # fmt: skip
     plan = extend_plan(end, slabs, str(dim))
     if plan is None:
         return None
@@ -157,8 +159,8 @@ def append_commit(
     )
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
                            "set_aside": dict(sorted(cfg["set_aside"].items()))})  # fmt: skip
-    upsert = pa.concat_tables([head, source_rows, _var_rows(plan, sorted(slabs, key=lambda s: s.order)),
-                               _array_rows(plan), new_chunk])  # fmt: skip
+    upsert = pa.concat_tables([head, source_rows, _var_rows(plan, sorted(slabs, key=lambda s: s.order), texts),
+                               _array_rows(plan, texts), new_chunk])  # fmt: skip
     rules = parse_prefer(prefer if prefer is not None else cfg.get("prefer", []))
     record: dict[str, Any] = {
         "sources": {
