@@ -900,3 +900,163 @@ def test_off_grid_refusal_gives_the_row_residual() -> None:
            r"\(row, col\); a mosaic needs tiles on one grid$")  # fmt: skip
     with pytest.raises(PlanError, match=msg.replace("+0.2", r"\+0\.2")):
         make_mosaic_plan(tiles)
+
+
+# --------------------------------------------------------------------------- common_grid's tolerances, overlaps, gaps
+def _fp(loc: str, t: tuple[float, ...], rows: int = 4, cols: int = 4) -> Any:
+    from refstore.plan.mosaic import Footprint
+
+    return Footprint(loc, t, rows, cols)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("big", [1, 2, 4, 5])
+def test_pixel_sizes_agree_within_1e9_of_the_largest_pixel_term(big: int) -> None:
+    """Two tiles share a pixel matrix when each term differs by at most 1e-9 (the documented
+    ``PIXEL_RTOL``) of the first tile's largest term, whichever of dx, rx, ry, dy that is, and
+    the difference at exactly that bound included. ``big`` is the index (GDAL order) of the term
+    1024 times the others (a shear when it is rx or ry)."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import PIXEL_RTOL, common_grid
+
+    assert PIXEL_RTOL == 1e-9
+    t = [0.0, 1.0, 0.0, 0.0, 0.0, -1.0]
+    t[big] = 1024.0  # x0, dx, rx, y0, ry, dy: terms 1, 2, 4, 5
+    bound = 1e-9 * 1024.0  # a power of two times 1e-9: exact in binary
+    # the tile's own terms may differ from the first's by up to the bound (here dx and dy): same grid
+    ok = list(t)
+    ok[1] += bound * 0.5
+    ok[5] -= bound * 0.5
+    grid = common_grid([_fp("a", tuple(t)), _fp("b", tuple(ok))])
+    assert grid.offsets["b"] == (0, 0) and grid.shape == (4, 4)
+    # a term 0 in the first tile and exactly the bound in the second: still the same grid
+    at = list(t)
+    zero = next(i for i in (2, 4) if t[i] == 0.0)
+    at[zero] = bound
+    assert common_grid([_fp("a", tuple(t)), _fp("b", tuple(at))]).offsets["b"] == (0, 0)
+    # just past it (the next double after the bound): refused, both named
+    past = list(t)
+    past[zero] = float(np.nextafter(bound, np.inf))
+    with pytest.raises(PlanError, match=r"^b and a have different pixel sizes for 'image'"):
+        common_grid([_fp("a", tuple(t)), _fp("b", tuple(past))])
+
+
+def test_pixel_size_tolerance_scales_with_the_pixel() -> None:
+    """30 m pixels written as 30.000000001 by one tile (1/30 of the 1e-9 relative bound off) share
+    the grid; 1e-5-degree pixels differing by 1e-13 (1e-8 relative) do not."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import common_grid
+
+    a = (500000.0, 30.0, 0.0, 4650000.0, 0.0, -30.0)
+    b = (500000.0 + 4 * 30.0, 30.000000001, 0.0, 4650000.0, 0.0, -30.000000001)
+    assert common_grid([_fp("a", a), _fp("b", b)]).offsets["b"] == (0, 4)
+    c = (10.0, 1e-5, 0.0, 45.0, 0.0, -1e-5)
+    d = (10.0, 1e-5 + 1e-13, 0.0, 45.0, 0.0, -1e-5)
+    with pytest.raises(PlanError, match=r"^b and a have different pixel sizes"):
+        common_grid([_fp("a", c), _fp("b", d)])
+
+
+def test_degenerate_transforms_are_refused_and_small_pixels_are_not() -> None:
+    """Degenerate: the pixel matrix's determinant at most 1e-9 times the square of its largest
+    term (or not finite). 1e-5-degree pixels (determinant 1e-10) are a real grid."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import common_grid
+
+    small = (10.0, 1e-5, 0.0, 45.0, 0.0, -1e-5)
+    nxt = (10.0 + 4e-5, 1e-5, 0.0, 45.0, 0.0, -1e-5)
+    grid = common_grid([_fp("a", small), _fp("b", nxt)])
+    assert grid.offsets["b"] == (0, 4) and grid.shape == (4, 8)
+    # 1000 by 1e-7: determinant 1e-4, at most 1e-9 * 1000**2 = 1e-3: degenerate
+    # 1 by 1e-9: determinant 1e-9, exactly 1e-9 * 1**2: degenerate (the bound included)
+    # a NaN term: no determinant at all; a zero matrix
+    for t in ((0.0, 1000.0, 0.0, 0.0, 0.0, -1e-7), (0.0, 1.0, 0.0, 0.0, 0.0, 1e-9),
+              (0.0, float("nan"), 0.0, 0.0, 0.0, -1.0), (0.0, 1.0, 0.0, 0.0, 0.0, float("nan")),
+              (0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (0.0, 1.0, 1.0, 0.0, 1.0, 1.0)):  # fmt: skip
+        with pytest.raises(PlanError) as e:
+            common_grid([_fp("a", t)], level="overview_1")
+        assert str(e.value) == f"a: 'overview_1' has a degenerate transform {list(t)}"
+    # just above the bound: a grid
+    assert common_grid([_fp("a", (0.0, 1.0, 0.0, 0.0, 0.0, 2e-9))]).shape == (4, 4)
+
+
+@pytest.mark.parametrize("axis", ["row", "col"])
+def test_origin_tolerance_includes_its_bound(axis: str) -> None:
+    """An origin exactly ``tolerance`` pixels off a whole pixel is on the grid (0.25 and 0 here,
+    exact in binary); 2**-40 pixels past it is not."""
+    from refstore.errors import PlanError
+    from refstore.plan.mosaic import common_grid
+
+    a = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0)
+
+    def tile(off: float) -> tuple[float, ...]:
+        return (8.0 + off, 1.0, 0.0, 0.0, 0.0, -1.0) if axis == "col" else (0.0, 1.0, 0.0, -8.0 - off, 0.0, -1.0)
+
+    want = (0, 8) if axis == "col" else (8, 0)
+    assert common_grid([_fp("a", a), _fp("b", tile(0.25))], tolerance=0.25).offsets["b"] == want
+    assert common_grid([_fp("a", a), _fp("b", tile(0.0))], tolerance=0.0).offsets["b"] == want
+    with pytest.raises(PlanError, match=r"^b: the origin of 'image' is off the pixel grid of a by"):
+        common_grid([_fp("a", a), _fp("b", tile(0.25 + 2.0**-40))], tolerance=0.25)
+
+
+def _unit_prints(boxes: list[tuple[int, int, int, int]]) -> list[Any]:
+    """Footprints ``(row, col, rows, cols)`` on a 1-unit grid."""
+    return [_fp(f"t{i}", (float(c), 1.0, 0.0, -float(r), 0.0, -1.0), h, w) for i, (r, c, h, w) in enumerate(boxes)]
+
+
+def _painted(boxes: list[tuple[int, int, int, int]]) -> np.ndarray[Any, Any]:
+    h = max(r + n for r, _, n, _ in boxes)
+    w = max(c + n for _, c, _, n in boxes)
+    masks = np.zeros((len(boxes), h, w), bool)
+    for i, (r, c, bh, bw) in enumerate(boxes):
+        masks[i, r : r + bh, c : c + bw] = True
+    return masks
+
+
+def test_overlaps_when_row_ends_are_not_in_row_start_order() -> None:
+    """A tall tile, a short one inside its rows ending first, one lower: sorted by where they
+    end, the short one would come first and the pair it makes with the tall one be missed."""
+    from refstore.plan.mosaic import common_grid, overlaps
+
+    boxes = [(0, 0, 10, 5), (1, 0, 2, 5), (5, 0, 1, 5), (20, 0, 3, 5)]
+    prints = _unit_prints(boxes)
+    masks = _painted(boxes)
+    n = len(boxes)
+    want = [(i, j) for i in range(n) for j in range(i + 1, n) if (masks[i] & masks[j]).any()]
+    assert want == [(0, 1), (0, 2)]
+    assert overlaps(common_grid(prints), prints) == want
+    rev = prints[::-1]  # the same tiles in the other order: the indices follow the list
+    assert overlaps(common_grid(rev), rev) == sorted((n - 1 - j, n - 1 - i) for i, j in want)
+
+
+def _bands(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """The documented gaps, by hand: row bands between consecutive row edges (0, the mosaic's
+    height, every tile's first and end row), in each band the maximal runs of pixels no tile
+    covers, left to right."""
+    covered = _painted(boxes).any(0)
+    h = covered.shape[0]
+    edges = sorted({0, h, *(r for r, _, _, _ in boxes), *(r + n for r, _, n, _ in boxes)})
+    out = []
+    for a, z in itertools.pairwise(edges):
+        row = covered[a]
+        c = 0
+        while c < row.size:
+            if row[c]:
+                c += 1
+                continue
+            e = c
+            while e < row.size and not row[e]:
+                e += 1
+            out.append((a, z, c, e))
+            c = e
+    return out
+
+
+def test_gaps_merge_adjacent_empty_cells_of_a_band() -> None:
+    """Three tiles on a diagonal: the column edges of the lower ones cut the first band's empty
+    stretch into cells, which come back as one box per run."""
+    from refstore.plan.mosaic import common_grid, gaps
+
+    boxes = [(0, 0, 1, 1), (1, 2, 1, 1), (2, 4, 1, 1)]
+    prints = _unit_prints(boxes)
+    want = _bands(boxes)
+    assert want == [(0, 1, 1, 5), (1, 2, 0, 2), (1, 2, 3, 5), (2, 3, 0, 4)]
+    assert list(gaps(common_grid(prints), prints)) == want

@@ -156,8 +156,8 @@ def overlaps(grid: LevelGrid, footprints: Sequence[Footprint]) -> list[tuple[int
         stop = int(np.searchsorted(s[:, 0], s[k, 1], side="left"))
         if stop <= k + 1:
             continue
-        cand = s[k + 1 : stop]
-        hit = (cand[:, 2] < s[k, 3]) & (s[k, 2] < cand[:, 3]) & (cand[:, 0] < s[k, 1])
+        cand = s[k + 1 : stop]  # every one starts before s[k] ends (stop: searchsorted's left bound)
+        hit = (cand[:, 2] < s[k, 3]) & (s[k, 2] < cand[:, 3])
         for m in np.flatnonzero(hit):
             i, j = int(order[k]), int(order[k + 1 + m])
             out.append((min(i, j), max(i, j)))
