@@ -6,8 +6,8 @@ GROUPS: plan (refstore/plan/), decode (read/decode.py), versions (table/versions
 codec and fill logic of the emitted forms: zarr_meta.py, _values.py), scan (refstore/scan/) and
 scan-sample (its netCDF3 scanner and HDF5 filter table only: minutes, not hours). None given:
 those but scan-sample, in that order (cheapest first); the per-module splits (plan-cs,
-plan-new: grid, placement, mosaic and slabs; netcdf3, hdf5, tiff, grib, scan-misc) run when
-named. Not part of CI.
+plan-new: grid, placement, mosaic and slabs; plan-core: concat, eras, region, remap and
+series_order; netcdf3, hdf5, tiff, grib, scan-misc) run when named. Not part of CI.
 
 Each group runs in its own folder, ``bench/out/mutate/GROUP/`` (kept between runs: mutmut
 re-tests only mutants of functions whose source changed, so a second run is incremental), over
@@ -107,6 +107,25 @@ GROUPS: dict[str, Group] = {
             "tests/test_mosaic.py::test_a_user_defined_crs_is_told_apart_by_its_geokeys",
             "tests/test_mosaic.py::test_pixel_is_point_tiles_join_pixel_is_area_ones_on_gdals_grid",
         ),  # in-process only: no Lance collection per test (nor test_mosaic's cut fixture: 6 s of gdal_translate)
+    ),
+    "plan-core": Group(
+        files=(
+            "refstore/plan/concat.py",
+            "refstore/plan/eras.py",
+            "refstore/plan/region.py",
+            "refstore/plan/remap.py",
+            "refstore/plan/series_order.py",
+        ),
+        tests=(
+            "tests/test_mutation_plan_core.py",
+            "tests/test_plan_properties.py",
+            "tests/test_plan_eras.py",
+            "tests/test_plan_region.py",
+            "tests/test_mutation_plan.py",
+            "tests/test_encoding_eras.py",
+            "tests/test_plan_rectilinear.py",
+            "tests/test_plan_mosaic.py",
+        ),  # in-process only: test_scan_rules/test_series_holes build Lance collections (seconds a mutant)
     ),
     "plan-cs": Group(
         files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),
