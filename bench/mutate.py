@@ -374,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run again only the mutants that survived (or had no test) last time, e.g. after new tests",
     )
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="run only the mutants whose name matches (fnmatch, e.g. 'refstore.plan.mosaic.x_gaps__mutmut_*'; "
+        "repeatable); the others keep their last verdict",
+    )
     args = ap.parse_args(argv)
     names = args.groups or [g for g in GROUPS if g in _DEFAULT]
     unknown = [n for n in names if n not in GROUPS]
@@ -392,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 if not again:
                     continue
+            elif args.only:
+                again = list(args.only)
             work = prepare(name, GROUPS[name], source=not args.keep_source)
             print(f"== {name}: mutmut in {work.relative_to(REPO)}", flush=True)
             failed |= run(work, args.max_children, again) != 0
