@@ -327,3 +327,45 @@ def test_a_rectilinear_era_records_its_edges_and_keys() -> None:
     assert x.edges == ()  # several eras: the edges are the eras'
     assert [plan.keys[(f"s{i}.nc", "x")] for i in range(4)] == [(0, (0,)), (0, (2,)), (1, (0,)), (1, (2,))]
     assert [plan.view[(f"s{i}.nc", "x")] for i in range(4)] == [(0, (0,)), (0, (3,)), (1, (0,)), (1, (4,))]
+
+
+# --------------------------------------------------------------------------- region.py
+def test_dates_in_the_julian_gregorian_gap_per_calendar() -> None:
+    """1582-10-10 lies in the days the mixed Julian/Gregorian ("standard", the default) calendar
+    skips: refused there, naming the calendar; proleptic Gregorian (Python's own datetime: the
+    oracle) and Julian count it 9 days after 1582-10-01."""
+    from datetime import datetime as dt
+
+    from refstore.plan.region import date_to_cf
+
+    when = dt(1582, 10, 10)
+    assert (when - dt(1582, 10, 1)).days == 9
+    for cal in ("proleptic_gregorian", "julian"):
+        assert date_to_cf(when, "days since 1582-10-01", cal) == 9.0
+    with pytest.raises(
+        BadInputError, match=r"^cannot place 1582-10-10T00:00:00 on 'days since 1582-10-01' \(standard\): "
+    ):
+        date_to_cf(when, "days since 1582-10-01")
+    with pytest.raises(BadInputError, match=r"^cannot place 1582-10-10T00:00:00 on 'days since 1582-10-01' \(\): "):
+        date_to_cf(when, "days since 1582-10-01", "")  # an empty calendar is the standard one
+
+
+def test_time_range_reads_utc_designators() -> None:
+    from datetime import datetime as dt
+
+    from refstore.plan.region import parse_time_range
+
+    assert parse_time_range("2024-01-01T00:00Z/2024-01-02T06:00+06:00") == (dt(2024, 1, 1), dt(2024, 1, 2))
+    with pytest.raises(BadInputError, match=r"START and END must be ISO dates"):
+        parse_time_range("2024-01-01T00:00z/2024-01-02")  # lower-case: not ISO 8601's designator
+
+
+def test_remap_prefixes_are_normalised_like_posix_paths() -> None:
+    import os
+
+    from refstore.plan.remap import canonical_prefix
+
+    for p in ("/data/./x/../y", "/a//b", "/a/b/.", "///a", "/a/b/../"):
+        want = os.path.normpath(p)
+        assert canonical_prefix(p) == (want + "/" if p.endswith("/") and not want.endswith("/") else want), p
+    assert canonical_prefix("//") == "/" and canonical_prefix("/") == "/" and canonical_prefix("//a") == "//a"

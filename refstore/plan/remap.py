@@ -82,7 +82,7 @@ def canonical_prefix(prefix: str) -> str:
     if not path:
         raise BadInputError(f"remap prefix {prefix!r}: no path")
     trailing = path.endswith("/")
-    out = os.path.abspath(path) if not path.startswith("/") else os.path.normpath(path)
+    out = os.path.abspath(path)  # normpath for an absolute path
     if out == "//":
         out = "/"
     return out + "/" if trailing and not out.endswith("/") else out
