@@ -369,3 +369,20 @@ def test_remap_prefixes_are_normalised_like_posix_paths() -> None:
         want = os.path.normpath(p)
         assert canonical_prefix(p) == (want + "/" if p.endswith("/") and not want.endswith("/") else want), p
     assert canonical_prefix("//") == "/" and canonical_prefix("/") == "/" and canonical_prefix("//a") == "//a"
+
+
+@pytest.mark.parametrize(("step", "n"), [(0.1, 3600), (1 / 3, 1080), (0.7, 514)])
+@pytest.mark.parametrize("origin", [0.0, -180.0])
+def test_a_box_between_two_grid_longitudes_selects_them_and_those_between(step: float, n: int, origin: float) -> None:
+    """Edges taken from the grid itself (as a user picks them): every window of nine longitudes,
+    in either convention, and across 180 or 0 degrees; a box exactly 360 degrees wide is the
+    whole circle."""
+    import numpy as np
+
+    from refstore.plan.region import lon_ranges
+
+    v = origin + np.arange(n) * step
+    got = [lon_ranges(v, float(v[i]), float(v[i + 8])) for i in range(n - 8)]
+    assert got == [[(i, i + 9)] for i in range(n - 8)]
+    for west in (-180.0, 0.0, 17.5):
+        assert lon_ranges(v, west, west + 360.0) == [(0, n)]
