@@ -69,6 +69,8 @@ def test_prefer_rules_keep_as_documented() -> None:
     assert PreferRule(pattern="/d/*").keep([a, b, c]) == [a, b]
     assert PreferRule(pattern="d/*").keep([a, b, c]) == []
     assert PreferRule(pattern="a_final.nc").keep([a, b]) == [a]
+    x = _src("/d/x_X", 6, 1.0)  # a name ending in the letter X: only '/' is stripped from the right
+    assert PreferRule(pattern="*_X").keep([a, x]) == [x]
     ya = _src("x/ya_final.nc", 5, 1.0)
     assert PreferRule(pattern="*a_final.nc").keep([a, ya]) == [a, ya]
 
@@ -386,3 +388,13 @@ def test_a_box_between_two_grid_longitudes_selects_them_and_those_between(step: 
     assert got == [[(i, i + 9)] for i in range(n - 8)]
     for west in (-180.0, 0.0, 17.5):
         assert lon_ranges(v, west, west + 360.0) == [(0, n)]
+
+
+def test_a_whole_circle_box_on_a_0_360_grid_is_one_column_range() -> None:
+    """-180..180 on a 0..360 grid of 1-degree pixels: found as 0..180 (unshifted) and 180..360
+    (shifted by 360), which meet: every column once, as one range."""
+    from refstore.plan.region import affine_ranges
+
+    t = [0.0, 1.0, 0.0, 90.0, 0.0, -1.0]
+    assert affine_ranges(t, 180, 360, (-180.0, -10.0, 180.0, 10.0), geographic=True) == ((80, 100), [(0, 360)])
+    assert affine_ranges(t, 180, 360, (-90.0, -10.0, 90.0, 10.0), geographic=True) == ((80, 100), [(0, 90), (270, 360)])
