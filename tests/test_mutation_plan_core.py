@@ -398,3 +398,40 @@ def test_a_whole_circle_box_on_a_0_360_grid_is_one_column_range() -> None:
     t = [0.0, 1.0, 0.0, 90.0, 0.0, -1.0]
     assert affine_ranges(t, 180, 360, (-180.0, -10.0, 180.0, 10.0), geographic=True) == ((80, 100), [(0, 360)])
     assert affine_ranges(t, 180, 360, (-90.0, -10.0, 90.0, 10.0), geographic=True) == ((80, 100), [(0, 90), (270, 360)])
+
+
+def test_make_plan_applies_prefer_and_records_what_it_set_aside() -> None:
+    from refstore.plan import make_plan
+
+    srcs = [_src("/d/x_p.nc", 0, 1.0, 2), _src("/d/x.nc", 1, 1.0, 2), _src("/d/y.nc", 2, 3.0, 2)]
+    plan = make_plan(srcs, "time", prefer=parse_prefer(["!*_p.nc"]))
+    assert plan.concat_dim == "time" and plan.ordered_by == "coordinate"
+    assert plan.order == ("/d/x.nc", "/d/y.nc")
+    assert plan.set_aside == (SetAside("/d/x_p.nc", "/d/x.nc", "!*_p.nc"),)
+    assert plan.placements == {("/d/x.nc", "x"): (0, 0), ("/d/y.nc", "x"): (2, 0)}
+    with pytest.raises(PlanError, match=r"^/d/x_p\.nc and /d/x\.nc have the same 'time' coordinate \(1 u\); both"):
+        make_plan(srcs, "time")
+    assert make_plan(srcs[2:], None).concat_dim is None
+
+
+# --------------------------------------------------------------------------- eras.py
+def test_parts_cut_a_stepped_selection_at_the_era_bounds() -> None:
+    """Eras [2, 6) and [6, 10) (fill before 2); indices 0, 3, 6, 9 (step 3): index 0 before the
+    first era, 3 in era 0 (local 1), 6 and 9 in era 1 (local 0 and 3). Each local box keeps the
+    other axes and no dropped axis (the caller drops)."""
+    from refstore.plan import Selection
+    from refstore.plan.eras import EraLayout, Part
+
+    lay = EraLayout(axis=0, extent=10, bounds=((2, 6), (6, 10)), chunks=((2, 4), (3, 4)))
+    sel = Selection((0, 1), (10, 3), (3, 1), (1,))
+    want = (
+        Part(None, slice(0, 1), Selection((0, 1), (2, 3), (3, 1), ())),
+        Part(0, slice(1, 2), Selection((1, 1), (4, 3), (3, 1), ())),
+        Part(1, slice(2, 4), Selection((0, 1), (4, 3), (3, 1), ())),
+    )
+    got = lay.parts(sel)
+    assert got == want
+    assert [p.local.shape for p in got] == [(1, 2), (1, 2), (2, 2)]
+    assert lay.hole_positions(sel) == (slice(0, 1),)
+    flush = EraLayout(axis=0, extent=10, bounds=((0, 6), (6, 10)), chunks=((2, 4), (3, 4)), holes=((6, 7),))
+    assert [p.era for p in flush.parts(sel)] == [0, 1] and flush.hole_positions(sel) == (slice(2, 3),)
