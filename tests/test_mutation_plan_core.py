@@ -435,3 +435,20 @@ def test_parts_cut_a_stepped_selection_at_the_era_bounds() -> None:
     assert lay.hole_positions(sel) == (slice(0, 1),)
     flush = EraLayout(axis=0, extent=10, bounds=((0, 6), (6, 10)), chunks=((2, 4), (3, 4)), holes=((6, 7),))
     assert [p.era for p in flush.parts(sel)] == [0, 1] and flush.hole_positions(sel) == (slice(2, 3),)
+
+
+def test_an_array_unsupported_in_a_later_source_is_recorded_as_such() -> None:
+    """Supported in the first source, not in the second: the array is the unsupported record,
+    placed nowhere; an array taken once sits at era 0, offset and key 0."""
+    from refstore.plan import make_plan
+
+    bad = ArrayMeta("x", ("time", "y"), (2, 3), (1, 3), "<f4", None, status="unsupported", reason="filter 32017")
+    flat = ArrayMeta("c", ("y",), (3,), (3,), "<f4", None)
+    srcs = [SourceSlab("a.nc", 0, {"x": _meta(2), "c": flat}, sort_value=0.0, sort_units="u"),
+            SourceSlab("b.nc", 1, {"x": bad, "c": flat}, sort_value=2.0, sort_units="u")]  # fmt: skip
+    plan = make_plan(srcs, "time")
+    assert plan.arrays["x"] is bad
+    assert not any(k[1] == "x" for k in (*plan.placements, *plan.view, *plan.keys))
+    assert plan.arrays["c"] is flat
+    assert plan.placements[("a.nc", "c")] == (0,) and plan.view[("a.nc", "c")] == (0, (0,))
+    assert plan.keys == {("a.nc", "c"): (0, (0,))}
