@@ -328,6 +328,7 @@ def test_a_rectilinear_era_records_its_edges_and_keys() -> None:
     assert x.era_meta(x.eras[0]).edges == ((2, 1, 2),) and x.era_meta(x.eras[1]).edges == ()
     assert x.edges == ()  # several eras: the edges are the eras'
     assert [plan.keys[(f"s{i}.nc", "x")] for i in range(4)] == [(0, (0,)), (0, (2,)), (1, (0,)), (1, (2,))]
+    assert all(type(b) is int for _, base in plan.keys.values() for b in base)  # chunk keys: ints, not floats
     assert [plan.view[(f"s{i}.nc", "x")] for i in range(4)] == [(0, (0,)), (0, (3,)), (1, (0,)), (1, (4,))]
 
 
@@ -358,6 +359,8 @@ def test_time_range_reads_utc_designators() -> None:
     from refstore.plan.region import parse_time_range
 
     assert parse_time_range("2024-01-01T00:00Z/2024-01-02T06:00+06:00") == (dt(2024, 1, 1), dt(2024, 1, 2))
+    # a Z after a date alone (Python's fromisoformat refuses it there) is read as UTC midnight
+    assert parse_time_range("2024-01-01Z/2024-01-02") == (dt(2024, 1, 1), dt(2024, 1, 2, 23, 59, 59, 999999))
     with pytest.raises(BadInputError, match=r"START and END must be ISO dates"):
         parse_time_range("2024-01-01T00:00z/2024-01-02")  # lower-case: not ISO 8601's designator
 
@@ -452,3 +455,20 @@ def test_an_array_unsupported_in_a_later_source_is_recorded_as_such() -> None:
     assert plan.arrays["c"] is flat
     assert plan.placements[("a.nc", "c")] == (0,) and plan.view[("a.nc", "c")] == (0, (0,))
     assert plan.keys == {("a.nc", "c"): (0, (0,))}
+
+
+def test_a_first_holder_one_step_off_its_grid_is_an_era_from_1() -> None:
+    """The first source (one step) lacks the array; the second holds it with chunk 2: the
+    array's one era starts at 1 (recorded), the step before it is fill."""
+    from refstore.plan import make_plan
+
+    def t(n: int) -> ArrayMeta:
+        return ArrayMeta("time", ("time",), (n,), (1,), "<f8", None)
+
+    srcs = [SourceSlab("a.nc", 0, {"time": t(1)}, sort_value=0.0, sort_units="u"),
+            SourceSlab("b.nc", 1, {"time": t(4), "x": ArrayMeta("x", ("time",), (4,), (2,), "<f4", None)},
+                       sort_value=1.0, sort_units="u")]  # fmt: skip
+    plan = make_plan(srcs, "time")
+    x = plan.arrays["x"]
+    assert [(e["start"], e["stop"], e["first_source"]) for e in x.eras] == [(1, 5, "b.nc")]
+    assert x.shape == (5,) and x.holes == ((0, 1),) and plan.keys[("b.nc", "x")] == (0, (0,))

@@ -33,7 +33,7 @@ def parse_time_range(text: str) -> tuple[datetime, datetime]:
     if len(parts) != 2:
         raise BadInputError(f"--time {text!r}: give START/END as ISO dates, e.g. 2024-01-01/2024-01-31")
     try:
-        a, b = (_utc_naive(datetime.fromisoformat(p)) for p in parts)  # reads a "Z" suffix (Python >= 3.11)
+        a, b = (_utc_naive(datetime.fromisoformat(p.replace("Z", "+00:00"))) for p in parts)
     except ValueError:
         raise BadInputError(f"--time {text!r}: START and END must be ISO dates") from None
     if len(parts[1]) <= 10:  # a date without a time: the whole day
