@@ -176,7 +176,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
         for s in holders:
             meta = s.arrays[name]
             if not eras or (eras[-1]["_meta"] is not meta and eras[-1]["_key"] != meta.era_key()):
-                eras.append({"_key": meta.era_key(), "_meta": meta, "index": len(eras),
+                eras.append({"_key": meta.era_key(), "_meta": meta, "index": len(eras), "axis": axis,
                              "start": starts[s.location], "first_source": s.location})  # fmt: skip
             eras[-1]["last_source"] = s.location
             era_of[s.location] = len(eras) - 1
