@@ -167,7 +167,7 @@ def test_order_without_a_concat_dim_or_coordinates_is_the_given_one() -> None:
     assert [s.location for s in got.sources] == ["a", "b", "c"] and got.by is None and got.set_aside == ()
     bare = [_src("b", 1, None), _src("a", 0, None)]
     got = order_sources(bare, "time")
-    assert [s.location for s in got.sources] == ["a", "b"] and got.by == "given"
+    assert [s.location for s in got.sources] == ["a", "b"] and got.by == "given" and got.set_aside == ()
     with pytest.raises(PlanError) as e:
         order_sources([_src("b", 1, 2.0), _src("a", 0, None), _src("c", 2, None)], "time")
     assert str(e.value) == ("a: has no coordinate variable 'time' while other sources do; "
