@@ -1060,3 +1060,11 @@ def test_gaps_merge_adjacent_empty_cells_of_a_band() -> None:
     want = _bands(boxes)
     assert want == [(0, 1, 1, 5), (1, 2, 0, 2), (1, 2, 3, 5), (2, 3, 0, 4)]
     assert list(gaps(common_grid(prints), prints)) == want
+
+
+def test_key_ranges_of_one_element_chunks_hold_every_chunk_meeting_the_box() -> None:
+    """Chunks of one row by four columns: the coarse key of a chunk holding row r is r, so a box
+    over rows 10..11 needs keys 10 and 11 (one cell wider: from 9)."""
+    lay = SlabLayout.of((16, 8), (1, 4), [("a.tif", (0, 0), (16, 8))])
+    assert lay.key_ranges((10, 1), (12, 5)) == [(9, 11), (0, 1)]
+    assert lay.key_ranges((0, 0), (1, 8)) == [(0, 0), (0, 1)]
