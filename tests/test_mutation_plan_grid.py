@@ -1068,3 +1068,12 @@ def test_key_ranges_of_one_element_chunks_hold_every_chunk_meeting_the_box() -> 
     lay = SlabLayout.of((16, 8), (1, 4), [("a.tif", (0, 0), (16, 8))])
     assert lay.key_ranges((10, 1), (12, 5)) == [(9, 11), (0, 1)]
     assert lay.key_ranges((0, 0), (1, 8)) == [(0, 0), (0, 1)]
+
+
+def test_rle_encode_is_the_extensions_run_length_form() -> None:
+    """Written by hand from the extension's form ([value, count] for runs, bare values alone):
+    a run is continued by its value, never by a value equal to its count."""
+    assert rle_encode([5, 5, 5, 5, 1]) == [[5, 4], 1]
+    assert rle_encode([4, 4, 2]) == [[4, 2], 2]
+    assert rle_encode([3, 3, 3, 2, 2]) == [[3, 3], [2, 2]]
+    assert rle_encode([]) == [] and rle_encode([7]) == [7]
