@@ -111,10 +111,13 @@ def _transaction(snap: Snapshot, new_rows: pa.Table | pa.RecordBatchReader, addr
             # the number of batches (+0.7 GB at 3,000 sources, 11 GB at 16,387) and its
             # encodings are poor on tiny batches (the 16,387 OISST sources' rows: 116 MB in
             # batches of 17 rows) and on one huge one (58 MB), not on batches of thousands of
-            # rows (18 MB). Batches of held bytes are big and are not copied.
+            # rows (18 MB). Batches of held bytes are big and are not copied; a batch longer than
+            # WRITE_BATCH_ROWS (a scan batch's chunk rows joined in one, ``upsert._with_source``)
+            # is sliced, without a copy.
             chunks = max(1, *(c.num_chunks for c in part.columns))
             if chunks > 1 and part.nbytes // chunks < SMALL_BATCH:
-                part = pa.Table.from_batches(part.combine_chunks().to_batches(max_chunksize=WRITE_BATCH_ROWS))
+                part = part.combine_chunks()
+            part = pa.Table.from_batches(part.to_batches(max_chunksize=WRITE_BATCH_ROWS), schema=part.schema)
         new += write_fragments(
             part, col.uri, mode="append", data_storage_version=DATA_STORAGE_VERSION,
             storage_options=col.storage_options,
