@@ -46,6 +46,8 @@ class Group:
     """Globs (relative to the repository) of the modules mutated."""
     tests: tuple[str, ...]
     """The test files (or node ids) run against them: fast, and calling the code in-process."""
+    extra: tuple[str, ...] = ()
+    """Other files the tests import (e.g. ``bench/appendfuzz.py``), copied into the work folder."""
 
 
 GROUPS: dict[str, Group] = {
@@ -126,6 +128,15 @@ GROUPS: dict[str, Group] = {
             "tests/test_plan_rectilinear.py",
             "tests/test_plan_mosaic.py",
         ),  # in-process only: test_scan_rules/test_series_holes build Lance collections (seconds a mutant)
+    ),
+    "plan-append": Group(
+        files=("refstore/plan/append.py",),
+        tests=("tests/test_append_fuzz.py::test_extend_plan_equals_make_plan", "tests/test_mutation_append.py"),
+        extra=("bench/__init__.py", "bench/appendfuzz.py"),  # plan_campaign: extend_plan against make_plan
+    ),  # not test_append_plan / the rest of test_append_fuzz: Lance collections (seconds to minutes a mutant)
+    "hdf5-bytes": Group(
+        files=("refstore/scan/_hdf5_layout.py", "refstore/scan/_hdf5_dense.py"),
+        tests=("tests/test_hdf5_layout.py", "tests/test_hdf5_fuzz.py", "tests/test_hdf5_metadata.py"),
     ),
     "plan-cs": Group(
         files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),
@@ -219,6 +230,11 @@ def prepare(name: str, group: Group, *, source: bool = True) -> Path:
     if source or not (work / "refstore").is_dir():
         _sync_tree(REPO / "refstore", work / "refstore")
     _sync_tree(REPO / "tests", work / "tests")
+    for rel in group.extra:
+        target = work / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_bytes() != (REPO / rel).read_bytes():
+            shutil.copy2(REPO / rel, target)
     base = (REPO / "pyproject.toml").read_text()
     if "mutmut" in tomllib.loads(base).get("tool", {}):
         raise SystemExit("pyproject.toml has a [tool.mutmut] table; bench/mutate.py writes its own per group")
@@ -229,6 +245,7 @@ def prepare(name: str, group: Group, *, source: bool = True) -> Path:
         'source_paths = ["refstore"]',
         f"only_mutate = {_toml_list(list(group.files))}",
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}",
+        f"also_copy = {_toml_list(sorted({e.split('/')[0] for e in group.extra}))}",  # folders: mutmut makes none
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
         "timeout_multiplier = 4.0",
         "timeout_constant = 5.0",
@@ -396,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     for st in results(name, GROUPS[name]).values()
                     for k, v in st.items()
                     if v in ("survived", "no tests")
+                    and (not args.only or any(fnmatch.fnmatchcase(k, p) for p in args.only))
                 ]
                 if not again:
                     continue
