@@ -137,6 +137,7 @@ GROUPS: dict[str, Group] = {
     "hdf5-bytes": Group(
         files=("refstore/scan/_hdf5_layout.py", "refstore/scan/_hdf5_dense.py"),
         tests=("tests/test_hdf5_layout.py", "tests/test_hdf5_fuzz.py", "tests/test_hdf5_metadata.py"),
+        extra=("bench/__init__.py", "bench/h5fuzz.py"),  # test_hdf5_fuzz: its file generator and h5py oracle
     ),
     "plan-cs": Group(
         files=("refstore/plan/coalesce.py", "refstore/plan/select.py"),
