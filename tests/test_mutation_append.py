@@ -120,6 +120,16 @@ def test_a_hole_at_the_start_of_an_era_less_array_is_left_to_the_full_plan() -> 
     assert ext is None
 
 
+def test_off_the_grid_of_an_era_starting_where_a_hole_ends() -> None:
+    """v chunked 2 over [0, 2), absent over [2, 3), chunked 3 from 3 (a second era starting where
+    the hole ends); a source appended at 5 is off that era's grid: its chunks before are whole (the
+    hole is before the era), so extend_plan makes the era rectilinear as make_plan does."""
+    slabs = [_src(0, 0, 2, chunk=2), _src(1, 2, 1, v=False), _src(2, 3, 2, chunk=3), _src(3, 5, 2, chunk=3)]
+    ext, full = _extend(slabs, 3)
+    assert full.arrays["v"].holes == ((2, 3),) and full.arrays["v"].eras[-1]["start"] == 3
+    _assert_same(ext, full, slabs[3:])
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -127,6 +137,7 @@ def test_a_hole_at_the_start_of_an_era_less_array_is_left_to_the_full_plan() -> 
         {"units": "hours"},  # other units
         {"v_len": 2},  # v and time disagree on the source's length
         {"v_dims": ("x", "time")},  # v's dimensions in another order
+        {"v_attrs": {"crs": "EPSG:4326"}},  # v on another grid (make_plan refuses it)
     ],
 )
 def test_the_whole_series_is_planned(bad: dict[str, Any]) -> None:
