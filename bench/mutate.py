@@ -136,7 +136,8 @@ GROUPS: dict[str, Group] = {
     ),  # not test_append_plan / the rest of test_append_fuzz: Lance collections (seconds to minutes a mutant)
     "hdf5-bytes": Group(
         files=("refstore/scan/_hdf5_layout.py", "refstore/scan/_hdf5_dense.py"),
-        tests=("tests/test_hdf5_layout.py", "tests/test_hdf5_fuzz.py", "tests/test_hdf5_metadata.py"),
+        tests=("tests/test_hdf5_layout.py", "tests/test_hdf5_fuzz.py", "tests/test_hdf5_metadata.py",
+               "tests/test_mutation_hdf5_dense.py"),
         extra=("bench/__init__.py", "bench/h5fuzz.py"),  # test_hdf5_fuzz: its file generator and h5py oracle
     ),
     "plan-cs": Group(

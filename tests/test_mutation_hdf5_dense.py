@@ -1,0 +1,145 @@
+"""Dense attribute storage read from bytes (``scan/_hdf5_dense.py``), for the mutation run (group
+``hdf5-bytes``): over files h5py writes (9 attributes: a name index of one leaf and a heap of one direct
+block; 20: a heap whose root is an indirect block; 40: a name index of two levels; 300: a heap whose root is an indirect block), every
+attribute h5py lists is found once, named as h5py names it; every header, node and block field
+the module checks, changed one at a time in the bytes it reads, makes it answer None (the
+caller then reads the attributes through HDF5: the module's rule for any other form or a
+damaged one). Fast: three small files, byte edits in memory."""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore.scan._hdf5_dense import dense_attributes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+_UNDEF = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[bytes, set[str]]]:
+    """{attribute count: (file bytes, h5py's attribute names of /d)}."""
+    d = tmp_path_factory.mktemp("dense")
+    out = {}
+    for n in (9, 20, 40, 300):
+        p: Path = d / f"a{n}.h5"
+        with h5py.File(p, "w", libver="latest") as f:
+            ds = f.create_dataset("d", data=np.arange(3))
+            for i in range(n):
+                ds.attrs[f"attribute_{i:03d}"] = np.float32(i)
+        with h5py.File(p) as f:
+            names = set(f["d"].attrs.keys())
+        out[n] = (p.read_bytes(), names)
+    return out
+
+
+def _one(buf: bytes, sig: bytes) -> int:
+    at = [i for i in range(len(buf)) if buf.startswith(sig, i)]
+    assert len(at) == 1, (sig, at)
+    return at[0]
+
+
+def _call(buf: bytes | bytearray) -> list[tuple[bytes, bytes]] | None:
+    heap, tree = _one(bytes(buf), b"FRHP"), _one(bytes(buf), b"BTHD")
+    info = bytes([0, 0]) + struct.pack("<QQ", heap, tree)
+    data = bytes(buf)
+    return dense_attributes(lambda a, n: data[a : a + n], info)
+
+
+def _name(body: bytes) -> str:
+    """The name in an attribute message body (versions 1-3, HDF5 file format 4.3.13)."""
+    (size,) = struct.unpack_from("<H", body, 2)
+    at = 9 if body[0] == 3 else 8
+    return body[at : at + size].rstrip(b"\0").decode()
+
+
+@pytest.mark.parametrize("n", [9, 20, 40, 300])
+def test_every_attribute_h5py_lists(files: dict[int, tuple[bytes, set[str]]], n: int) -> None:
+    buf, names = files[n]
+    got = _call(buf)
+    assert got is not None
+    assert sorted(_name(body) for _, body in got) == sorted(names)
+    assert all(key[:2] == b"\xffD" and key.endswith(body) for key, body in got)
+    assert len({key for key, _ in got}) == n
+
+
+def _put(fmt: str, rel: int, value: int, sig: bytes, nth: int = 0) -> Callable[[bytearray], None]:
+    def edit(b: bytearray) -> None:
+        at = [i for i in range(len(b)) if b.startswith(sig, i)][nth]
+        struct.pack_into(fmt, b, at + rel, value)
+
+    return edit
+
+
+def _add(fmt: str, rel: int, delta: int, sig: bytes) -> Callable[[bytearray], None]:
+    def edit(b: bytearray) -> None:
+        at = bytes(b).find(sig)
+        (v,) = struct.unpack_from(fmt, b, at + rel)
+        struct.pack_into(fmt, b, at + rel, v + delta)
+
+    return edit
+
+
+_HEAP = b"FRHP"
+_TREE = b"BTHD"
+_BROKEN = {
+    # the name index's header: version, record type, depth, record size, node size, root, counts
+    "tree version": (20, _put("B", 4, 1, _TREE)),
+    "tree type": (20, _put("B", 5, 9, _TREE)),
+    "tree depth 2": (40, _put("<H", 12, 2, _TREE)),
+    "tree record size": (20, _add("<H", 10, 1, _TREE)),
+    "tree node size 10": (20, _put("<I", 6, 10, _TREE)),
+    "tree node size 1 MiB + 1": (20, _put("<I", 6, (1 << 20) + 1, _TREE)),
+    "tree root undefined": (20, _put("<Q", 16, _UNDEF, _TREE)),
+    "tree root records 0": (20, _put("<H", 24, 0, _TREE)),
+    "tree total + 1 (leaf)": (20, _add("<Q", 26, 1, _TREE)),
+    "tree total + 1 (two levels)": (40, _add("<Q", 26, 1, _TREE)),
+    "tree root records past its node": (20, _put("<H", 24, 4000, _TREE)),
+    "leaf version": (20, _put("B", 4, 1, b"BTLF")),
+    "leaf type": (20, _put("B", 5, 9, b"BTLF")),
+    "internal node type": (40, _put("B", 5, 9, b"BTIN")),
+    # the fractal heap's header
+    "heap version": (20, _put("B", 4, 1, _HEAP)),
+    "heap I/O filters": (20, _put("<H", 7, 1, _HEAP)),
+    "heap huge tree": (20, _put("<Q", 22, 0, _HEAP)),
+    "heap huge size": (20, _put("<Q", 78, 1, _HEAP)),
+    "heap huge objects": (20, _put("<Q", 86, 1, _HEAP)),
+    "heap tiny size": (20, _put("<Q", 94, 1, _HEAP)),
+    "heap tiny objects": (20, _put("<Q", 102, 1, _HEAP)),
+    "heap no managed objects": (20, _put("<Q", 70, 0, _HEAP)),
+    "heap managed space": (9, _add("<Q", 46, 1, _HEAP)),
+    "heap allocated space": (9, _add("<Q", 54, 1, _HEAP)),
+    "heap managed space past 64 MiB": (300, _put("<Q", 46, 64 * (1 << 20) + 1, _HEAP)),
+    "heap width 0": (20, _put("<H", 110, 0, _HEAP)),
+    "heap start block 0": (20, _put("<Q", 112, 0, _HEAP)),
+    "heap max direct below start": (20, _put("<Q", 120, 256, _HEAP)),
+    "heap max direct past 1 MiB": (20, _put("<Q", 120, 1 << 21, _HEAP)),
+    "heap root undefined": (20, _put("<Q", 132, _UNDEF, _HEAP)),
+    "heap rows 65": (300, _put("<H", 140, 65, _HEAP)),
+    "heap id length": (20, _put("<H", 5, 2, _HEAP)),
+    # blocks
+    "direct block version": (20, _put("B", 4, 1, b"FHDB")),
+    "direct block heap address": (9, _add("<Q", 5, 1, b"FHDB")),
+    "direct block offset": (20, _put("B", 13, 1, b"FHDB")),
+    "second direct block offset": (300, _put("B", 13, 7, b"FHDB", 1)),
+    "indirect block signature": (300, _put("B", 0, ord("X"), b"FHIB")),
+    "indirect block version": (300, _put("B", 4, 1, b"FHIB")),
+    "indirect block heap address": (300, _add("<Q", 5, 1, b"FHIB")),
+    "indirect block offset": (300, _put("B", 13, 1, b"FHIB")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BROKEN))
+def test_any_other_or_damaged_form_is_none(files: dict[int, tuple[bytes, set[str]]], case: str) -> None:
+    n, edit = _BROKEN[case]
+    buf = bytearray(files[n][0])
+    edit(buf)
+    assert _call(buf) is None
