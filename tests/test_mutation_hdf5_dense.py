@@ -47,9 +47,12 @@ def _one(buf: bytes, sig: bytes) -> int:
     return at[0]
 
 
-def _call(buf: bytes | bytearray) -> list[tuple[bytes, bytes]] | None:
+def _call(buf: bytes | bytearray, *, order_index: bool = False) -> list[tuple[bytes, bytes]] | None:
+    """dense_attributes over ``buf`` for an attribute info message naming its heap and name
+    index (``order_index``: with the flag and the maximum creation index before them)."""
     heap, tree = _one(bytes(buf), b"FRHP"), _one(bytes(buf), b"BTHD")
-    info = bytes([0, 0]) + struct.pack("<QQ", heap, tree)
+    info = bytes([0, 1]) + struct.pack("<H", 7) if order_index else bytes([0, 0])
+    info += struct.pack("<QQ", heap, tree)
     data = bytes(buf)
     return dense_attributes(lambda a, n: data[a : a + n], info)
 
@@ -69,6 +72,7 @@ def test_every_attribute_h5py_lists(files: dict[int, tuple[bytes, set[str]]], n:
     assert sorted(_name(body) for _, body in got) == sorted(names)
     assert all(key[:2] == b"\xffD" and key.endswith(body) for key, body in got)
     assert len({key for key, _ in got}) == n
+    assert _call(buf, order_index=True) == got
 
 
 def _put(fmt: str, rel: int, value: int, sig: bytes, nth: int = 0) -> Callable[[bytearray], None]:
@@ -103,6 +107,8 @@ _BROKEN = {
     "tree total + 1 (leaf)": (20, _add("<Q", 26, 1, _TREE)),
     "tree total + 1 (two levels)": (40, _add("<Q", 26, 1, _TREE)),
     "tree root records past its node": (20, _put("<H", 24, 4000, _TREE)),
+    "leaf signature": (20, _put("B", 0, ord("X"), b"BTLF")),
+    "internal node signature": (40, _put("B", 0, ord("X"), b"BTIN")),
     "leaf version": (20, _put("B", 4, 1, b"BTLF")),
     "leaf type": (20, _put("B", 5, 9, b"BTLF")),
     "internal node type": (40, _put("B", 5, 9, b"BTIN")),
