@@ -92,6 +92,30 @@ def _add(fmt: str, rel: int, delta: int, sig: bytes) -> Callable[[bytearray], No
     return edit
 
 
+def _node_size(extra: int | None) -> Callable[[bytearray], None]:
+    """The name index's node size set to what its root's records take (plus ``extra`` bytes;
+    None: exactly 1 MiB, the largest read)."""
+
+    def edit(b: bytearray) -> None:
+        at = bytes(b).find(b"BTHD")
+        (rec,) = struct.unpack_from("<H", b, at + 10)
+        (n,) = struct.unpack_from("<H", b, at + 24)
+        struct.pack_into("<I", b, at + 6, 1 << 20 if extra is None else 10 + n * rec + extra)
+
+    return edit
+
+
+@pytest.mark.parametrize("extra", [0, None])
+def test_a_name_index_node_of_any_size_holding_its_records(
+    files: dict[int, tuple[bytes, set[str]]], extra: int | None
+) -> None:
+    """A leaf node just large enough for its records, or of 1 MiB: still read, as h5py lists them."""
+    buf = bytearray(files[20][0])
+    _node_size(extra)(buf)
+    got = _call(buf)
+    assert got is not None and sorted(_name(body) for _, body in got) == sorted(files[20][1])
+
+
 _HEAP = b"FRHP"
 _TREE = b"BTHD"
 _BROKEN = {
@@ -107,6 +131,7 @@ _BROKEN = {
     "tree total + 1 (leaf)": (20, _add("<Q", 26, 1, _TREE)),
     "tree total + 1 (two levels)": (40, _add("<Q", 26, 1, _TREE)),
     "tree root records past its node": (20, _put("<H", 24, 4000, _TREE)),
+    "tree node one byte short of its records": (20, _node_size(-1)),
     "leaf signature": (20, _put("B", 0, ord("X"), b"BTLF")),
     "internal node signature": (40, _put("B", 0, ord("X"), b"BTIN")),
     "leaf version": (20, _put("B", 4, 1, b"BTLF")),
