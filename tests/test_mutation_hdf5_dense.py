@@ -47,11 +47,15 @@ def _one(buf: bytes, sig: bytes) -> int:
     return at[0]
 
 
-def _call(buf: bytes | bytearray, *, order_index: bool = False) -> list[tuple[bytes, bytes]] | None:
+def _call(
+    buf: bytes | bytearray, *, order_index: bool = False, version: int = 0, heap: int | None = None,
+    tree: int | None = None,
+) -> list[tuple[bytes, bytes]] | None:  # fmt: skip
     """dense_attributes over ``buf`` for an attribute info message naming its heap and name
     index (``order_index``: with the flag and the maximum creation index before them)."""
-    heap, tree = _one(bytes(buf), b"FRHP"), _one(bytes(buf), b"BTHD")
-    info = bytes([0, 1]) + struct.pack("<H", 7) if order_index else bytes([0, 0])
+    heap = _one(bytes(buf), b"FRHP") if heap is None else heap
+    tree = _one(bytes(buf), b"BTHD") if tree is None else tree
+    info = bytes([version, 1]) + struct.pack("<H", 7) if order_index else bytes([version, 0])
     info += struct.pack("<QQ", heap, tree)
     data = bytes(buf)
     return dense_attributes(lambda a, n: data[a : a + n], info)
@@ -70,7 +74,8 @@ def test_every_attribute_h5py_lists(files: dict[int, tuple[bytes, set[str]]], n:
     got = _call(buf)
     assert got is not None
     assert sorted(_name(body) for _, body in got) == sorted(names)
-    assert all(key[:2] == b"\xffD" and key.endswith(body) for key, body in got)
+    # the key part: marker, the record's message flags (none) and creation order, the message
+    assert all(key[:3] == b"\xffD\0" and len(key) == 7 + len(body) and key.endswith(body) for key, body in got)
     assert len({key for key, _ in got}) == n
     assert _call(buf, order_index=True) == got
 
@@ -88,6 +93,34 @@ def _add(fmt: str, rel: int, delta: int, sig: bytes) -> Callable[[bytearray], No
         at = bytes(b).find(sig)
         (v,) = struct.unpack_from(fmt, b, at + rel)
         struct.pack_into(fmt, b, at + rel, v + delta)
+
+    return edit
+
+
+@pytest.mark.parametrize("info", [{"version": 1}, {"heap": _UNDEF}, {"tree": _UNDEF}])
+def test_another_info_message_is_none(files: dict[int, tuple[bytes, set[str]]], info: dict[str, int]) -> None:
+    assert _call(files[9][0], **info) is None
+
+
+def _record(flags: int = -1, kind: int = -1, offset: int = -1, length: int = -1) -> Callable[[bytearray], None]:
+    """The first name record's message flags, heap ID type byte, object offset or length set."""
+
+    def edit(b: bytearray) -> None:
+        h = bytes(b).find(b"FRHP")
+        (id_len,) = struct.unpack_from("<H", b, h + 5)
+        max_heap_bits, max_direct = struct.unpack_from("<H", b, h + 128)[0], struct.unpack_from("<Q", b, h + 120)[0]
+        off_size = (max_heap_bits + 7) // 8
+        (max_managed,) = struct.unpack_from("<I", b, h + 10)
+        len_size = min((max_direct.bit_length() - 1 + 7) // 8, (max_managed.bit_length() - 1) // 8 + 1)
+        rec = bytes(b).find(b"BTLF") + 6
+        if flags >= 0:
+            b[rec + id_len] = flags
+        if kind >= 0:
+            b[rec] = kind
+        if offset >= 0:
+            b[rec + 1 : rec + 1 + off_size] = offset.to_bytes(off_size, "little")
+        if length >= 0:
+            b[rec + 1 + off_size : rec + 1 + off_size + len_size] = length.to_bytes(len_size, "little")
 
     return edit
 
@@ -156,6 +189,13 @@ _BROKEN = {
     "heap root undefined": (20, _put("<Q", 132, _UNDEF, _HEAP)),
     "heap rows 65": (300, _put("<H", 140, 65, _HEAP)),
     "heap id length": (20, _put("<H", 5, 2, _HEAP)),
+    # name records
+    "record of a shared message": (9, _record(flags=2)),
+    "record of a huge object": (9, _record(kind=0x10)),
+    "record past every block": (9, _record(offset=60000)),
+    "record of 4 bytes past every block": (9, _record(offset=60000, length=4)),
+    "record of length 0": (9, _record(length=0)),
+    "record past its block's end": (9, _record(length=1000)),
     # blocks
     "direct block version": (20, _put("B", 4, 1, b"FHDB")),
     "direct block heap address": (9, _add("<Q", 5, 1, b"FHDB")),
