@@ -40,8 +40,8 @@ def _src(
         arrays["v"] = _meta("v", v_dims, shape, chunks, attrs=v_attrs or {})
     if not lat_first:
         arrays["lat"] = lat
-    sv = float(t0) if sort else None
-    return SourceSlab(f"s{i:03d}", i if order is None else order, arrays, sv, units, float(t0 + n - 1) if sort else None)
+    first, last = (float(t0), float(t0 + n - 1)) if sort else (None, None)
+    return SourceSlab(f"s{i:03d}", i if order is None else order, arrays, first, units, last)
 
 
 def _ext(slabs: list[SourceSlab], cut: int) -> Plan | None:

@@ -1,6 +1,7 @@
 """Dense attribute storage read from bytes (``scan/_hdf5_dense.py``), for the mutation run (group
 ``hdf5-bytes``): over files h5py writes (9 attributes: a name index of one leaf and a heap of one direct
-block; 20: a heap whose root is an indirect block; 40: a name index of two levels; 300: a heap whose root is an indirect block), every
+block; 20: a heap whose root is an indirect block; 40: a name index of two levels; 300: an
+indirect root of four rows), every
 attribute h5py lists is found once, named as h5py names it; every header, node and block field
 the module checks, changed one at a time in the bytes it reads, makes it answer None (the
 caller then reads the attributes through HDF5: the module's rule for any other form or a
@@ -99,7 +100,7 @@ def _add(fmt: str, rel: int, delta: int, sig: bytes) -> Callable[[bytearray], No
 
 @pytest.mark.parametrize("info", [{"version": 1}, {"heap": _UNDEF}, {"tree": _UNDEF}])
 def test_another_info_message_is_none(files: dict[int, tuple[bytes, set[str]]], info: dict[str, int]) -> None:
-    assert _call(files[9][0], **info) is None
+    assert _call(files[9][0], version=info.get("version", 0), heap=info.get("heap"), tree=info.get("tree")) is None
 
 
 def _record(flags: int = -1, kind: int = -1, offset: int = -1, length: int = -1) -> Callable[[bytearray], None]:
