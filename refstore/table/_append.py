@@ -26,10 +26,9 @@ from ..plan.concat import SourceSlab
 from ..plan.series_order import parse_prefer
 from ..scan._intern import MetaTexts
 from ..scan._types import ArrayMeta
-from ..schema import Kind
+from ..schema import GLOBAL_KEY_COLUMNS, SOURCE_KEY_COLUMNS, Kind
 from ._commit import commit, head_row
 from ._replace import replace_rows, replace_rows_at
-from ._rows import rows
 from .collection import sql_str
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def append_commit(
         _array_rows,
         _chunk_rows,
         _global_keys,
-        _source_meta,
+        _source_rows,
         _var_rows,
         _with_fragments,
         _with_source,
@@ -147,16 +146,7 @@ def append_commit(
     scanned = _with_source(results)
     new_chunk = _chunk_rows(scanned, _global_keys(scanned, plan.keys, metas))
     ins = new_chunk.num_rows + extra_rows
-    source_rows = rows(
-        Kind.SOURCE,
-        len(results),
-        source=[r.source.location for r in results],
-        size=[r.source.size for r in results],
-        mtime_ns=[r.source.mtime_ns for r in results],
-        etag=[r.source.etag or "" for r in results],
-        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
-        meta=[_source_meta(orders[r.source.location], r) for r in results],
-    )
+    source_rows = _source_rows(results, [orders[r.source.location] for r in results])
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
                            "set_aside": dict(sorted(cfg["set_aside"].items()))})  # fmt: skip
     upsert = pa.concat_tables([head, source_rows, _var_rows(plan, sorted(slabs, key=lambda s: s.order), texts),
@@ -237,7 +227,7 @@ def rescan_commit(
     rows would be rewritten unchanged and are left in place."""
     from ..read.fetch import change_since_scan
     from ..schema import DEST_COLUMNS, NOT_PLACED
-    from .upsert import ScanReport, _base, _chunk_rows, _global_keys, _source_meta, _with_source, diff_counts
+    from .upsert import ScanReport, _base, _chunk_rows, _global_keys, _source_rows, _with_source, diff_counts
 
     if not ENABLED or not results:
         return None
@@ -286,21 +276,12 @@ def rescan_commit(
     metas = {(r.source.location, a.name): a for r in results for a in r.arrays}
     scanned = _with_source(results)
     new_chunk = _chunk_rows(scanned, _global_keys(scanned, keys, metas))
-    old_cols = ["array", "source", *(f"k{i}" for i in range(8)), *(f"g{i}" for i in range(8)), "era", "offset",
-                "length", "filter_mask", "inline"]  # fmt: skip
+    old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "era", "offset", "length",
+                "filter_mask", "inline"]  # fmt: skip
     old_chunk = snap.rows_of_sources(Kind.CHUNK, sorted(locs), old_cols)
-    key = ["array", "source", *(f"k{i}" for i in range(8))]
+    key = ["array", "source", *SOURCE_KEY_COLUMNS]
     ins, upd, dele = diff_counts(old_chunk, new_chunk.select(old_cols), key, old_cols[len(key) :])
-    source_rows = rows(
-        Kind.SOURCE,
-        len(results),
-        source=locs,
-        size=[r.source.size for r in results],
-        mtime_ns=[r.source.mtime_ns for r in results],
-        etag=[r.source.etag or "" for r in results],
-        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
-        meta=[_source_meta(_order(old[r.source.location]), r) for r in results],
-    )
+    source_rows = _source_rows(results, [_order(old[r.source.location]) for r in results])
     head = head_row(snap, {**{k: v for k, v in settings.items() if v is not None}, "concat_dim": dim,
                            "set_aside": dict(sorted(cfg["set_aside"].items()))})  # fmt: skip
     sort = snap.rows(Kind.SOURCE, ["sort_value"]).column("sort_value").to_numpy()

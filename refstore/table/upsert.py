@@ -241,6 +241,20 @@ def _chunk_rows(chunks: pa.Table, g: dict[str, pa.Array], held: dict[str, Any] |
     return rows(Kind.CHUNK, n, **cols)
 
 
+def _source_rows(results: Sequence[ScanResult], orders: Sequence[int]) -> pa.Table:
+    """The source rows of scanned ``results`` (``orders``: each one's place in the series)."""
+    return rows(
+        Kind.SOURCE,
+        len(results),
+        source=[r.source.location for r in results],
+        size=[r.source.size for r in results],
+        mtime_ns=[r.source.mtime_ns for r in results],
+        etag=[r.source.etag or "" for r in results],
+        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
+        meta=[_source_meta(o, r) for o, r in zip(orders, results, strict=True)],
+    )
+
+
 def _source_meta(order: int, r: ScanResult) -> str:
     """A source row's ``meta``: its place in the series, group attributes and, from scans since
     the VRT stopped opening sources at emit, its ``format`` and ``layout`` (``ScanResult``);
@@ -524,16 +538,7 @@ def _attempt(
     ins += extra_rows  # rows of new sources: inserted by definition
 
     all_slabs = sorted(slabs, key=lambda s: s.order)
-    source_rows = rows(
-        Kind.SOURCE,
-        len(results),
-        source=[r.source.location for r in results],
-        size=[r.source.size for r in results],
-        mtime_ns=[r.source.mtime_ns for r in results],
-        etag=[r.source.etag or "" for r in results],
-        sort_value=[math.nan if r.sort_value is None else r.sort_value for r in results],
-        meta=[_source_meta(orders[r.source.location], r) for r in results],
-    )
+    source_rows = _source_rows(results, [orders[r.source.location] for r in results])
     was_aside: dict[str, str] = snap.config().get("set_aside", {})
     set_aside = {a.location: a for a in plan.set_aside}
     newly_aside = tuple(
