@@ -7,11 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings
 
 from ._s3 import s3, s3_server  # noqa: F401  (fixtures: a loopback S3 server, a bucket with the AWS env set)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+# No per-example deadline: the properties are about values, and a deadline only measures the load
+# of the machine the suite shares (examples of test_import's slab property failed at load ~10).
+settings.register_profile("refstore", deadline=None)
+settings.load_profile("refstore")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("REFSTORE_SHARED_DATA", REPO.parent / "shared" / "data"))
