@@ -27,6 +27,7 @@ from refstore.fixtures.hostile import (
 )
 from refstore.fixtures.oisst import write_day
 from refstore.scan import AutoScanner, ScanResult, scan_many
+from refstore.schema import Kind
 
 from ._cli import run
 from ._hostile_scanners import SLEEP_FOREVER, SLOW_BUT_ALIVE, SleepyScanner
@@ -126,6 +127,24 @@ def test_damaged_chunk_index_fails_the_file_with_one_line(tmp_path: Path, two_da
     assert "2 new" in p.stdout and "1 failed" in p.stdout
     line = _one_line(p.stderr)
     assert str(bad) in line and expect in line and "Error" not in line
+
+
+def test_damaged_chunk_indexes_in_one_checked_batch_fail_their_own_files(tmp_path: Path, two_days: Path) -> None:
+    """Scanned in this process, the sources' references are checked as one batch: each damaged
+    file is named with its own problem, the good ones commit, and with ``strict`` nothing does."""
+    past = write_chunk_past_eof(two_days / "past.h5")
+    outside = write_chunk_key_outside(two_days / "outside.h5")
+    col = _init(tmp_path)
+    strict = r"outside\.h5: damaged: chunk \[100\] of 'x' lies outside its grid of \[4\] chunks \(shape \[40\]\) "
+    with pytest.raises(ScanError, match=strict + r"\(and 1 more\); --strict: nothing committed$"):
+        refstore.scan(str(col), [str(two_days)], concat_dim="time", workers=1, timeout=None, strict=True)
+    assert refstore.Collection.open(str(col)).snapshot().count(Kind.SOURCE) == 0
+    rep = refstore.scan(str(col), [str(two_days)], concat_dim="time", workers=1, timeout=None)
+    assert rep.new == 2 and dict(rep.failed) == {
+        str(outside): "damaged: chunk [100] of 'x' lies outside its grid of [4] chunks (shape [40])",
+        str(past): f"damaged: a chunk of 'x' points at bytes {past.stat().st_size + 10**9}-"
+                   f"{past.stat().st_size + 10**9 + 40}, past the end ({past.stat().st_size} bytes)",
+    }  # fmt: skip
 
 
 def test_attribute_names_that_are_not_utf8_are_recorded(tmp_path: Path) -> None:

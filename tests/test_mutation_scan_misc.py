@@ -20,7 +20,7 @@ import pytest
 from refstore._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from refstore.errors import ScanError
 from refstore.scan._cftime import cf_seconds
-from refstore.scan._check import check_result
+from refstore.scan._check import check_result, check_results
 from refstore.scan._rangefile import RangeFile
 from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
 from refstore.scan.auto import AutoScanner, sniff, sniff_file
@@ -285,6 +285,100 @@ def test_check_result_messages() -> None:
         check_result(res)
     ones = ArrayMeta("o", ("x",), (4,), (1,), "<f4", None)  # chunks of one element: a grid of 4
     check_result(_result([ones], [("o", [3], 0, 4)], 100))
+
+
+def test_check_results_judges_each_source_of_a_batch_alone() -> None:
+    """A batch is checked in one pass, yet each source gets what the row model says of it
+    alone: its own first problem, named with its own location and counted within it."""
+    a = ArrayMeta("a", ("y", "x"), (10, 7), (4, 3), "<f4", None)
+    z = ArrayMeta("z", ("t",), (0,), (5,), "<f4", None)
+    b = ArrayMeta("a", ("t",), (9,), (2,), "<f4", None)  # another source's 'a': another grid
+    rng = random.Random(7)
+    for trial in range(60):
+        batch: list[ScanResult] = []
+        for n in range(rng.randint(1, 6)):
+            metas = rng.choice([[a, z], [b], [a]])
+            rows: list[tuple[str, list[int], int | None, int | None]] = []
+            for _ in range(rng.choice([0, 1, 3, 5])):
+                m = rng.choice([*metas, ArrayMeta("q", ("x",), (3,), (1,), "<f4", None)] if rng.random() < 0.1
+                               else metas)  # fmt: skip
+                key = [rng.randint(-1, 5) if rng.random() < 0.1 else rng.randint(0, 1) for _ in range(m.ndim)]
+                inline = rng.random() < 0.2
+                off = None if inline else rng.choice([0, 10, 60, 99, -1])
+                ln = None if inline else rng.choice([1, 4, 40, -1])
+                rows.append((m.name, key, off, ln))
+            r = _result(metas, rows, 100)
+            batch.append(ScanResult(SourceInfo(f"src{n}", 100, 0), r.arrays, r.chunks))
+        got = check_results(batch)
+        assert len(got) == len(batch)
+        for r, e in zip(batch, got, strict=True):
+            # ranges are checked first on every row, even one of an array not in the file
+            ranges = ["range" for x in r.chunks.to_pylist() if x["offset"] is not None and (
+                x["offset"] < 0 or x["length"] < 0 or x["offset"] + x["length"] > r.source.size)]  # fmt: skip
+            bad = ranges or [x for x in _model(r) if x != "range"]
+            if not bad:
+                assert e is None, (trial, e)
+                continue
+            assert isinstance(e, ScanError) and str(e).startswith(f"{r.source.location}: damaged: "), (trial, e)
+            first = "range" if ranges else ("unknown" if "unknown" in bad else "key")
+            assert ("points at" in str(e)) == (first == "range"), (trial, e, bad)
+            assert ("not an array of the file" in str(e)) == (first == "unknown"), (trial, e, bad)
+            if first != "unknown":
+                n_bad = bad.count(first)
+                assert (f"(and {n_bad - 1} more)" in str(e)) == (n_bad > 1), (trial, e, bad)
+    assert check_results([]) == []
+
+
+def test_check_results_leaves_a_malformed_array_to_its_own_source() -> None:
+    """An ``ArrayMeta`` whose shape and chunks disagree in length fails its source as it did
+    alone (the error ``zip(strict=True)`` raises), not the batch."""
+    a = ArrayMeta("a", ("y", "x"), (10, 7), (4, 3), "<f4", None)
+    odd = ArrayMeta("a", ("y", "x"), (10, 7), (4,), "<f4", None)
+    good = _result([a], [("a", [0, 0], 0, 4)], 100)
+    broken = _result([odd], [("a", [0, 0], 0, 4)], 100)
+    got = check_results([good, broken, good])
+    assert got[0] is None and got[2] is None
+    assert isinstance(got[1], ValueError) and "zip()" in str(got[1])
+    with pytest.raises(ValueError, match=r"zip\(\)"):
+        check_result(broken)
+
+
+def test_scan_many_in_process_checks_in_batches_and_keeps_each_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process sources are checked in batches (of 2 here, and when the rows pass the
+    limit): results come in the order given, a damaged source fails alone with its own line,
+    and a scanner's own failure passes through."""
+    from refstore.scan import _parallel
+
+    a = ArrayMeta("a", ("x",), (8,), (2,), "<f4", None)
+    made = {
+        "ok1": _result([a], [("a", [0], 0, 4)], 100),
+        "far": _result([a], [("a", [1], 98, 4)], 100),
+        "ok2": _result([a], [("a", [k], 4 * k, 4) for k in range(4)], 100),
+        "key": _result([a], [("a", [9], 0, 4), ("a", [0], 0, 4)], 100),
+        "ok3": _result([a], [], 100),
+    }
+
+    def scanner(location: str) -> ScanResult:
+        if location == "boom":
+            raise RuntimeError("the format library says no\nsecond line")
+        r = made[location]
+        return ScanResult(SourceInfo(location, 100, 0), r.arrays, r.chunks)
+
+    monkeypatch.setattr(_parallel, "_CHECK_SOURCES", 2)
+    monkeypatch.setattr(_parallel, "_CHECK_ROWS", 4)
+    locs = ["ok1", "far", "boom", "ok2", "key", "ok3"]
+    ticks: list[int] = []
+    got = list(_parallel.scan_many(scanner, locs, workers=1, timeout=None, progress=ticks.append))
+    assert [loc for loc, _ in got] == locs and ticks == [1] * len(locs)
+    by = dict(got)
+    assert all(isinstance(by[k], ScanResult) for k in ("ok1", "ok2", "ok3"))
+    assert str(by["far"]) == "far: damaged: a chunk of 'a' points at bytes 98-102, past the end (100 bytes)"
+    assert str(by["boom"]) == "boom: damaged: its structure is inconsistent (the format library says no)"
+    assert str(by["key"]) == "key: damaged: chunk [9] of 'a' lies outside its grid of [4] chunks (shape [8])"
+    # one by one (what a worker process does) gives the same verdicts
+    for loc in locs:
+        alone = _parallel.scan_one(scanner, loc)
+        assert type(alone) is type(by[loc]) and (isinstance(alone, ScanResult) or str(alone) == str(by[loc]))
 
 
 # --------------------------------------------------------------------------- _types

@@ -44,11 +44,13 @@ def test_every_format_scans_the_same_in_worker_processes(tmp_path: Path) -> None
     scanner = AutoScanner()
     here = {loc: scan_one(scanner, loc) for loc in locs}
     there = dict(scan_many(scanner, locs, workers=2, timeout=DEFAULT_TIMEOUT))
-    assert list(there) == locs
+    batched = dict(scan_many(scanner, locs, workers=1, timeout=None))  # in this process, checked as one batch
+    assert list(there) == locs and list(batched) == locs
     formats = set()
     for loc in locs:
         assert isinstance(here[loc], ScanResult), here[loc]
         assert isinstance(there[loc], ScanResult), there[loc]
         _same(there[loc], here[loc])  # type: ignore[arg-type]
+        _same(batched[loc], here[loc])  # type: ignore[arg-type]
         formats.add(here[loc].format)  # type: ignore[union-attr]
     assert formats >= {"hdf5", "netcdf3", "tiff"}

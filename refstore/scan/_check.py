@@ -1,6 +1,8 @@
 """What every scan result must satisfy before it is recorded: each byte range inside the file,
-each chunk key inside its array's chunk grid. Columnar (numpy over the whole chunk table, one
-small lookup table per array), so a damaged file is refused with one line whatever its size."""
+each chunk key inside its array's chunk grid. Columnar (numpy over the chunk tables of a batch
+of sources at once, one small lookup table per source and array), so a damaged file is refused
+with one line whatever its size, and a batch of small files costs Arrow's fixed price once, not
+once per file; each source is judged alone (its own first problem, named with its location)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from ..errors import ScanError
 
 if TYPE_CHECKING:
-    from ._types import ScanResult
+    from collections.abc import Sequence
 
-__all__ = ["check_result"]
+    from ._types import ArrayMeta, ScanResult
+
+__all__ = ["check_result", "check_results"]
+
+_NONE = [0] * MAX_DIMS
 
 
 def check_result(res: ScanResult) -> None:
@@ -24,54 +30,138 @@ def check_result(res: ScanResult) -> None:
     (``offset < 0``, ``length < 0`` or ``offset + length > size``, sizes in bytes) or whose key
     lies outside its array's grid (``0 <= k_i < ceil(shape_i / chunks_i)``, ``NO_DIM`` past the
     array's dimensions)."""
-    t = res.chunks
-    if t.num_rows == 0:
-        return
-    where = res.source.location
-    _check_ranges(t, res.source.size, where)
-    _check_keys(t, res, where)
+    err = check_results([res])[0]
+    if err is not None:
+        raise err
 
 
-def _check_ranges(t: pa.Table, size: int, where: str) -> None:
-    offsets = t.column("offset")
-    if offsets.null_count == len(offsets):
-        return
-    ref = pc.is_valid(offsets)
-    off = offsets.filter(ref).to_numpy()
-    ln = t.column("length").filter(ref).to_numpy()
-    bad = (off < 0) | (ln < 0) | (off > size - ln)
-    if bad.any():
-        i = int(np.argmax(bad))
-        name = t.column("array").filter(ref)[i].as_py()
-        lo, n = int(off[i]), int(ln[i])
-        what = "a negative offset or length" if lo < 0 or n < 0 else f"bytes {lo}-{lo + n}, past the end ({size} bytes)"
-        more = f" (and {int(bad.sum()) - 1} more)" if int(bad.sum()) > 1 else ""
-        raise ScanError(where, f"damaged: a chunk of {name!r} points at {what}{more}")
-
-
-def _check_keys(t: pa.Table, res: ScanResult, where: str) -> None:
+def check_results(results: Sequence[ScanResult]) -> list[Exception | None]:
+    """``check_result`` of each of ``results`` in one pass: per result None, or what
+    ``check_result`` raises for it (a ``ScanError``: ranges first, then arrays not in the file,
+    then keys; any other exception comes from a malformed ``ArrayMeta``)."""
+    errors: list[Exception | None] = [None] * len(results)
+    held = [i for i, r in enumerate(results) if r.chunks.num_rows]
+    if not held:
+        return errors
+    tables = [results[i].chunks for i in held]
+    t = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    t = t.combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
+    counts = np.fromiter((x.num_rows for x in tables), np.int64, len(tables))
+    src = np.repeat(np.arange(len(held), dtype=np.int64), counts)  # row -> position in ``held``
     enc = pc.dictionary_encode(t.column("array")).combine_chunks()
-    names = enc.dictionary.to_pylist()
-    which = enc.indices.to_numpy()
-    by_name = {a.name: a for a in res.arrays}
-    # per array: chunks along each of MAX_DIMS dimensions (0 = the array lacks that dimension)
-    grid = np.zeros((len(names), MAX_DIMS), np.int64)
-    for i, name in enumerate(names):
-        meta = by_name.get(name)
-        if meta is None:
-            raise ScanError(where, f"damaged: chunks recorded for {name!r}, which is not an array of the file")
-        for d, (s, c) in enumerate(zip(meta.shape, meta.chunks, strict=True)):
-            grid[i, d] = -(-int(s) // max(int(c), 1)) if s else 1
-    keys: Any = np.stack([t.column(c).to_numpy() for c in SOURCE_KEY_COLUMNS], axis=1).astype(np.int64)
-    limit = grid[which]
-    has = limit > 0
-    bad_rows = np.where(has, (keys < 0) | (keys >= limit), keys != NO_DIM).any(axis=1)
-    if bad_rows.any():
-        i = int(np.argmax(bad_rows))
-        a = by_name[names[which[i]]]
-        key = keys[i, : a.ndim].tolist()
-        more = f" (and {int(bad_rows.sum()) - 1} more)" if int(bad_rows.sum()) > 1 else ""
-        raise ScanError(
-            where, f"damaged: chunk {key} of {a.name!r} lies outside its grid of {grid[which[i], : a.ndim].tolist()}"
-            f" chunks (shape {list(a.shape)}){more}",
+    names: list[str] = enc.dictionary.to_pylist()
+    which = enc.indices.to_numpy().astype(np.int64)
+    sizes = np.fromiter((results[i].source.size for i in held), np.int64, len(held))
+    _check_ranges(t, sizes[src], src, names, which, [results[i] for i in held], held, errors)
+    _check_keys(t, src, names, which, [results[i] for i in held], held, errors)
+    return errors
+
+
+def _firsts(bad: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
+    """(position in ``held``, first bad row, number of bad rows) per source with a bad row."""
+    rows = np.flatnonzero(bad)
+    if not len(rows):
+        return []
+    owners, first, n = np.unique(src[rows], return_index=True, return_counts=True)
+    return [(int(s), int(rows[f]), int(c)) for s, f, c in zip(owners, first, n, strict=True)]
+
+
+def _valid(col: pa.ChunkedArray) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+    """The column's values (nulls as 0) and where it is valid (None: everywhere)."""
+    if col.null_count == 0:
+        return col.to_numpy(), None
+    return pc.fill_null(col, 0).to_numpy(), pc.is_valid(col).to_numpy(zero_copy_only=False)
+
+
+def _check_ranges(
+    t: pa.Table, size: np.ndarray[Any, Any], src: np.ndarray[Any, Any], names: list[str],
+    which: np.ndarray[Any, Any], results: list[ScanResult], held: list[int], errors: list[Exception | None],
+) -> None:  # fmt: skip
+    off, ref = _valid(t.column("offset"))
+    if ref is not None and not ref.any():
+        return
+    ln, ln_ok = _valid(t.column("length"))
+    # a null length leaves only the offset's own sign to check (what NaN comparisons gave before)
+    ln_bad = (ln < 0) | (off > size - ln)
+    bad = (off < 0) | (ln_bad if ln_ok is None else ln_ok & ln_bad)
+    if ref is not None:
+        bad &= ref
+    for s, i, n in _firsts(bad, src):
+        lo, nb = int(off[i]), int(ln[i])
+        what = (
+            "a negative offset or length" if lo < 0 or nb < 0
+            else f"bytes {lo}-{lo + nb}, past the end ({int(size[i])} bytes)"
         )  # fmt: skip
+        more = f" (and {n - 1} more)" if n > 1 else ""
+        errors[held[s]] = ScanError(
+            results[s].source.location, f"damaged: a chunk of {names[which[i]]!r} points at {what}{more}"
+        )
+
+
+def _grid(meta: ArrayMeta, cache: dict[tuple[Any, Any], list[int]]) -> list[int]:
+    """Chunks along each of MAX_DIMS dimensions of ``meta`` (``ceil(shape / chunks)``, 1 for an
+    empty dimension, 0 past its dimensions)."""
+    row = np.zeros(MAX_DIMS, np.int64)  # (an array of more dimensions raises IndexError, as it always did)
+    for d, (s, c) in enumerate(zip(meta.shape, meta.chunks, strict=True)):
+        row[d] = -(-int(s) // max(int(c), 1)) if s else 1
+    got: list[int] = row.tolist()
+    cache[(meta.shape, meta.chunks)] = got
+    return got
+
+
+def _check_keys(
+    t: pa.Table, src: np.ndarray[Any, Any], names: list[str], which: np.ndarray[Any, Any],
+    results: list[ScanResult], held: list[int], errors: list[Exception | None],
+) -> None:  # fmt: skip
+    nn = len(names)
+    pair = src * nn + which  # (source, array) of each row
+    pairs, pair_of_row = np.unique(pair, return_inverse=True)
+    # per (source, array): chunks along each of MAX_DIMS dimensions (0 = the array lacks that dimension)
+    known = np.ones(len(pairs), bool)
+    metas: list[ArrayMeta | None] = []
+    cache: dict[tuple[Any, Any], list[int]] = {}
+    by_name: dict[str, ArrayMeta] = {}
+    at = -1
+    broken: dict[int, Exception] = {}  # pair -> what computing its grid raised (a malformed ArrayMeta)
+    rows: list[list[int]] = []
+    for j, (s, name) in enumerate(zip((pairs // nn).tolist(), [names[a] for a in (pairs % nn).tolist()], strict=True)):
+        if s != at:
+            at, by_name = s, {m.name: m for m in results[s].arrays}
+        meta = by_name.get(name)
+        metas.append(meta)
+        if meta is not None:
+            got = cache.get((meta.shape, meta.chunks))
+            if got is not None:
+                rows.append(got)
+                continue
+            try:
+                rows.append(_grid(meta, cache))
+                continue
+            except Exception as e:  # that source's error, raised in its place
+                broken[j] = e
+        known[j] = False
+        rows.append(_NONE)
+    grid = np.array(rows, np.int64).reshape(len(pairs), MAX_DIMS)
+    skip = np.fromiter((errors[h] is not None for h in held), bool, len(held))  # a range problem comes first
+    # the first array (in order of appearance) that is not in the file, or whose grid is malformed
+    for s, i, _n in _firsts(~known[pair_of_row] & ~skip[src], src):
+        j = int(pair_of_row[i])
+        errors[held[s]] = broken.get(j) or ScanError(
+            results[s].source.location,
+            f"damaged: chunks recorded for {names[which[i]]!r}, which is not an array of the file",
+        )
+        skip[s] = True
+    keys = np.stack([t.column(c).to_numpy() for c in SOURCE_KEY_COLUMNS], axis=1).astype(np.int64)
+    limit = grid[pair_of_row]
+    has = limit > 0
+    bad_rows = np.where(has, (keys < 0) | (keys >= limit), keys != NO_DIM).any(axis=1) & ~skip[src]
+    for s, i, n in _firsts(bad_rows, src):
+        a = metas[int(pair_of_row[i])]
+        assert a is not None
+        key = keys[i, : a.ndim].tolist()
+        more = f" (and {n - 1} more)" if n > 1 else ""
+        errors[held[s]] = ScanError(
+            results[s].source.location,
+            f"damaged: chunk {key} of {a.name!r} lies outside its grid of "
+            f"{grid[pair_of_row[i], : a.ndim].tolist()} chunks (shape {list(a.shape)}){more}",
+        )

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING
 
 from ..errors import ScanError
-from ._check import check_result
+from ._check import check_results
 from ._types import Scanner, ScanResult
 
 if TYPE_CHECKING:
@@ -40,6 +40,12 @@ DEFAULT_TIMEOUT = 60.0
 
 _PREFETCH = 2
 """sources queued per worker, so a worker never waits for the parent between two files."""
+
+
+_CHECK_SOURCES = 64
+_CHECK_ROWS = 1 << 16
+"""Scanned in this process, sources are checked (``check_results``) in batches of up to this many
+sources or (once past it) chunk rows: Arrow's fixed cost per call is paid once per batch."""
 
 
 _beat: Callable[[], None] | None = None
@@ -59,25 +65,53 @@ def heartbeat() -> None:
 def scan_one(scanner: Scanner, location: str) -> ScanOutcome:
     """Scan one source and check its references (``_check``); a source that fails is a
     ``ScanError`` returned in its place, never raised."""
-    try:
-        res = scanner(location)
-        check_result(res)
-        return res
-    except ScanError as e:
-        return e
-    except MemoryError:
-        return ScanError(location, "damaged or hostile: describing it needs more memory than there is")
-    except RecursionError:
-        return ScanError(location, "damaged: its structure nests without end")
-    except Exception as e:  # a damaged file must fail alone, never the whole scan
-        msg = str(e).splitlines()[0].strip() if str(e).strip() else ""
-        detail = f" ({msg})" if msg else ""
-        return ScanError(location, f"damaged: its structure is inconsistent{detail}")
+    return _checked([_scan_only(scanner, location)])[0]
 
 
 def scan_batch(scanner: Scanner, locations: Sequence[str]) -> list[ScanOutcome]:
-    """Scan sources one after the other in this process (Dask tasks)."""
-    return [scan_one(scanner, loc) for loc in locations]
+    """``scan_one`` of each source, one after the other in this process (Dask tasks), their
+    references checked together."""
+    return _checked([_scan_only(scanner, loc) for loc in locations])
+
+
+def _scan_only(scanner: Scanner, location: str) -> ScanOutcome:
+    try:
+        return scanner(location)
+    except Exception as e:  # a damaged file must fail alone, never the whole scan
+        return _failure(location, e)
+
+
+def _failure(location: str, e: BaseException) -> ScanError:
+    """What a source that raised ``e`` while being scanned or checked fails with."""
+    if isinstance(e, ScanError):
+        return e
+    if isinstance(e, MemoryError):
+        return ScanError(location, "damaged or hostile: describing it needs more memory than there is")
+    if isinstance(e, RecursionError):
+        return ScanError(location, "damaged: its structure nests without end")
+    msg = str(e).splitlines()[0].strip() if str(e).strip() else ""
+    detail = f" ({msg})" if msg else ""
+    return ScanError(location, f"damaged: its structure is inconsistent{detail}")
+
+
+def _checked(outcomes: list[ScanOutcome]) -> list[ScanOutcome]:
+    """``outcomes`` with each result whose references fail ``check_result`` replaced by its
+    error. Checked in one pass (``check_results``); should that pass itself fail (memory), each
+    result is checked alone, so one source's problem stays its own."""
+    results = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, ScanResult)]
+    if not results:
+        return outcomes
+    try:
+        problems = check_results([r for _, r in results])
+    except Exception as e:
+        if len(results) > 1:
+            return [o for i in range(len(outcomes)) for o in _checked([outcomes[i]])]
+        problems = [e]
+    out = list(outcomes)
+    for (i, r), p in zip(results, problems, strict=True):
+        if p is not None:
+            out[i] = _failure(r.source.location, p)
+    return out
 
 
 @dataclass
@@ -186,16 +220,24 @@ def scan_many(
     ``workers``: worker processes. ``timeout``: seconds one source may take before its worker
     is killed and the source fails alone; ``None`` (or 0): no deadline, and with one worker the
     sources are scanned in this process (a file that hangs the format library hangs the scan).
-    ``progress`` is called with the number of sources just finished.
+    ``progress`` is called with the number of sources just finished. Scanned in this
+    process, sources are yielded once a batch of them is scanned and checked.
     """
     if not locations:
         return
     if not timeout and workers <= 1:
+        batch: list[tuple[str, ScanOutcome]] = []
+        rows = 0
         for loc in locations:
-            res = scan_one(scanner, loc)
+            res = _scan_only(scanner, loc)
+            batch.append((loc, res))
+            rows += 0 if isinstance(res, ScanError) else res.chunks.num_rows
             if progress is not None:
                 progress(1)
-            yield loc, res
+            if len(batch) >= _CHECK_SOURCES or rows >= _CHECK_ROWS:
+                yield from zip([x for x, _ in batch], _checked([o for _, o in batch]), strict=True)
+                batch, rows = [], 0
+        yield from zip([x for x, _ in batch], _checked([o for _, o in batch]), strict=True)
         return
     yield from _supervised(scanner, list(locations), max(1, min(workers, len(locations))), timeout or None, progress)
 
