@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _objstore
 from ._checksum import current_checksum
+from ._gc import young_only
 from .errors import ScanError
 from .plan.series_order import parse_prefer
 from .read.array import Array, ReadOptions
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["Dataset", "init", "open", "scan"]
+
+_YOUNG_EVERY = 64
+"""sources between two young collections during a scan (``_gc``)."""
 
 
 class Dataset:
@@ -209,19 +213,23 @@ def _scan(
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(to_scan) >= 64 else 1
     results: list[ScanResult] = []
-    for loc, res in scan_many(scanner, to_scan, workers=workers, timeout=timeout, progress=tick):
-        if isinstance(res, ScanError):
-            failed.append((loc, res.reason))
-        else:
-            results.append(res)
-    if strict and failed:
-        loc, reason = failed[0]
-        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
-    return commit_scan(
-        col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings,
-        prune=gone if prune else (), missing=() if prune else gone,
-    )  # fmt: skip
+    with young_only() as young:  # the results live until the commit: no full collections meanwhile (_gc)
+        for i, (loc, res) in enumerate(scan_many(scanner, to_scan, workers=workers, timeout=timeout, progress=tick)):
+            if isinstance(res, ScanError):
+                failed.append((loc, res.reason))
+            else:
+                results.append(res)
+            if i % _YOUNG_EVERY == _YOUNG_EVERY - 1:
+                young()
+        if strict and failed:
+            loc, reason = failed[0]
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            raise ScanError(loc, f"{reason}{more}; --strict: nothing committed")
+        young()
+        return commit_scan(
+            col, results, concat_dim=concat_dim, unchanged=unchanged, failed=failed, settings=settings,
+            prune=gone if prune else (), missing=() if prune else gone,
+        )  # fmt: skip
 
 
 def _changed(loc: str, old: dict[str, Any], info: SourceInfo, use_checksum: bool) -> bool:
