@@ -124,11 +124,39 @@ def timed(fn: Any, *args: Any) -> float:
     return time.perf_counter() - t0
 
 
-def bench_scan(work: Path, n_files: int, n_peer: int) -> dict[str, Any]:
+def cpu_time(fn: Any, *args: Any) -> float:
+    """CPU seconds of this process (all its threads) spent in ``fn(*args)``: the other engineers'
+    niced jobs on the shared cores change the wall clock, far less the CPU time."""
+    t0 = time.process_time()
+    fn(*args)
+    return time.process_time() - t0
+
+
+def bench_scan(work: Path, n_files: int, n_peer: int, turns: int = 3) -> dict[str, Any]:
     import refstore
 
     files = make_small_files(work / "small", n_files)
     res: dict[str, Any] = {"files": n_files}
+    # per core, the issue's target (>= 0.8x the loop): one worker, in this process (timeout=None),
+    # CPU time per file, best of ``turns``, the h5py loop and the scan measured in turns
+    warm = str(work / "warm.col")  # imports (Lance, h5py) and first-call costs out of the turns
+    refstore.init(warm)
+    refstore.scan(warm, [str(f) for f in files[:2]], concat_dim="time", workers=1, timeout=None)
+    h5py_loop(files[:2])
+    shutil.rmtree(warm, ignore_errors=True)
+    loop, one = [], []
+    for turn in range(turns):
+        loop.append(cpu_time(h5py_loop, files))
+        col1 = str(work / f"scan1-{turn}.col")
+        refstore.init(col1)
+        one.append(cpu_time(lambda c=col1: refstore.scan(c, [str(work / "small")], concat_dim="time", workers=1,
+                                                       timeout=None)))  # fmt: skip
+        shutil.rmtree(col1, ignore_errors=True)
+    res["h5py_loop_cpu_ms_per_file"] = min(loop) / n_files * 1e3
+    res["refstore_in_process_cpu_ms_per_file"] = min(one) / n_files * 1e3
+    res["refstore_in_process_vs_h5py_loop"] = min(loop) / min(one)
+    res["turns_cpu_ms_per_file"] = {"h5py_loop": [t / n_files * 1e3 for t in loop],
+                                    "refstore_in_process": [t / n_files * 1e3 for t in one]}  # fmt: skip
     h5 = timed(h5py_loop, files)
     res["h5py_loop_files_per_s"] = n_files / h5
     col = str(work / "scan.col")
@@ -136,12 +164,6 @@ def bench_scan(work: Path, n_files: int, n_peer: int) -> dict[str, Any]:
     t = timed(lambda: refstore.scan(col, [str(work / "small")], concat_dim="time", workers=2))
     res["refstore_files_per_s"] = n_files / t
     res["refstore_vs_h5py_loop"] = res["refstore_files_per_s"] / res["h5py_loop_files_per_s"]
-    # per core: one worker, in-process (timeout=None), the issue's target (>= 0.8x the loop)
-    col1 = str(work / "scan1.col")
-    refstore.init(col1)
-    t = timed(lambda: refstore.scan(col1, [str(work / "small")], concat_dim="time", workers=1, timeout=None))
-    res["refstore_in_process_files_per_s"] = n_files / t
-    res["refstore_in_process_vs_h5py_loop"] = res["refstore_in_process_files_per_s"] / res["h5py_loop_files_per_s"]
     peers = files[:n_peer]
     for name, fn in (("virtualizarr", virtualizarr_parse), ("kerchunk", kerchunk_translate)):
         try:
@@ -398,8 +420,9 @@ def main() -> None:
     print(f"  h5py loop       {fmt(s['h5py_loop_files_per_s'])} files/s   ratio {ratio:.2f} (2 workers)")
     one = s["refstore_in_process_vs_h5py_loop"]
     print(
-        f"  refstore, one worker in-process {fmt(s['refstore_in_process_files_per_s'])} files/s   ratio {one:.2f} "
-        "(target >= 0.8 per core)"
+        f"  per core (CPU time per file, best of {len(s['turns_cpu_ms_per_file']['h5py_loop'])}, in turns): "
+        f"refstore.scan(workers=1, timeout=None) {s['refstore_in_process_cpu_ms_per_file']:.2f} ms, "
+        f"h5py loop {s['h5py_loop_cpu_ms_per_file']:.2f} ms, ratio {one:.2f} (target >= 0.8)"
     )
     for peer in ("virtualizarr", "kerchunk"):
         v = s.get(f"{peer}_files_per_s")
