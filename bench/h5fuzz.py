@@ -842,9 +842,9 @@ def check(path: Path, *, max_chunks: int = 64, via_open: Path | None = None) -> 
     ea = {m.name for m in slow.arrays if m.status != "ok" and "extensible array" in str(m.reason)}
     if ea:
         keep = [m for m in fast.arrays if m.name not in ea]
-        fast_cmp = dataclasses.replace(fast, arrays=tuple(keep), chunks=_without(fast.chunks, ea))
+        fast_cmp = dataclasses.replace(fast, arrays=tuple(keep), refs=_without(fast.chunks, ea))
         slow_cmp = dataclasses.replace(slow, arrays=tuple(m for m in slow.arrays if m.name not in ea),
-                                       chunks=_without(slow.chunks, ea))  # fmt: skip
+                                       refs=_without(slow.chunks, ea))  # fmt: skip
         n["ea_refused_without_header"] += len(ea)
     else:
         fast_cmp, slow_cmp = fast, slow

@@ -181,7 +181,7 @@ def _day_result(root: str, day: int, *, seed: int = 0) -> Any:
                        attrs={"units": units})  # fmt: skip
     return ScanResult(
         source=SourceInfo(location=loc, size=st.st_size, mtime_ns=st.st_mtime_ns, etag=None),
-        arrays=(temp, time_a), chunks=table, sort_value=EPOCH_2010 + day * DAY_S,
+        arrays=(temp, time_a), refs=table, sort_value=EPOCH_2010 + day * DAY_S,
         sort_units="seconds since 1970-01-01", groups={"": {}},
     )  # fmt: skip
 

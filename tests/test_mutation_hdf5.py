@@ -641,10 +641,11 @@ def test_dimension_names_of_nested_and_odd_scales(tmp_path: Path) -> None:
 
 def test_chunk_index_guard() -> None:
     """Chunk indices are int32 columns: one past their range is refused naming the array."""
+    from refstore.scan._types import chunk_table
     from refstore.scan.hdf5 import _chunk_table, _Chunks
 
     top = np.iinfo(np.int32).max
-    ok = _chunk_table([_Chunks("a", np.array([[top, 0]], np.int64), np.array([1]), np.array([2]))])
+    ok = chunk_table([_chunk_table([_Chunks("a", np.array([[top, 0]], np.int64), np.array([1]), np.array([2]))])])
     assert ok.column("k0").to_pylist() == [top] and ok.column("k1").to_pylist() == [0]
     for bad, lo, hi in (([[top + 1, 0]], 0, top + 1), ([[3, -1]], -1, 3)):
         with pytest.raises(ValueError, match=rf"^chunk index of 'b' out of range \({lo}\.\.{hi}\)$"):

@@ -22,7 +22,7 @@ from refstore.errors import ScanError
 from refstore.scan._cftime import cf_seconds
 from refstore.scan._check import check_result, check_results
 from refstore.scan._rangefile import RangeFile
-from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
+from refstore.scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ChunkColumns, ScanResult, SourceInfo, chunk_table
 from refstore.scan.auto import AutoScanner, sniff, sniff_file
 
 from . import _oracle
@@ -382,6 +382,56 @@ def test_scan_many_in_process_checks_in_batches_and_keeps_each_verdict(monkeypat
 
 
 # --------------------------------------------------------------------------- _types
+def _columns(rows: list[tuple[str, list[int], int | None, int | None, int, bytes | None]]) -> ChunkColumns:
+    n = len(rows)
+    keys = np.full((MAX_DIMS, n), NO_DIM, np.int32)
+    for i, r in enumerate(rows):
+        keys[: len(r[1]), i] = r[1]
+    inline = [r[5] for r in rows]
+    return ChunkColumns([r[0] for r in rows], keys, np.array([r[2] or 0 for r in rows], np.int64),
+                        np.array([r[3] or 0 for r in rows], np.int64), np.array([r[4] for r in rows], np.int32),
+                        inline if any(x is not None for x in inline) else None)  # fmt: skip
+
+
+def _expected(rows: list[tuple[str, list[int], int | None, int | None, int, bytes | None]]) -> pa.Table:
+    """The rows as CHUNK_BATCH_SCHEMA says, written out by hand: a null range where bytes are inline."""
+    return pa.table(
+        {
+            "array": [r[0] for r in rows],
+            **{c: [r[1][i] if i < len(r[1]) else NO_DIM for r in rows] for i, c in enumerate(SOURCE_KEY_COLUMNS)},
+            "offset": [None if r[5] is not None else r[2] for r in rows],
+            "length": [None if r[5] is not None else r[3] for r in rows],
+            "filter_mask": [r[4] for r in rows],
+            "inline": [r[5] for r in rows],
+        },
+        schema=CHUNK_BATCH_SCHEMA,
+    )
+
+
+def test_chunk_columns_of_a_batch_become_the_rows_of_each_source_in_order() -> None:
+    Row = tuple[str, list[int], int | None, int | None, int, bytes | None]
+    a: list[Row] = [("t", [0, 1], 10, 4, 0, None), ("t", [1, 1], 14, 4, 2, None)]
+    b: list[Row] = [("c", [0], None, None, 0, b"\x01\x02"), ("t", [3, 0, 7], 40, 8, 0, None)]
+    c: list[Row] = []
+    d: list[Row] = [("x", [5], 99, 1, 1, None)]
+    got = chunk_table([_columns(a), _columns(b), _columns(c), _columns(d)])
+    assert got.equals(_expected(a + b + d)) and got.schema == CHUNK_BATCH_SCHEMA
+    assert _columns(b).table().equals(_expected(b)) and _columns(a).table().column("offset").null_count == 0
+    # with sources given as tables (other scanners) the rows are the same
+    mixed = chunk_table([_expected(a), _columns(b), CHUNK_BATCH_SCHEMA.empty_table(), _columns(d)])
+    assert mixed.equals(_expected(a + b + d))
+    assert chunk_table([]).equals(CHUNK_BATCH_SCHEMA.empty_table())
+    # a result keeps what it was given; .chunks is always the table
+    r = ScanResult(SourceInfo("s", 100, 0), (), _columns(b))
+    assert isinstance(r.refs, ChunkColumns) and r.chunks.equals(_expected(b))
+    with pytest.raises(TypeError, match="CHUNK_BATCH_SCHEMA"):
+        ChunkColumns(["a"], np.zeros((MAX_DIMS, 2), np.int32), np.zeros(1, np.int64), np.zeros(1, np.int64),
+                     np.zeros(1, np.int32))  # fmt: skip
+    with pytest.raises(TypeError, match="CHUNK_BATCH_SCHEMA"):
+        ChunkColumns(["a"], np.zeros((MAX_DIMS, 1), np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
+                     np.zeros(1, np.int32))  # fmt: skip
+
+
 def test_array_meta_json_round_trip_and_keys() -> None:
     m = ArrayMeta("v", ("t", "y"), (4, 3), (2, 3), "<i2", 7, ({"id": "zlib", "level": 1},),
                   {"units": {"type": "str", "value": "K"}, "scale_factor": {"type": "<f4", "value": 0.5}},

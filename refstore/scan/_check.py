@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from ..errors import ScanError
+from ._types import chunk_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,13 +41,12 @@ def check_results(results: Sequence[ScanResult]) -> list[Exception | None]:
     ``check_result`` raises for it (a ``ScanError``: ranges first, then arrays not in the file,
     then keys; any other exception comes from a malformed ``ArrayMeta``)."""
     errors: list[Exception | None] = [None] * len(results)
-    held = [i for i, r in enumerate(results) if r.chunks.num_rows]
+    held = [i for i, r in enumerate(results) if r.refs.num_rows]
     if not held:
         return errors
-    tables = [results[i].chunks for i in held]
-    t = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    t = t.combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
-    counts = np.fromiter((x.num_rows for x in tables), np.int64, len(tables))
+    parts = [results[i].refs for i in held]
+    t = chunk_table(parts).combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
+    counts = np.fromiter((x.num_rows for x in parts), np.int64, len(parts))
     src = np.repeat(np.arange(len(held), dtype=np.int64), counts)  # row -> position in ``held``
     enc = pc.dictionary_encode(t.column("array")).combine_chunks()
     names: list[str] = enc.dictionary.to_pylist()

@@ -231,7 +231,7 @@ def scan_many(
         for loc in locations:
             res = _scan_only(scanner, loc)
             batch.append((loc, res))
-            rows += 0 if isinstance(res, ScanError) else res.chunks.num_rows
+            rows += 0 if isinstance(res, ScanError) else res.refs.num_rows
             if progress is not None:
                 progress(1)
             if len(batch) >= _CHECK_SOURCES or rows >= _CHECK_ROWS:

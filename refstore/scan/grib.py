@@ -475,7 +475,7 @@ class GribScanner:
         return ScanResult(
             source=info,
             arrays=tuple(metas),
-            chunks=_chunk_table(parts),
+            refs=_chunk_table(parts),
             sort_value=min(sort) if sort else None,
             sort_last=max(sort) if sort else None,
             sort_units=units if sort else None,

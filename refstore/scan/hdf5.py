@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
 
 from .._keys import MAX_DIMS, NO_DIM
 from .._values import encode_attr, encode_fill
@@ -27,7 +26,10 @@ from ._hdf5_codecs import filters_to_codecs
 from ._hdf5_header import AttrCache, HeaderReader
 from ._hdf5_layout import CHUNKED, COMPACT, CONTIGUOUS, ChunkIndex, DatasetLayout, Filter, chunk_index, decode_dataset
 from ._sources import open_source
-from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, SourceInfo
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ChunkColumns, ScanResult, SourceInfo
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["HDF5Scanner"]
 
@@ -139,7 +141,7 @@ class HDF5Scanner:
         return ScanResult(
             source=info,
             arrays=tuple(metas),
-            chunks=table,
+            refs=table,
             sort_value=sort_value,
             sort_last=sort_last,
             sort_units=sort_units,
@@ -683,9 +685,9 @@ class _Chunks:
     whole: bool = False
 
 
-def _chunk_table(parts: list[_Chunks]) -> pa.Table:
-    """One source's chunk references as one table (``CHUNK_BATCH_SCHEMA``), built column by
-    column from numpy (Arrow's cost per call is most of the time on tables of a few rows)."""
+def _chunk_table(parts: list[_Chunks]) -> pa.Table | ChunkColumns:
+    """One source's chunk references as numpy columns (``ChunkColumns``: Arrow's cost per call
+    is most of the time on tables of a few rows, so a batch of sources becomes one table)."""
     if not parts:
         return CHUNK_BATCH_SCHEMA.empty_table()
     counts = [len(p.keys) for p in parts]
@@ -695,7 +697,6 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
     offsets = np.zeros(n, np.int64)
     lengths = np.zeros(n, np.int64)
     masks = np.zeros(n, np.int32)
-    ref_valid = np.zeros(n, bool)
     inline: list[bytes | None] = [None] * n
     any_inline = False
     at = 0
@@ -711,22 +712,10 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table:
             assert p.offsets is not None and p.lengths is not None
             offsets[at : at + c] = p.offsets
             lengths[at : at + c] = p.lengths
-            ref_valid[at : at + c] = True
             if p.masks is not None:
                 masks[at : at + c] = p.masks
         at += c
-    missing = None if any_inline is False else ~ref_valid
-    return pa.Table.from_arrays(
-        [
-            pa.array(names, pa.string()),
-            *(pa.array(keys[i], pa.int32()) for i in range(MAX_DIMS)),
-            pa.array(offsets, pa.int64(), mask=missing),
-            pa.array(lengths, pa.int64(), mask=missing),
-            pa.array(masks, pa.int32()),
-            pa.array(inline, pa.large_binary()) if any_inline else pa.nulls(n, pa.large_binary()),
-        ],
-        schema=CHUNK_BATCH_SCHEMA,
-    )
+    return ChunkColumns(names, keys, offsets, lengths, masks, inline if any_inline else None)
 
 
 def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], is_scale: bool,

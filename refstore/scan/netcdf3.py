@@ -283,7 +283,7 @@ class NetCDF3Scanner:
         return ScanResult(
             source=info,
             arrays=tuple(metas),
-            chunks=_table(names, keys, offsets, lengths),
+            refs=_table(names, keys, offsets, lengths),
             sort_value=sort_value,
             sort_last=sort_last,
             sort_units=sort_units,

@@ -355,7 +355,7 @@ class TiffScanner:
         return ScanResult(
             source=info,
             arrays=tuple(metas),
-            chunks=_chunk_table(parts),
+            refs=_chunk_table(parts),
             sort_value=sort_value,
             sort_last=sort_value,
             sort_units="seconds since 1970-01-01" if lead else None,

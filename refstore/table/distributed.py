@@ -51,7 +51,7 @@ class _WorkerFailed(RuntimeError):
 def _summaries(outcomes: list[ScanOutcome]) -> list[ScanOutcome]:
     """The batch's results without chunk rows (what the plan needs), errors as they are."""
     empty = CHUNK_BATCH_SCHEMA.empty_table()
-    return [o if isinstance(o, ScanError) else dataclasses.replace(o, chunks=empty) for o in outcomes]
+    return [o if isinstance(o, ScanError) else dataclasses.replace(o, refs=empty) for o in outcomes]
 
 
 def _full(outcomes: list[ScanOutcome], locations: frozenset[str]) -> list[ScanResult]:

@@ -27,7 +27,7 @@ from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
 from ..plan.series_order import parse_prefer
 from ..scan._intern import MetaTexts
-from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult
+from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, chunk_table
 from ..schema import (
     DEST_COLUMNS,
     GLOBAL_KEY_COLUMNS,
@@ -192,10 +192,10 @@ def _with_source(results: Sequence[ScanResult]) -> pa.Table:
     """The chunk tables of scanned sources as one table with a ``source`` column."""
     if not results:
         return CHUNK_BATCH_SCHEMA.empty_table().append_column("source", pa.array([], pa.string()))
-    big = pa.concat_tables([r.chunks for r in results])
+    big = chunk_table([r.refs for r in results])  # sources' numpy columns joined: one Arrow table
     if big.num_rows <= _COMBINE_ROWS:  # many small files: one Arrow chunk, so each later call runs once, not per file
         big = big.combine_chunks()
-    counts = np.array([r.chunks.num_rows for r in results], np.int64)
+    counts = np.array([r.refs.num_rows for r in results], np.int64)
     locs = pa.array([r.source.location for r in results], pa.string())
     return big.append_column("source", locs.take(pa.array(np.repeat(np.arange(len(results)), counts))))
 
