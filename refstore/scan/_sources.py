@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -40,6 +41,9 @@ def normalize_location(location: str) -> str:
         return location
     return os.path.abspath(location)
 
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+"""A control character (C0 or DEL) in a file name."""
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}  # fmt: skip
@@ -179,7 +183,7 @@ def expand_sources(
         else:
             raise BadInputError(f"{item}: no such file or folder")
         for c in candidates:
-            if any(ord(ch) < 32 or ord(ch) == 127 for ch in c):
+            if _CONTROL.search(c):
                 why = "a name with control characters cannot be addressed for reading; rename it"
                 problems.append((repr(c)[1:-1], why))
             elif c not in seen:
