@@ -3,7 +3,7 @@ per source returning columnar chunk rows)."""
 
 from ._parallel import ScanOutcome, scan_many
 from ._sources import expand_sources, local_source_info, normalize_location
-from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, Scanner, ScanResult, SourceInfo
+from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ChunkColumns, Scanner, ScanResult, SourceInfo, chunk_table
 from .auto import AutoScanner, sniff
 from .grib import GribScanner
 from .hdf5 import HDF5Scanner
@@ -13,6 +13,7 @@ __all__ = [
     "CHUNK_BATCH_SCHEMA",
     "ArrayMeta",
     "AutoScanner",
+    "ChunkColumns",
     "GribScanner",
     "HDF5Scanner",
     "NetCDF3Scanner",
@@ -20,6 +21,7 @@ __all__ = [
     "ScanResult",
     "Scanner",
     "SourceInfo",
+    "chunk_table",
     "expand_sources",
     "local_source_info",
     "normalize_location",
