@@ -382,6 +382,34 @@ def test_scan_many_in_process_checks_in_batches_and_keeps_each_verdict(monkeypat
 
 
 # --------------------------------------------------------------------------- _types
+def test_a_batch_check_that_fails_as_a_whole_checks_each_source_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the one pass over a batch fail (out of memory), each source is checked alone: the
+    good one is kept, the damaged one fails with its own line, one that fails alone says why."""
+    from refstore.scan import _parallel
+
+    a = ArrayMeta("a", ("x",), (8,), (2,), "<f4", None)
+    made = {"ok": _result([a], [("a", [0], 0, 4)], 100), "far": _result([a], [("a", [1], 98, 4)], 100)}
+    real = check_results
+    calls: list[int] = []
+
+    def short_of_memory(results: list[ScanResult]) -> list[Exception | None]:
+        calls.append(len(results))
+        if len(results) > 1 or results[0].source.location == "huge":
+            raise MemoryError
+        return real(results)
+
+    def scanner(location: str) -> ScanResult:
+        r = made.get(location, made["ok"])
+        return ScanResult(SourceInfo(location, 100, 0), r.arrays, r.chunks)
+
+    monkeypatch.setattr(_parallel, "check_results", short_of_memory)
+    got = _parallel.scan_batch(scanner, ["ok", "far", "huge"])
+    assert calls == [3, 1, 1, 1]
+    assert isinstance(got[0], ScanResult)
+    assert str(got[1]) == "far: damaged: a chunk of 'a' points at bytes 98-102, past the end (100 bytes)"
+    assert str(got[2]) == "huge: damaged or hostile: describing it needs more memory than there is"
+
+
 def _columns(rows: list[tuple[str, list[int], int | None, int | None, int, bytes | None]]) -> ChunkColumns:
     n = len(rows)
     keys = np.full((MAX_DIMS, n), NO_DIM, np.int32)
