@@ -452,6 +452,8 @@ def test_chunk_columns_of_a_batch_become_the_rows_of_each_source_in_order() -> N
     # a result keeps what it was given; .chunks is always the table
     r = ScanResult(SourceInfo("s", 100, 0), (), _columns(b))
     assert isinstance(r.refs, ChunkColumns) and r.chunks.equals(_expected(b))
+    same, other = (ScanResult(SourceInfo("s", 100, 0), (), _columns(x)) for x in (b, a))
+    assert r == same and r != other
     with pytest.raises(TypeError, match="CHUNK_BATCH_SCHEMA"):
         ChunkColumns(["a"], np.zeros((MAX_DIMS, 2), np.int32), np.zeros(1, np.int64), np.zeros(1, np.int64),
                      np.zeros(1, np.int32))  # fmt: skip

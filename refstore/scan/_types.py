@@ -32,7 +32,7 @@ CHUNK_BATCH_SCHEMA = pa.schema(
 """Chunk references of one source, columnar: key within the source and byte range (or inline)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ChunkColumns:
     """Chunk references of one source as numpy columns: ``CHUNK_BATCH_SCHEMA``'s rows before
     they are an Arrow table. A scanner may hand these over instead of a table: a batch of
@@ -63,6 +63,14 @@ class ChunkColumns:
     @property
     def num_rows(self) -> int:
         return len(self.array)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal rows (numpy's ``==`` on the columns would be no answer)."""
+        if not isinstance(other, ChunkColumns):
+            return NotImplemented
+        return bool(self.table().equals(other.table()))
+
+    __hash__ = None  # type: ignore[assignment]
 
     def table(self) -> pa.Table:
         """These rows as a ``CHUNK_BATCH_SCHEMA`` table."""
