@@ -287,6 +287,16 @@ def test_check_result_messages() -> None:
     check_result(_result([ones], [("o", [3], 0, 4)], 100))
 
 
+def _as_columns(t: pa.Table) -> ChunkColumns:
+    rows = t.to_pylist()
+    keys = np.array([[r[c] for r in rows] for c in SOURCE_KEY_COLUMNS], np.int32).reshape(MAX_DIMS, len(rows))
+    inline = [r["inline"] for r in rows]
+    return ChunkColumns([r["array"] for r in rows], keys, np.array([r["offset"] or 0 for r in rows], np.int64),
+                        np.array([r["length"] or 0 for r in rows], np.int64),
+                        np.array([r["filter_mask"] for r in rows], np.int32),
+                        inline if any(x is not None for x in inline) else None)  # fmt: skip
+
+
 def test_check_results_judges_each_source_of_a_batch_alone() -> None:
     """A batch is checked in one pass, yet each source gets what the row model says of it
     alone: its own first problem, named with its own location and counted within it."""
@@ -311,6 +321,11 @@ def test_check_results_judges_each_source_of_a_batch_alone() -> None:
             batch.append(ScanResult(SourceInfo(f"src{n}", 100, 0), r.arrays, r.chunks))
         got = check_results(batch)
         assert len(got) == len(batch)
+        # the same rows as numpy columns (what the HDF5 scanner hands over), alone and mixed with tables
+        as_columns = [ScanResult(r.source, r.arrays, _as_columns(r.chunks)) for r in batch]
+        mixed = [c if k % 2 else r for k, (r, c) in enumerate(zip(batch, as_columns, strict=True))]
+        for other in (check_results(as_columns), check_results(mixed)):
+            assert [(type(e), str(e)) for e in other] == [(type(e), str(e)) for e in got], trial
         for r, e in zip(batch, got, strict=True):
             # ranges are checked first on every row, even one of an array not in the file
             ranges = ["range" for x in r.chunks.to_pylist() if x["offset"] is not None and (

@@ -6,7 +6,7 @@ once per file; each source is judged alone (its own first problem, named with it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from .._keys import MAX_DIMS, NO_DIM, SOURCE_KEY_COLUMNS
 from ..errors import ScanError
-from ._types import chunk_table
+from ._types import ChunkColumns, chunk_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,16 +45,50 @@ def check_results(results: Sequence[ScanResult]) -> list[Exception | None]:
     if not held:
         return errors
     parts = [results[i].refs for i in held]
-    t = chunk_table(parts).combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
+    rows = _rows(parts)
     counts = np.fromiter((x.num_rows for x in parts), np.int64, len(parts))
     src = np.repeat(np.arange(len(held), dtype=np.int64), counts)  # row -> position in ``held``
-    enc = pc.dictionary_encode(t.column("array")).combine_chunks()
-    names: list[str] = enc.dictionary.to_pylist()
-    which = enc.indices.to_numpy().astype(np.int64)
     sizes = np.fromiter((results[i].source.size for i in held), np.int64, len(held))
-    _check_ranges(t, sizes[src], src, names, which, [results[i] for i in held], held, errors)
-    _check_keys(t, src, names, which, [results[i] for i in held], held, errors)
+    kept = [results[i] for i in held]
+    _check_ranges(rows, sizes[src], src, kept, held, errors)
+    _check_keys(rows, src, kept, held, errors)
     return errors
+
+
+class _Rows(NamedTuple):
+    """The joined chunk rows of a batch as numpy: ``which`` indexes ``names`` (each row's array);
+    ``keys`` (rows x MAX_DIMS, int64); ``offset``/``length`` with nulls as 0 and where each is
+    valid (None: everywhere)."""
+
+    names: list[str]
+    which: np.ndarray[Any, Any]
+    keys: np.ndarray[Any, Any]
+    offset: np.ndarray[Any, Any]
+    offset_ok: np.ndarray[Any, Any] | None
+    length: np.ndarray[Any, Any]
+    length_ok: np.ndarray[Any, Any] | None
+
+
+def _rows(parts: list[pa.Table | ChunkColumns]) -> _Rows:
+    """The rows of ``parts``: numpy columns taken as they are (no Arrow), tables through Arrow."""
+    if all(isinstance(p, ChunkColumns) for p in parts):
+        cols: list[ChunkColumns] = parts
+        n = sum(c.num_rows for c in cols)
+        index: dict[str, int] = {}
+        which = np.fromiter((index.setdefault(a, len(index)) for c in cols for a in c.array), np.int64, n)
+        keys = (cols[0].keys if len(cols) == 1 else np.concatenate([c.keys for c in cols], axis=1)).T.astype(np.int64)
+        off = np.concatenate([c.offset for c in cols]).astype(np.int64, copy=False)
+        ln = np.concatenate([c.length for c in cols]).astype(np.int64, copy=False)
+        ref = None  # an inline row has neither offset nor length (chunk_table's nulls)
+        if any(c.inline is not None for c in cols):
+            ref = np.fromiter((x is None for c in cols for x in (c.inline or [None] * c.num_rows)), bool, n)
+        return _Rows(list(index), which, keys, off, ref, ln, ref)
+    t = chunk_table(parts).combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
+    enc = pc.dictionary_encode(t.column("array")).combine_chunks()
+    keys = np.stack([t.column(c).to_numpy() for c in SOURCE_KEY_COLUMNS], axis=1).astype(np.int64)
+    off, off_ok = _valid(t.column("offset"))
+    ln, ln_ok = _valid(t.column("length"))
+    return _Rows(enc.dictionary.to_pylist(), enc.indices.to_numpy().astype(np.int64), keys, off, off_ok, ln, ln_ok)
 
 
 def _firsts(bad: np.ndarray[Any, Any], src: np.ndarray[Any, Any]) -> list[tuple[int, int, int]]:
@@ -74,13 +108,12 @@ def _valid(col: pa.ChunkedArray) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, 
 
 
 def _check_ranges(
-    t: pa.Table, size: np.ndarray[Any, Any], src: np.ndarray[Any, Any], names: list[str],
-    which: np.ndarray[Any, Any], results: list[ScanResult], held: list[int], errors: list[Exception | None],
+    rows: _Rows, size: np.ndarray[Any, Any], src: np.ndarray[Any, Any], results: list[ScanResult], held: list[int],
+    errors: list[Exception | None],
 ) -> None:  # fmt: skip
-    off, ref = _valid(t.column("offset"))
+    off, ref, ln, ln_ok = rows.offset, rows.offset_ok, rows.length, rows.length_ok
     if ref is not None and not ref.any():
         return
-    ln, ln_ok = _valid(t.column("length"))
     # a null length leaves only the offset's own sign to check (what NaN comparisons gave before)
     ln_bad = (ln < 0) | (off > size - ln)
     bad = (off < 0) | (ln_bad if ln_ok is None else ln_ok & ln_bad)
@@ -94,7 +127,7 @@ def _check_ranges(
         )  # fmt: skip
         more = f" (and {n - 1} more)" if n > 1 else ""
         errors[held[s]] = ScanError(
-            results[s].source.location, f"damaged: a chunk of {names[which[i]]!r} points at {what}{more}"
+            results[s].source.location, f"damaged: a chunk of {rows.names[rows.which[i]]!r} points at {what}{more}"
         )
 
 
@@ -110,9 +143,10 @@ def _grid(meta: ArrayMeta, cache: dict[tuple[Any, Any], list[int]]) -> list[int]
 
 
 def _check_keys(
-    t: pa.Table, src: np.ndarray[Any, Any], names: list[str], which: np.ndarray[Any, Any],
-    results: list[ScanResult], held: list[int], errors: list[Exception | None],
+    rows: _Rows, src: np.ndarray[Any, Any], results: list[ScanResult], held: list[int],
+    errors: list[Exception | None],
 ) -> None:  # fmt: skip
+    names, which = rows.names, rows.which
     nn = len(names)
     pair = src * nn + which  # (source, array) of each row
     pairs, pair_of_row = np.unique(pair, return_inverse=True)
@@ -123,7 +157,7 @@ def _check_keys(
     by_name: dict[str, ArrayMeta] = {}
     at = -1
     broken: dict[int, Exception] = {}  # pair -> what computing its grid raised (a malformed ArrayMeta)
-    rows: list[list[int]] = []
+    grid_rows: list[list[int]] = []
     for j, (s, name) in enumerate(zip((pairs // nn).tolist(), [names[a] for a in (pairs % nn).tolist()], strict=True)):
         if s != at:
             at, by_name = s, {m.name: m for m in results[s].arrays}
@@ -132,16 +166,16 @@ def _check_keys(
         if meta is not None:
             got = cache.get((meta.shape, meta.chunks))
             if got is not None:
-                rows.append(got)
+                grid_rows.append(got)
                 continue
             try:
-                rows.append(_grid(meta, cache))
+                grid_rows.append(_grid(meta, cache))
                 continue
             except Exception as e:  # that source's error, raised in its place
                 broken[j] = e
         known[j] = False
-        rows.append(_NONE)
-    grid = np.array(rows, np.int64).reshape(len(pairs), MAX_DIMS)
+        grid_rows.append(_NONE)
+    grid = np.array(grid_rows, np.int64).reshape(len(pairs), MAX_DIMS)
     skip = np.fromiter((errors[h] is not None for h in held), bool, len(held))  # a range problem comes first
     # the first array (in order of appearance) that is not in the file, or whose grid is malformed
     for s, i, _n in _firsts(~known[pair_of_row] & ~skip[src], src):
@@ -151,7 +185,7 @@ def _check_keys(
             f"damaged: chunks recorded for {names[which[i]]!r}, which is not an array of the file",
         )
         skip[s] = True
-    keys = np.stack([t.column(c).to_numpy() for c in SOURCE_KEY_COLUMNS], axis=1).astype(np.int64)
+    keys = rows.keys
     limit = grid[pair_of_row]
     has = limit > 0
     bad_rows = np.where(has, (keys < 0) | (keys >= limit), keys != NO_DIM).any(axis=1) & ~skip[src]
