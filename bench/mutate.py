@@ -154,6 +154,11 @@ GROUPS: dict[str, Group] = {
         tests=("tests/test_mutation_scan.py", "tests/test_mutation_hdf5.py", "tests/test_hdf5_metadata.py",
                "tests/test_hdf5_layout.py"),
     ),
+    # hdf5, intern (session 15): the commit's interning of ArrayMeta (in memory, no Lance)
+    "intern": Group(
+        files=("refstore/scan/_intern.py",),
+        tests=("tests/test_mutation_intern.py",),
+    ),
     "tiff": Group(
         files=("refstore/scan/tiff.py", "refstore/scan/_tiff_guard.py"),
         tests=("tests/test_mutation_tiff.py",),
