@@ -650,3 +650,195 @@ def test_chunk_index_guard() -> None:
     for bad, lo, hi in (([[top + 1, 0]], 0, top + 1), ([[3, -1]], -1, 3)):
         with pytest.raises(ValueError, match=rf"^chunk index of 'b' out of range \({lo}\.\.{hi}\)$"):
             _chunk_table([_Chunks("b", np.array(bad, np.int64), np.array([1]), np.array([2]))])
+
+
+# ---------------------------------------------------------------- header bytes (_hdf5_header)
+# What the object-header reader answers directly, against h5py's high-level API; a form it does
+# not parse (bytes edited by hand) gives None, never another answer (the scan then asks HDF5,
+# so only these direct answers tell a wrong parse from a fallback).
+
+
+def _write_scales(path: Path, libver: str) -> Path:
+    with h5py.File(path, "w", libver=libver) as f:
+        scales = {}
+        for name, n in (("x", 5), ("y", 2), ("z", 3)):
+            s = f.create_dataset(name, data=np.arange(n, dtype="<f4"))
+            s.make_scale(name)
+            scales[name] = s
+        for name, shape, dims in (("a", (2, 5), "yx"), ("b", (2, 3, 5), "y.x"), ("c", (3,), "z"),
+                                  ("d", (5, 2), "xy"), ("e", (2, 5), "..")):  # fmt: skip
+            ds = f.create_dataset(name, data=np.zeros(shape, "<i2"))
+            ds.attrs["units"] = "m"
+            for i, d in enumerate(dims):
+                if d != ".":
+                    ds.dims[i].attach_scale(scales[d])
+    return path
+
+
+@pytest.fixture(scope="module")
+def scale_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("scales")
+    return {lv: _write_scales(d / f"{lv}.h5", lv) for lv in ("earliest", "latest")}
+
+
+def _first_scales_h5py(path: Path) -> dict[str, tuple[int, int, int, list[int | None]]]:
+    """name -> (header address, attribute count, ndim, per dimension the address of the first
+    scale h5py's ``dims`` lists, or None)."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for name in ("a", "b", "c", "d", "e"):
+            ds = f[name]
+            info = h5py.h5o.get_info(ds.id)
+            want = [h5py.h5o.get_info(ds.dims[i][0].id).addr if len(ds.dims[i]) else None for i in range(ds.ndim)]
+            out[name] = (info.addr, info.num_attrs, ds.ndim, want)
+    return out
+
+
+def _gcol(data: bytes) -> tuple[int, list[tuple[int, int, int]]]:
+    """The global heap collection of a file (HDF5 spec, "Global Heap"): its address and its
+    objects (index, start of the object's header, end of its padded data)."""
+    at = data.index(b"GCOL")
+    size = int.from_bytes(data[at + 8 : at + 16], "little")
+    objs, pos = [], at + 16
+    while pos + 16 <= at + size:
+        idx, n = int.from_bytes(data[pos : pos + 2], "little"), int.from_bytes(data[pos + 8 : pos + 16], "little")
+        if idx == 0:
+            break
+        objs.append((idx, pos, pos + 16 + ((n + 7) // 8) * 8))
+        pos = objs[-1][2]
+    return at, objs
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_first_scales_from_the_bytes_equal_h5py(scale_files: dict[str, Path], libver: str) -> None:
+    from refstore.scan._hdf5_header import HeaderReader
+
+    path = scale_files[libver]
+    want = _first_scales_h5py(path)
+    _at, objs = _gcol(path.read_bytes())
+    assert len(objs) >= 6  # one object per attached dimension: lookups past the first
+    with HeaderReader(str(path)) as h:
+        for name, (addr, num_attrs, ndim, scales) in want.items():
+            assert h.first_scales(addr, num_attrs, ndim) == scales, name
+            assert h.first_scales(addr, num_attrs, ndim) == scales, name  # the heap parsed once, read again
+
+
+def _edited(src: Path, dst: Path, at: int, new: bytes) -> Path:
+    data = bytearray(src.read_bytes())
+    data[at : at + len(new)] = new
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_a_global_heap_in_another_form_gives_no_scales(scale_files: dict[str, Path], libver: str,
+                                                      tmp_path: Path) -> None:  # fmt: skip
+    """The collection's signature, version and size are checked: any other gives None (HDF5
+    then reads the list); a size up to 1 MiB, or ending right after the last object (no free
+    space entry), still reads every object."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    src = scale_files[libver]
+    want = _first_scales_h5py(src)
+    at, objs = _gcol(src.read_bytes())
+    end = objs[-1][2]
+
+    def le(v: int) -> bytes:
+        return v.to_bytes(8, "little")
+
+    cases = {
+        "version2": (at + 4, b"\x02", False),
+        "version0": (at + 4, b"\x00", False),
+        "signature": (at, b"GCOX", False),
+        "size_mib": (at + 8, le(1 << 20), True),
+        "size_past_mib": (at + 8, le((1 << 20) + 1), False),
+        "size_16": (at + 8, le(16), False),
+        "size_to_last_object": (at + 8, le(end - at), True),
+    }
+    for case, (where, new, same) in cases.items():
+        path = _edited(src, tmp_path / f"{case}.h5", where, new)
+        with HeaderReader(str(path)) as h:
+            for name, (addr, num_attrs, ndim, scales) in want.items():
+                got = h.first_scales(addr, num_attrs, ndim)
+                if scales == [None] * ndim:  # no DIMENSION_LIST: the heap is never read
+                    assert got == scales, (case, name)
+                else:
+                    assert got == (scales if same else None), (case, name)
+
+
+def _ref_list_dtype(path: Path) -> bytes:
+    """The datatype message bytes of a DIMENSION_LIST (what H5DSattach_scale writes), found in
+    the file: a variable-length sequence (class 9, version 1) of 8-byte object references."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        info = h5py.h5o.get_info(f["a"].id)
+        attrs = h._attributes(info.addr, info.num_attrs)
+        assert attrs is not None
+        return attrs["DIMENSION_LIST"].dtype
+
+
+def test_object_reference_list_type_bytes(scale_files: dict[str, Path]) -> None:
+    """``_is_object_ref_list`` against the HDF5 spec's datatype layout (bytes edited by hand):
+    only a variable-length sequence (class 9, type 0) of object references (class 7, type 0,
+    8 bytes) is one."""
+    from refstore.scan._hdf5_header import _is_object_ref_list
+
+    real = _ref_list_dtype(scale_files["latest"])
+    # class 9 version 1, sequence, size 16 (a vlen's in-file size), then the base type
+    assert real[0] == 0x19 and real[1] & 0x0F == 0 and int.from_bytes(real[4:8], "little") == 16
+    base = real[8:]
+    assert base[0] == 0x17 and base[1] & 0x0F == 0 and int.from_bytes(base[4:8], "little") == 8
+    assert _is_object_ref_list(real)
+
+    def edit(b: bytes, at: int, value: int) -> bytes:
+        return b[:at] + bytes([value]) + b[at + 1 :]
+
+    assert not _is_object_ref_list(edit(real, 1, real[1] | 0x01))  # a variable-length string
+    assert not _is_object_ref_list(edit(real, 1, real[1] | 0x0F))
+    assert not _is_object_ref_list(edit(real, 0, 0x17))  # a reference, not a sequence of them (with a ref "base")
+    assert not _is_object_ref_list(edit(real, 0, 0x1A))  # an array type over the same bytes
+    assert not _is_object_ref_list(edit(edit(real, 0, 0x17), 2, 0))
+    assert not _is_object_ref_list(edit(real, 9, base[1] | 0x01))  # region references
+    assert not _is_object_ref_list(edit(real, 9, base[1] | 0x0F))
+    assert not _is_object_ref_list(edit(real, 8, 0x10))  # base: fixed-point, 8 bytes
+    assert not _is_object_ref_list(edit(real, 8, 0x11))  # base: floating-point
+    assert not _is_object_ref_list(real[:8] + base[:4] + (4).to_bytes(4, "little") + base[8:])  # 4-byte refs
+    assert not _is_object_ref_list(real[:8] + base[:7])  # a base type cut short
+    assert _is_object_ref_list(edit(real, 2, 0x0F))  # bits 8-15 (padding, character set) are not looked at
+    assert _is_object_ref_list(edit(real, 10, 0xFF))
+
+
+def test_a_v1_header_parse_is_shared_across_link_counts_never_message_counts(tmp_path: Path) -> None:
+    """Object header version 1 (HDF5 spec: version, reserved, message count at bytes 2-3, link
+    count at 4-7, block size at 8-11): a header whose first block equals one parsed before is
+    that parse whatever its link count, but a message count that disagrees with the block is
+    refused (None), even after the genuine one was parsed."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan._hdf5_header import HeaderReader
+
+    src = tmp_path / "v1.h5"
+    with h5py.File(src, "w", libver="earliest") as f:
+        d = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+        d.attrs["units"] = "m"
+        info = h5py.h5o.get_info(d.id)
+        addr, nmesgs, rc = info.addr, info.hdr.nmesgs, info.rc
+        assert info.hdr.version == 1 and info.hdr.nchunks == 1
+    data = src.read_bytes()
+    assert data[addr] == 1 and int.from_bytes(data[addr + 2 : addr + 4], "little") == nmesgs
+    assert int.from_bytes(data[addr + 4 : addr + 8], "little") == rc == 1
+    linked = _edited(src, tmp_path / "rc.h5", addr + 4, (2).to_bytes(4, "little"))
+    more = _edited(src, tmp_path / "more.h5", addr + 2, (nmesgs + 1).to_bytes(2, "little"))
+    fewer = _edited(src, tmp_path / "fewer.h5", addr + 2, (nmesgs - 1).to_bytes(2, "little"))
+    _hdf5_header._HEADERS.clear()
+    try:
+        with HeaderReader(str(src)) as h:
+            first = h.header(addr)
+            assert first is not None and len(first.messages) == nmesgs
+        with HeaderReader(str(linked)) as h:
+            assert h.header(addr) is first
+        for path in (more, fewer):
+            with HeaderReader(str(path)) as h:
+                assert h.header(addr) is None, path.name
+    finally:
+        _hdf5_header._HEADERS.clear()

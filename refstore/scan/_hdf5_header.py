@@ -318,7 +318,7 @@ class HeaderReader:
         if not 0 < size <= _MAX_BLOCK:
             return None
         first = self.read(addr + 16, size)
-        key = b"1" + prefix[:2] + prefix[4:] + first  # (the link count apart: bytes 4-7 are it)
+        key = b"1" + prefix[:4] + prefix[8:] + first  # (the link count apart: bytes 4-7 are it)
         known = self._known(key)
         if known is not None:
             return known
