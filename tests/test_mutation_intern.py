@@ -203,3 +203,36 @@ def test_content_pickle_refuses_is_keyed_by_its_text() -> None:
     assert texts.canon(d) is d
     assert texts.canon(e) is e  # 1 and 1.0 write apart in JSON too
     assert texts.text(b) == texts.text(a)
+
+
+def test_each_instance_is_keyed_once_and_never_through_its_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The content key is computed once per instance (the same instance again, as ``from_json``
+    shares them between var rows, is a lookup) and from the fields, not ``to_json`` (the module
+    doc: the pickle is ~3x cheaper)."""
+    from types import SimpleNamespace
+
+    from refstore.scan import _intern
+
+    pickles: list[int] = []
+    texts_made: list[int] = []
+
+    def dumps(obj: Any, *args: Any) -> bytes:
+        pickles.append(1)
+        return pickle.dumps(obj, *args)
+
+    to_json = ArrayMeta.to_json
+
+    def counting(self: ArrayMeta) -> str:
+        texts_made.append(1)
+        return to_json(self)
+
+    monkeypatch.setattr(_intern, "pickle", SimpleNamespace(dumps=dumps, PicklingError=pickle.PicklingError))
+    monkeypatch.setattr(ArrayMeta, "to_json", counting)
+    texts = MetaTexts()
+    a, b = _meta(), _meta()
+    assert texts.canon(a) is a and len(pickles) == 1
+    assert texts.canon(a) is a and len(pickles) == 1
+    assert texts.canon(b) is a and len(pickles) == 2
+    for _ in range(3):
+        assert texts.canon(b) is a and texts.canon(a) is a
+    assert len(pickles) == 2 and texts_made == []
