@@ -842,3 +842,42 @@ def test_a_v1_header_parse_is_shared_across_link_counts_never_message_counts(tmp
                 assert h.header(addr) is None, path.name
     finally:
         _hdf5_header._HEADERS.clear()
+
+
+def test_a_v1_continuation_loop_is_refused(tmp_path: Path) -> None:
+    """A v1 header whose continuation message points back at its own first block (bytes edited
+    by hand, HDF5 spec layout: 16-byte prefix, messages of type(2) size(2) flags(1) reserved(3)
+    and body; a continuation's body is offset(8) length(8)) is refused after the block limit,
+    not followed forever; the genuine file's header lists every message h5py counts."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan._hdf5_header import HeaderReader
+
+    src = tmp_path / "cont.h5"
+    with h5py.File(src, "w", libver="earliest") as f:
+        d = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+        for i in range(40):
+            d.attrs[f"a{i:02d}"] = np.arange(4, dtype="<f8") + i
+        info = h5py.h5o.get_info(d.id)
+        addr, nmesgs = info.addr, info.hdr.nmesgs
+        assert info.hdr.version == 1 and info.hdr.nchunks > 1
+    data = src.read_bytes()
+    size = int.from_bytes(data[addr + 8 : addr + 12], "little")
+    pos, cont = addr + 16, None
+    while pos + 8 <= addr + 16 + size:
+        kind, msize = int.from_bytes(data[pos : pos + 2], "little"), int.from_bytes(data[pos + 2 : pos + 4], "little")
+        if kind == 0x10:
+            cont = pos + 8
+            break
+        pos += 8 + msize
+    assert cont is not None
+    loop = (addr + 16).to_bytes(8, "little") + size.to_bytes(8, "little")
+    looped = _edited(src, tmp_path / "loop.h5", cont, loop)
+    _hdf5_header._HEADERS.clear()
+    try:
+        with HeaderReader(str(src)) as h:
+            got = h.header(addr)
+            assert got is not None and len(got.messages) == nmesgs and got.continuations
+        with HeaderReader(str(looped)) as h:
+            assert h.header(addr) is None
+    finally:
+        _hdf5_header._HEADERS.clear()
