@@ -832,9 +832,11 @@ def test_a_v1_header_parse_is_shared_across_link_counts_never_message_counts(tmp
     fewer = _edited(src, tmp_path / "fewer.h5", addr + 2, (nmesgs - 1).to_bytes(2, "little"))
     _hdf5_header._HEADERS.clear()
     try:
-        with HeaderReader(str(src)) as h:
+        with HeaderReader(str(src)) as h, h5py.File(src, "r") as f:
             first = h.header(addr)
             assert first is not None and len(first.messages) == nmesgs
+            order = f["d"].id.get_create_plist().get_attr_creation_order()
+            assert h.tracked(addr) is bool(order & h5py.h5p.CRT_ORDER_TRACKED) is False  # v1: never tracked
         with HeaderReader(str(linked)) as h:
             assert h.header(addr) is first
         for path in (more, fewer):
@@ -881,3 +883,29 @@ def test_a_v1_continuation_loop_is_refused(tmp_path: Path) -> None:
             assert h.header(addr) is None
     finally:
         _hdf5_header._HEADERS.clear()
+
+
+def test_dense_attributes_of_equal_heaps_are_one_parse(tmp_path: Path) -> None:
+    """Attributes in dense storage (a fractal heap: 20 attributes, h5py's latest format) are read
+    per file but parsed once per content: two files holding the same messages share the parse,
+    and the names are h5py's."""
+    import shutil
+
+    from refstore.scan._hdf5_header import HeaderReader
+
+    a = tmp_path / "a.h5"
+    with h5py.File(a, "w", libver="latest") as f:
+        d = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+        for i in range(20):
+            d.attrs[f"a{i:02d}"] = np.float64(i)
+    b = tmp_path / "b.h5"
+    shutil.copyfile(a, b)
+    with h5py.File(a, "r") as f:
+        info = h5py.h5o.get_info(f["d"].id)
+        names = sorted(f["d"].attrs)
+        assert f["d"].id.get_create_plist().get_attr_phase_change()[0] < 20  # past compact storage
+    with HeaderReader(str(a)) as ha, HeaderReader(str(b)) as hb:
+        got_a = ha._attributes(info.addr, info.num_attrs)
+        got_b = hb._attributes(info.addr, info.num_attrs)
+        assert got_a is not None and sorted(got_a) == names
+        assert got_b is got_a
