@@ -909,3 +909,27 @@ def test_dense_attributes_of_equal_heaps_are_one_parse(tmp_path: Path) -> None:
         got_b = hb._attributes(info.addr, info.num_attrs)
         assert got_a is not None and sorted(got_a) == names
         assert got_b is got_a
+
+
+@pytest.mark.parametrize("share", ["dtype", "space"])
+def test_dense_attributes_with_shared_parts_prove_nothing(tmp_path: Path, share: str) -> None:
+    """An attribute in dense storage whose datatype or dataspace is kept in the shared-message
+    heap (HDF5's ``H5Pset_shared_mesg_index``) holds only a heap ID for it: no key is made of
+    its bytes (a key would collide between files whose shared messages differ), while the
+    same file without shared messages is keyed; h5py lists the attributes either way."""
+    from refstore.fixtures import hdf5_headers
+    from refstore.scan._hdf5_header import HeaderReader
+
+    flag = {"dtype": hdf5_headers.SHARE_DTYPE, "space": hdf5_headers.SHARE_SDSPACE}[share]
+    if hdf5_headers.shared_messages_fcpl(flag) is None:
+        pytest.skip("HDF5's shared-message calls are not reachable here")
+    data = np.arange(6, dtype="<i4").reshape(2, 3)
+    for flags, keyed in ((flag, False), (0, True)):
+        path = tmp_path / f"{share}{flags}.h5"
+        hdf5_headers._pair_file(path, flags | hdf5_headers.DENSE, data)
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            info = h5py.h5o.get_info(f["d"].id)
+            assert len(f["d"].attrs) == info.num_attrs == 12
+            attrs = h._attributes(info.addr, info.num_attrs)
+            assert attrs is not None and sorted(attrs) == sorted(f["d"].attrs)
+            assert (h.attribute_key(info.addr, info.num_attrs, frozenset()) is not None) is keyed
