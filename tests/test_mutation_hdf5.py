@@ -933,3 +933,30 @@ def test_dense_attributes_with_shared_parts_prove_nothing(tmp_path: Path, share:
             attrs = h._attributes(info.addr, info.num_attrs)
             assert attrs is not None and sorted(attrs) == sorted(f["d"].attrs)
             assert (h.attribute_key(info.addr, info.num_attrs, frozenset()) is not None) is keyed
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_tracked_order_and_storage_read_from_the_header(tmp_path: Path, libver: str) -> None:
+    """``tracked`` is the header's creation-order flag, equal to h5py's plist (version 1
+    headers: never tracked), and a dataset the header bytes describe is scanned from them
+    (``_RawDataset``: nothing asked of HDF5) with h5py's shape, dtype, layout and storage."""
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_header import HeaderReader
+
+    path = tmp_path / "t.h5"
+    with h5py.File(path, "w", libver=libver) as f:
+        for name, order in (("plain", False), ("ordered", True)):
+            d = f.create_dataset(name, data=np.arange(6, dtype="<i2").reshape(2, 3), track_order=order)
+            d.attrs["b"], d.attrs["a"] = 1, 2
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        for name in ("plain", "ordered"):
+            ds = f[name]
+            info = h5py.h5o.get_info(ds.id)
+            want = bool(ds.id.get_create_plist().get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED)
+            assert h.tracked(info.addr) is want, name
+            assert want is (name == "ordered")  # (HDF5 writes a version 2 header for it, whatever libver)
+            raw = scanner._dataset(f.id, f"/{name}".encode(), scanner._Info(info.addr, info.rc, info.num_attrs), h)
+            assert isinstance(raw, scanner._RawDataset), name
+            assert raw.shape == ds.shape and raw.dtype == ds.dtype
+            assert raw.layout() == ds.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
+            assert raw.contiguous() == (ds.id.get_offset(), ds.id.get_storage_size())
