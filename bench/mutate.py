@@ -137,7 +137,7 @@ GROUPS: dict[str, Group] = {
     "hdf5-bytes": Group(
         files=("refstore/scan/_hdf5_layout.py", "refstore/scan/_hdf5_dense.py"),
         tests=("tests/test_hdf5_layout.py", "tests/test_hdf5_fuzz.py", "tests/test_hdf5_metadata.py",
-               "tests/test_mutation_hdf5_dense.py"),
+               "tests/test_mutation_hdf5_dense.py", "tests/test_mutation_hdf5_layout.py"),
         extra=("bench/__init__.py", "bench/h5fuzz.py"),  # test_hdf5_fuzz: its file generator and h5py oracle
     ),
     "plan-cs": Group(
@@ -283,19 +283,73 @@ def run(work: Path, max_children: int, mutants: list[str] | None = None) -> int:
     return subprocess.call(cmd, cwd=work, env=env)
 
 
-def results(name: str, group: Group) -> dict[str, dict[str, str]]:
-    """``{module path: {mutant name: status}}`` of the group's last run."""
+VERDICTS = "verdicts.json"
+"""Per group folder: every decided verdict so far, ``{mutant name: [status, function hash]}``."""
+
+_UNDECIDED = {"not checked", "check was interrupted by user", "skipped"}
+
+
+def _function_of(mutant: str) -> str:
+    """The mangled function name mutmut hashes (``x__leaf_records``) of a mutant's name."""
+    return mutant.rpartition(".")[2].rpartition("__mutmut_")[0]
+
+
+def merge_verdicts(now: dict[str, str], hashes: dict[str, str], earlier: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """The statuses of ``now`` (the last run's, mutant -> status), where a mutant it left
+    undecided (not run: ``--only``, ``--retest-survivors``, an interrupted run, or mutmut's
+    reset of every verdict when the group's test list changes) takes its ``earlier`` verdict
+    (mutant -> (status, hash of its function's source then)) if its function's source hash in
+    ``hashes`` (mangled function name -> hash now) is unchanged. A verdict of the last run
+    always wins; a changed or vanished function's earlier verdicts are dropped."""
+    out = dict(now)
+    for mutant, status in now.items():
+        old = earlier.get(mutant)
+        if status in _UNDECIDED and old and old[0] not in _UNDECIDED and hashes.get(_function_of(mutant)) == old[1]:
+            out[mutant] = old[0]
+    return out
+
+
+def _raw_results(name: str, group: Group) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
+    """``{module path: ({mutant name: status}, {function: source hash})}`` as mutmut left them."""
     from mutmut.stats import status_by_exit_code
 
     work = OUT / name
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         rel = str(meta.relative_to(work / "mutants"))[: -len(".meta")]
         if not any(fnmatch.fnmatch(rel, g) for g in group.files):
             continue
         data = json.loads(meta.read_text())
-        out[rel] = {k: status_by_exit_code[v] for k, v in data["exit_code_by_key"].items()}
+        statuses = {k: status_by_exit_code[v] for k, v in data["exit_code_by_key"].items()}
+        out[rel] = (statuses, dict(data.get("hash_by_function_name", {})))
     return out
+
+
+def _earlier(name: str) -> dict[str, tuple[str, str]]:
+    path = OUT / name / VERDICTS
+    if not path.is_file():
+        return {}
+    return {k: (v[0], v[1]) for k, v in json.loads(path.read_text()).items()}
+
+
+def results(name: str, group: Group) -> dict[str, dict[str, str]]:
+    """``{module path: {mutant name: status}}``: the group's last run, with the verdicts of
+    earlier runs for the mutants it did not run (``merge_verdicts``)."""
+    earlier = _earlier(name)
+    return {rel: merge_verdicts(st, hashes, earlier) for rel, (st, hashes) in _raw_results(name, group).items()}
+
+
+def remember(name: str, group: Group) -> None:
+    """Keep every decided verdict (merged as ``results`` does) with its function's hash in
+    the group folder's ``verdicts.json``, for the next run's table."""
+    earlier = _earlier(name)
+    keep = dict(earlier)
+    for st, hashes in _raw_results(name, group).values():
+        for mutant, status in merge_verdicts(st, hashes, earlier).items():
+            h = hashes.get(_function_of(mutant))
+            if status not in _UNDECIDED and h is not None:
+                keep[mutant] = (status, h)
+    (OUT / name / VERDICTS).write_text(json.dumps({k: list(v) for k, v in sorted(keep.items())}, indent=0))
 
 
 _STRICT = re.compile(r",? *strict=(True|False|None)")
@@ -428,9 +482,12 @@ def main(argv: list[str] | None = None) -> int:
                 again = list(args.only)
             work = prepare(name, GROUPS[name], source=not args.keep_source)
             print(f"== {name}: mutmut in {work.relative_to(REPO)}", flush=True)
+            remember(name, GROUPS[name])  # before mutmut may reset verdicts (a changed test list)
             failed |= run(work, args.max_children, again) != 0
     print()
     for name in names:
+        if (OUT / name / "mutants").is_dir():
+            remember(name, GROUPS[name])
         print("\n".join(table(name, GROUPS[name], show_survivors=args.show_survivors)))
     return int(failed)
 

@@ -215,3 +215,108 @@ def test_any_other_or_damaged_form_is_none(files: dict[int, tuple[bytes, set[str
     buf = bytearray(files[n][0])
     edit(buf)
     assert _call(buf) is None
+
+
+def _names(got: list[tuple[bytes, bytes]] | None) -> list[str]:
+    assert got is not None
+    return sorted(_name(body) for _, body in got)
+
+
+def _heap_field(fmt: str, rel: int, value: Callable[[bytes, int], int]) -> Callable[[bytearray], None]:
+    """The fractal heap header's field at ``rel`` set to ``value(file, header offset)``."""
+
+    def edit(b: bytearray) -> None:
+        at = bytes(b).find(_HEAP)
+        struct.pack_into(fmt, b, at + rel, value(bytes(b), at))
+
+    return edit
+
+
+_SAME = {
+    # a heap whose root is one direct block reads no doubling-table row: its width is not used
+    "table width 1 (direct root)": (9, _heap_field("<H", 110, lambda b, h: 1)),
+    # the largest direct block as large as the starting one (both 1 KiB): the root block is
+    # read, and the heap ID's length bytes stay two (min of 10 bits and the 4 KiB objects)
+    "largest direct block = starting block (direct root)": (9, _heap_field("<Q", 120, lambda b, h: 1024)),
+    "largest direct block = starting block (indirect root of one row)": (20, _heap_field("<Q", 120, lambda b, h: 1024)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SAME))
+def test_a_heap_of_another_legal_shape_reads_as_h5py_lists(files: dict[int, tuple[bytes, set[str]]], case: str) -> None:
+    """Doubling-table fields edited to other legal values for the same blocks: every attribute
+    h5py lists in the unedited file is still found (the fields only bound what is read)."""
+    n, edit = _SAME[case]
+    buf = bytearray(files[n][0])
+    edit(buf)
+    assert _names(_call(buf)) == sorted(files[n][1])
+
+
+def _wider_index(buf: bytearray, node_size: int, width: int | None = None) -> int:
+    """Rewrite the two-level name index of ``buf`` as HDF5 would lay it out for nodes of
+    ``node_size`` bytes: the header's node size set, and the internal root node written again
+    (appended at the file's end, the header pointing there) with each child's record count in
+    as many bytes as the largest count a leaf of that size holds needs (file format 4.3.3:
+    "Number of Records for Child Node": leaf capacity (node size - 10) / record size, the
+    10 being signature, version, type and checksum), or in ``width`` bytes. Returns the width."""
+    t = bytes(buf).find(_TREE)
+    (rec,) = struct.unpack_from("<H", buf, t + 10)
+    (depth,) = struct.unpack_from("<H", buf, t + 12)
+    root, n_root = struct.unpack_from("<QH", buf, t + 16)
+    assert depth == 1 and bytes(buf[root : root + 6]) == b"BTIN\0\x08"
+    capacity = (node_size - 10) // rec
+    if width is None:
+        width = (capacity.bit_length() + 7) // 8  # bytes holding any count up to the capacity
+    at = root + 6
+    records = bytes(buf[at : at + n_root * rec])
+    at += n_root * rec
+    children = []
+    for _ in range(n_root + 1):  # the file as written: one byte per count (leaves of 512 bytes hold 29)
+        (child,) = struct.unpack_from("<Q", buf, at)
+        children.append((child, buf[at + 8]))
+        at += 9
+    assert all(0 < count <= capacity for _, count in children)
+    node = b"BTIN\0\x08" + records + b"".join(struct.pack("<Q", c) + k.to_bytes(width, "little") for c, k in children)
+    new_root = len(buf)
+    buf += node + bytes(4)  # a checksum's place (not read)
+    struct.pack_into("<I", buf, t + 6, node_size)
+    struct.pack_into("<Q", buf, t + 16, new_root)
+    return width
+
+
+def _child_counts(buf: bytes) -> list[int]:
+    """The record counts of the root's children in h5py's two-level index (one byte each)."""
+    t = buf.find(_TREE)
+    root, n_root = struct.unpack_from("<QH", buf, t + 16)
+    at = root + 6 + n_root * 17
+    return [buf[at + 9 * i + 8] for i in range(n_root + 1)]
+
+
+@pytest.mark.parametrize(
+    ("leaf_capacity", "pad", "width"),
+    [
+        (29, 2, 1),  # h5py's 512-byte nodes, as written
+        (0, 0, 1),  # 0: a capacity of exactly the fullest leaf (a node of 10 + its records)
+        (100, 0, 1),  # capacity of 7 bits
+        (255, 8, 1),  # the largest one-byte capacity, the node 8 bytes past its 255 records
+        (256, 0, 2),  # the smallest two-byte capacity, the node exactly 256 records long
+    ],
+)
+def test_a_two_level_index_of_larger_nodes_reads_as_h5py_lists(
+    files: dict[int, tuple[bytes, set[str]]], leaf_capacity: int, pad: int, width: int
+) -> None:
+    """The child counts of an internal node are as wide as the leaf capacity needs: the 40- and
+    300-attribute files' internal node rewritten for nodes of other sizes still lists every
+    attribute h5py lists, once; read with the count one byte narrower or wider, the children
+    misparse (None)."""
+    for n in (40, 300):
+        size = 10 + 17 * (leaf_capacity or max(_child_counts(files[n][0]))) + pad
+        buf = bytearray(files[n][0])
+        assert _wider_index(buf, size) == width
+        got = _call(buf)
+        assert _names(got) == sorted(files[n][1]) and len(got or []) == n
+        for wrong in (width - 1, width + 1):
+            if wrong:
+                buf = bytearray(files[n][0])
+                _wider_index(buf, size, wrong)
+                assert _call(buf) is None, wrong
