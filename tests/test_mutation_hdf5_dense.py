@@ -150,6 +150,63 @@ def test_a_name_index_node_of_any_size_holding_its_records(
     assert got is not None and sorted(_name(body) for _, body in got) == sorted(files[20][1])
 
 
+def _limits(direct: int, managed: int) -> Callable[[bytearray], None]:
+    """The heap's largest direct block size and largest managed object size set: together
+    they give the heap ID's length bytes (H5HF_hdr.c: min(bytes of log2(largest direct
+    block), bytes encoding the largest object size))."""
+
+    def edit(b: bytearray) -> None:
+        at = bytes(b).find(_HEAP)
+        struct.pack_into("<I", b, at + 10, managed)
+        struct.pack_into("<Q", b, at + 120, direct)
+
+    return edit
+
+
+def _relaid_heap(width: int, rows: int) -> Callable[[bytearray], None]:
+    """The heap's root indirect block laid out again for a doubling table of ``width`` blocks a
+    row and ``rows`` rows (file format III.G: a row's blocks are the starting size, twice it
+    from the third row on, each at the heap offset the blocks before it end): the same direct
+    blocks at the same heap offsets, every other entry undefined; appended at the file's end,
+    the header's width, rows and root set."""
+
+    def edit(b: bytearray) -> None:
+        h = bytes(b).find(_HEAP)
+        old_width, start = struct.unpack_from("<HQ", b, h + 110)
+        root, old_rows = struct.unpack_from("<QH", b, h + 132)
+
+        def offsets(w: int, r: int) -> list[int]:
+            sizes = [start if i < 2 else start << (i - 1) for i in range(r)]
+            out, at = [], 0
+            for size in sizes:
+                for _ in range(w):
+                    out.append(at)
+                    at += size
+            return out
+
+        old = offsets(old_width, old_rows)
+        addrs = dict(zip(old, struct.unpack_from(f"<{len(old)}Q", b, root + 13 + 5), strict=True))
+        defined = {o: a for o, a in addrs.items() if a != _UNDEF}
+        new = offsets(width, rows)
+        assert set(defined) <= set(new)
+        block = b"FHIB\0" + struct.pack("<Q", h) + bytes(5)  # heap offset 0 in 40 bits
+        block += b"".join(struct.pack("<Q", defined.get(o, _UNDEF)) for o in new) + bytes(4)
+        new_root = len(b)
+        b += block
+        struct.pack_into("<H", b, h + 110, width)
+        struct.pack_into("<QH", b, h + 132, new_root, rows)
+
+    return edit
+
+
+def _both(*edits: Callable[[bytearray], None]) -> Callable[[bytearray], None]:
+    def edit(b: bytearray) -> None:
+        for e in edits:
+            e(b)
+
+    return edit
+
+
 _HEAP = b"FRHP"
 _TREE = b"BTHD"
 _BROKEN = {
@@ -190,6 +247,12 @@ _BROKEN = {
     "heap root undefined": (20, _put("<Q", 132, _UNDEF, _HEAP)),
     "heap rows 65": (300, _put("<H", 140, 65, _HEAP)),
     "heap id length": (20, _put("<H", 5, 2, _HEAP)),
+    # heap IDs of 8 bytes cannot hold 1 + 5 offset + 3 length bytes: min(3, 3), min(3, 4)
+    "heap ID too short for 3 length bytes (objects of 64 KiB)": (9, _limits(1 << 17, 1 << 16)),
+    "heap ID too short for 3 length bytes (objects of 16 MiB)": (9, _limits(1 << 17, 1 << 24)),
+    "table of 4097 blocks a row": (20, _relaid_heap(4097, 1)),
+    "a third row's blocks past the largest direct block": (20, _both(_relaid_heap(4, 3),
+                                                                     _put("<Q", 120, 1024, _HEAP))),
     # name records
     "record of a shared message": (9, _record(flags=2)),
     "record of a huge object": (9, _record(kind=0x10)),
@@ -235,6 +298,20 @@ def _heap_field(fmt: str, rel: int, value: Callable[[bytes, int], int]) -> Calla
 _SAME = {
     # a heap whose root is one direct block reads no doubling-table row: its width is not used
     "table width 1 (direct root)": (9, _heap_field("<H", 110, lambda b, h: 1)),
+    "largest direct block 1 MiB": (9, _heap_field("<Q", 120, lambda b, h: 1 << 20)),
+    # the heap ID's length bytes: min(2, 2), min(3, 2), min(3, 2), min(2, 4), min(2, 1) (no
+    # object here is 256 bytes long: one byte holds every length)
+    "largest direct block 128 KiB": (9, _limits(1 << 17, 4096)),
+    "largest direct block 128 KiB, objects of 16 KiB": (9, _limits(1 << 17, 1 << 14)),
+    "largest direct block 64 KiB, objects of 64 KiB - 1": (9, _limits(1 << 16, (1 << 16) - 1)),
+    "largest objects 16 MiB": (9, _limits(1 << 16, 1 << 24)),
+    "largest objects 255 bytes": (9, _limits(1 << 16, 255)),
+    # the managed space's bound is inclusive
+    "managed space 64 MiB (indirect root)": (20, _heap_field("<Q", 46, lambda b, h: 64 << 20)),
+    # the same blocks in a doubling table of another width or more rows
+    "table of 4096 blocks a row": (20, _relaid_heap(4096, 1)),
+    "table of 2 rows": (20, _relaid_heap(4, 2)),
+    "table of 1 block a row, 2 rows": (20, _relaid_heap(1, 2)),
     # the largest direct block as large as the starting one (both 1 KiB): the root block is
     # read, and the heap ID's length bytes stay two (min of 10 bits and the 4 KiB objects)
     "largest direct block = starting block (direct root)": (9, _heap_field("<Q", 120, lambda b, h: 1024)),
@@ -252,36 +329,23 @@ def test_a_heap_of_another_legal_shape_reads_as_h5py_lists(files: dict[int, tupl
     assert _names(_call(buf)) == sorted(files[n][1])
 
 
-def _wider_index(buf: bytearray, node_size: int, width: int | None = None) -> int:
-    """Rewrite the two-level name index of ``buf`` as HDF5 would lay it out for nodes of
-    ``node_size`` bytes: the header's node size set, and the internal root node written again
-    (appended at the file's end, the header pointing there) with each child's record count in
-    as many bytes as the largest count a leaf of that size holds needs (file format 4.3.3:
-    "Number of Records for Child Node": leaf capacity (node size - 10) / record size, the
-    10 being signature, version, type and checksum), or in ``width`` bytes. Returns the width."""
-    t = bytes(buf).find(_TREE)
+def _records(buf: bytes) -> list[bytes]:
+    """Every record of the file's two-level name index (h5py writes one-byte child counts:
+    leaves of 512 bytes hold 29 records), in key order: leaf, root record, leaf, ..."""
+    t = buf.find(_TREE)
     (rec,) = struct.unpack_from("<H", buf, t + 10)
-    (depth,) = struct.unpack_from("<H", buf, t + 12)
     root, n_root = struct.unpack_from("<QH", buf, t + 16)
-    assert depth == 1 and bytes(buf[root : root + 6]) == b"BTIN\0\x08"
-    capacity = (node_size - 10) // rec
-    if width is None:
-        width = (capacity.bit_length() + 7) // 8  # bytes holding any count up to the capacity
-    at = root + 6
-    records = bytes(buf[at : at + n_root * rec])
-    at += n_root * rec
-    children = []
-    for _ in range(n_root + 1):  # the file as written: one byte per count (leaves of 512 bytes hold 29)
-        (child,) = struct.unpack_from("<Q", buf, at)
-        children.append((child, buf[at + 8]))
-        at += 9
-    assert all(0 < count <= capacity for _, count in children)
-    node = b"BTIN\0\x08" + records + b"".join(struct.pack("<Q", c) + k.to_bytes(width, "little") for c, k in children)
-    new_root = len(buf)
-    buf += node + bytes(4)  # a checksum's place (not read)
-    struct.pack_into("<I", buf, t + 6, node_size)
-    struct.pack_into("<Q", buf, t + 16, new_root)
-    return width
+    assert buf[root : root + 6] == b"BTIN\0\x08"
+    at = root + 6 + n_root * rec
+    out: list[bytes] = []
+    for i in range(n_root + 1):
+        (child,) = struct.unpack_from("<Q", buf, at + 9 * i)
+        count = buf[at + 9 * i + 8]
+        assert buf[child : child + 6] == b"BTLF\0\x08"
+        out += [buf[child + 6 + k * rec : child + 6 + (k + 1) * rec] for k in range(count)]
+        if i < n_root:
+            out.append(buf[root + 6 + i * rec : root + 6 + (i + 1) * rec])
+    return out
 
 
 def _child_counts(buf: bytes) -> list[int]:
@@ -290,6 +354,40 @@ def _child_counts(buf: bytes) -> list[int]:
     root, n_root = struct.unpack_from("<QH", buf, t + 16)
     at = root + 6 + n_root * 17
     return [buf[at + 9 * i + 8] for i in range(n_root + 1)]
+
+
+def _relaid_index(buf: bytearray, node_size: int, counts: list[int] | None = None, width: int | None = None) -> int:
+    """Lay the file's two-level name index out again, as HDF5 would for nodes of ``node_size``
+    bytes: the same records in the same key order, in leaves of ``counts`` records (default: the
+    file's) with one root record between neighbours, each leaf and the internal root appended
+    at the file's end one byte apart (odd addresses), the header's node size, root and root
+    record count set. A child's record count takes as many bytes as the largest count a leaf of
+    that size holds needs (file format 4.3.3, "Number of Records for Child Node": the leaf
+    capacity is (node size - 10) / record size, the 10 being signature, version, type and
+    checksum), or ``width`` bytes. Returns that width."""
+    t = bytes(buf).find(_TREE)
+    records = _records(bytes(buf))
+    counts = _child_counts(bytes(buf)) if counts is None else counts
+    assert sum(counts) + len(counts) - 1 == len(records)
+    capacity = (node_size - 10) // 17
+    if width is None:
+        width = (capacity.bit_length() + 7) // 8  # bytes holding any count up to the capacity
+    leaves, between, at = [], [], 0
+    for i, count in enumerate(counts):
+        buf += b"\0"
+        leaves.append((len(buf), count))
+        buf += b"BTLF\0\x08" + b"".join(records[at : at + count]) + bytes(4)  # records, a checksum's place
+        at += count
+        if i < len(counts) - 1:
+            between.append(records[at])
+            at += 1
+    buf += b"\0"
+    root = len(buf)
+    buf += b"BTIN\0\x08" + b"".join(between)
+    buf += b"".join(struct.pack("<Q", addr) + count.to_bytes(width, "little") for addr, count in leaves) + bytes(4)
+    struct.pack_into("<I", buf, t + 6, node_size)
+    struct.pack_into("<QH", buf, t + 16, root, len(between))
+    return width
 
 
 @pytest.mark.parametrize(
@@ -306,17 +404,37 @@ def test_a_two_level_index_of_larger_nodes_reads_as_h5py_lists(
     files: dict[int, tuple[bytes, set[str]]], leaf_capacity: int, pad: int, width: int
 ) -> None:
     """The child counts of an internal node are as wide as the leaf capacity needs: the 40- and
-    300-attribute files' internal node rewritten for nodes of other sizes still lists every
+    300-attribute files' name index laid out again for nodes of other sizes still lists every
     attribute h5py lists, once; read with the count one byte narrower or wider, the children
     misparse (None)."""
     for n in (40, 300):
         size = 10 + 17 * (leaf_capacity or max(_child_counts(files[n][0]))) + pad
         buf = bytearray(files[n][0])
-        assert _wider_index(buf, size) == width
+        assert _relaid_index(buf, size) == width
         got = _call(buf)
         assert _names(got) == sorted(files[n][1]) and len(got or []) == n
         for wrong in (width - 1, width + 1):
             if wrong:
                 buf = bytearray(files[n][0])
-                _wider_index(buf, size, wrong)
+                _relaid_index(buf, size, width=wrong)
                 assert _call(buf) is None, wrong
+
+
+@pytest.mark.parametrize(("counts", "capacity", "same"), [
+    ([1, 38], 38, True),  # a leaf of one record
+    ([38, 1], 38, True),
+    ([0, 39], 39, False),  # an empty leaf: HDF5 never leaves one
+    ([19, 20], 19, False),  # a leaf of more records than its node holds
+])  # fmt: skip
+def test_leaves_of_other_counts(files: dict[int, tuple[bytes, set[str]]], counts: list[int], capacity: int,
+                                same: bool) -> None:  # fmt: skip
+    """The 40 records of the two-level index split otherwise between two leaves (and the root
+    record between them): every attribute h5py lists, or None for a leaf that is empty or over
+    its node's capacity."""
+    buf = bytearray(files[40][0])
+    _relaid_index(buf, 10 + 17 * capacity, counts)
+    got = _call(buf)
+    if same:
+        assert _names(got) == sorted(files[40][1])
+    else:
+        assert got is None
