@@ -199,6 +199,32 @@ def _relaid_heap(width: int, rows: int) -> Callable[[bytearray], None]:
     return edit
 
 
+def _heap_bits(bits: int) -> Callable[[bytearray], None]:
+    """The heap's maximum size set to 2^``bits`` bytes, and every name record's heap ID written
+    again for it (file format III.G: the offset takes ceil(bits / 8) bytes, then the length's
+    bytes, the rest zero): the same objects. For the one-leaf index of a heap of one direct
+    block (whose offset field is 0 in any width)."""
+
+    def edit(b: bytearray) -> None:
+        h = bytes(b).find(_HEAP)
+        (id_len,) = struct.unpack_from("<H", b, h + 5)
+        (old_bits,) = struct.unpack_from("<H", b, h + 128)
+        old_off, new_off = (old_bits + 7) // 8, (bits + 7) // 8
+        struct.pack_into("<H", b, h + 128, bits)
+        t = bytes(b).find(_TREE)
+        (n,) = struct.unpack_from("<H", b, t + 24)
+        leaf = bytes(b).find(b"BTLF") + 6
+        for i in range(n):
+            at = leaf + i * (id_len + 9)
+            heap_id = bytes(b[at : at + id_len])
+            offset = int.from_bytes(heap_id[1 : 1 + old_off], "little")
+            length = int.from_bytes(heap_id[1 + old_off : 1 + old_off + 2], "little")  # 2 length bytes here
+            new = bytes([heap_id[0]]) + offset.to_bytes(new_off, "little") + length.to_bytes(2, "little")
+            b[at : at + id_len] = new.ljust(id_len, b"\0")
+
+    return edit
+
+
 def _both(*edits: Callable[[bytearray], None]) -> Callable[[bytearray], None]:
     def edit(b: bytearray) -> None:
         for e in edits:
@@ -298,6 +324,9 @@ def _heap_field(fmt: str, rel: int, value: Callable[[bytes, int], int]) -> Calla
 _SAME = {
     # a heap whose root is one direct block reads no doubling-table row: its width is not used
     "table width 1 (direct root)": (9, _heap_field("<H", 110, lambda b, h: 1)),
+    # heap IDs of other offset widths: 3 bytes (17 bits), 2 bytes (16 bits)
+    "heap of 17 bits": (9, _heap_bits(17)),
+    "heap of 16 bits": (9, _heap_bits(16)),
     "largest direct block 1 MiB": (9, _heap_field("<Q", 120, lambda b, h: 1 << 20)),
     # the heap ID's length bytes: min(2, 2), min(3, 2), min(3, 2), min(2, 4), min(2, 1) (no
     # object here is 256 bytes long: one byte holds every length)
