@@ -287,6 +287,7 @@ _BROKEN = {
     "record of length 0": (9, _record(length=0)),
     "record past its block's end": (9, _record(length=1000)),
     # blocks
+    "direct block signature": (9, _put("B", 0, ord("X"), b"FHDB")),
     "direct block version": (20, _put("B", 4, 1, b"FHDB")),
     "direct block heap address": (9, _add("<Q", 5, 1, b"FHDB")),
     "direct block offset": (20, _put("B", 13, 1, b"FHDB")),
