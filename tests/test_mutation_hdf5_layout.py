@@ -54,6 +54,13 @@ def _write(path: Path, libver: str) -> None:
         plist.set_layout(h5py.h5d.COMPACT)
         h5py.Dataset(h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_U8LE, sid, plist))[...] = np.arange(3, dtype="u1")
         f.create_dataset("many", data=np.arange(200, dtype="<i4"), chunks=(2,))  # a B-tree of two levels
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)  # fletcher32 first (h5py's order puts it last)
+        plist.set_chunk((4,))
+        plist.set_fletcher32()
+        plist.set_shuffle()
+        plist.set_deflate(3)
+        ordered = h5py.h5d.create(f.id, b"ordered", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((8,)), plist)
+        h5py.Dataset(ordered)[...] = np.arange(8, dtype="<i4")
 
 
 class _File:
@@ -334,7 +341,7 @@ def test_an_external_file_list_is_none(files: dict[str, _File]) -> None:
     assert decode_dataset([(_EXTERNAL, 0, b"", b"\x01"), *messages]) is None
 
 
-@pytest.mark.parametrize("name", ["chunked", "lzf"])
+@pytest.mark.parametrize("name", ["chunked", "lzf", "ordered"])
 def test_a_version_2_pipeline_reads_as_h5py_reports(files: dict[str, _File], name: str) -> None:
     """The latest file's pipeline (version 2: names only for filters of id 256 and up, not
     padded) in the earliest file's header: what h5py reports for the earliest file."""
