@@ -54,6 +54,8 @@ def _write(path: Path, libver: str) -> None:
         plist.set_layout(h5py.h5d.COMPACT)
         h5py.Dataset(h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_U8LE, sid, plist))[...] = np.arange(3, dtype="u1")
         f.create_dataset("many", data=np.arange(200, dtype="<i4"), chunks=(2,))  # a B-tree of two levels
+        # 20 client values (even: no padding in version 1), then another filter
+        f.create_dataset("scaled", data=np.arange(20, dtype="<i4"), chunks=(5,), scaleoffset=0, compression="gzip")
         plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)  # fletcher32 first (h5py's order puts it last)
         plist.set_chunk((4,))
         plist.set_fletcher32()
@@ -444,3 +446,20 @@ def test_the_largest_filter_mask_is_kept_as_h5py_reads_it(files: dict[str, _File
         want = _iter(h["chunked"])
     got = _index(buf, f, "chunked")
     assert want[0][3] == 0x7FFFFFFF and got is not None and _rows(got) == want
+
+
+def test_the_node_bound_counts_every_node_walked(files: dict[str, _File], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk stops (None) past ``_MAX_NODES`` nodes: the two-level tree of ``many`` is its
+    root and one node per root entry (counted from the root's header here), walked whole
+    under a bound of exactly that many nodes, refused under one fewer."""
+    from refstore.scan import _hdf5_layout
+
+    f = files["earliest"]
+    root = _tree(f, "many")
+    assert f.data[root + 5] == 1
+    (entries,) = struct.unpack_from("<H", f.data, root + 6)
+    monkeypatch.setattr(_hdf5_layout, "_MAX_NODES", 1 + entries)
+    got = _index(f.data, f, "many")
+    assert got is not None and _rows(got) == f.chunks["many"]
+    monkeypatch.setattr(_hdf5_layout, "_MAX_NODES", entries)
+    assert _index(f.data, f, "many") is None
