@@ -315,7 +315,7 @@ def bench_read_peers(work: Path, col: str, window: Any, expected: np.ndarray[Any
     return out
 
 
-def bench_hold(work: Path, n_chunks: int = 16384) -> dict[str, Any]:
+def bench_hold(work: Path, n_chunks: int = 16384, turns: int = 3) -> dict[str, Any]:
     """Hold throughput against a plain copy of the same byte ranges, and the latency of taking
     one held chunk by key against a Parquet file with 64-row row groups holding the same bytes
     (16,384 chunks of 64 KiB = 1 GiB, the setup of the Lance notes)."""
@@ -324,7 +324,7 @@ def bench_hold(work: Path, n_chunks: int = 16384) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     import refstore
-    from refstore.table import HoldSelection, hold
+    from refstore.table import HoldSelection, hold, release
 
     src = work / "hold.h5"
     with h5py.File(src, "w") as f:
@@ -335,18 +335,28 @@ def bench_hold(work: Path, n_chunks: int = 16384) -> dict[str, Any]:
     refstore.scan(col, [str(src)])
     snap = refstore.open(col).snapshot
     refs = snap.rows("chunk", ["k0", "offset", "length"], "array = 'x'")
-    t0 = time.perf_counter()
-    rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("x",)))
-    t_hold = time.perf_counter() - t0
-    # the plain copy: read every range and write it to one file
-    t0 = time.perf_counter()
-    with open(src, "rb") as fin, open(work / "copy.bin", "wb") as fout:
-        for o, n in zip(refs.column("offset").to_pylist(), refs.column("length").to_pylist(), strict=True):
-            fin.seek(o)
-            fout.write(fin.read(n))
-    t_copy = time.perf_counter() - t0
-    res: dict[str, Any] = {"held_mb": rep.bytes / 1e6, "hold_mb_s": rep.bytes / 1e6 / t_hold,
-                           "copy_mb_s": rep.bytes / 1e6 / t_copy}  # fmt: skip
+    ranges = list(zip(refs.column("offset").to_pylist(), refs.column("length").to_pylist(), strict=True))
+
+    def copy() -> None:  # the plain copy: read every range and write it to one file
+        with open(src, "rb") as fin, open(work / "copy.bin", "wb") as fout:
+            for o, n in ranges:
+                fin.seek(o)
+                fout.write(fin.read(n))
+
+    # hold and copy in turns, best of ``turns`` each (between holds a release: the page cache's
+    # writeback of the last gigabyte then weighs on both alike, not on whichever runs second)
+    sel = HoldSelection(arrays=("x",))
+    t_hold, t_copy = [], []
+    for turn in range(turns):
+        t_copy.append(timed(copy))
+        if turn:
+            release(refstore.Collection.open(col), sel)
+        t0 = time.perf_counter()
+        rep = hold(refstore.Collection.open(col), sel)
+        t_hold.append(time.perf_counter() - t0)
+    res: dict[str, Any] = {"held_mb": rep.bytes / 1e6, "hold_mb_s": rep.bytes / 1e6 / min(t_hold),
+                           "copy_mb_s": rep.bytes / 1e6 / min(t_copy),
+                           "turns_s": {"hold": t_hold, "copy": t_copy}}  # fmt: skip
     # one held chunk by key: Lance (key -> row id by pushdown, then the blob) vs Parquet
     ds = refstore.open(col).snapshot.ds
     keyed = ds.to_table(columns=["k0"], filter="kind = 'chunk' AND array = 'x'", with_row_id=True)
@@ -461,7 +471,8 @@ def main() -> None:
     print(f"(scan of {st['refs']:,} refs took {st['scan_s']:.1f} s)")
     h = res["hold"]
     print(f"hold of {h['held_mb']:.0f} MB (64 KiB chunks): {h['hold_mb_s']:.0f} MB/s vs plain copy of the same ranges "
-          f"{h['copy_mb_s']:.0f} MB/s ({h['hold_mb_s'] / h['copy_mb_s']:.2f}x; target >= 0.5)")  # fmt: skip
+          f"{h['copy_mb_s']:.0f} MB/s ({h['hold_mb_s'] / h['copy_mb_s']:.2f}x; target >= 0.5; best of "
+          f"{len(h['turns_s']['hold'])} each, in turns)")  # fmt: skip
     print(f"one held chunk: by key (pushdown query + blob) {h['take_by_key_ms']:.2f} ms; by key through a key->row-id "
           f"map built once per version ({h['key_map_ms']:.0f} ms) {h['take_by_rowid_ms']:.2f} ms (target <= 2 ms); "
           f"Parquet 64-row groups: read_table(filters) {h['parquet_filter_ms']:.2f} ms "
