@@ -960,3 +960,33 @@ def test_tracked_order_and_storage_read_from_the_header(tmp_path: Path, libver: 
             assert raw.shape == ds.shape and raw.dtype == ds.dtype
             assert raw.layout() == ds.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
             assert raw.contiguous() == (ds.id.get_offset(), ds.id.get_storage_size())
+
+
+def test_v2_headers_equal_in_bytes_share_one_parse_and_messages_past_32_kib_read(tmp_path: Path) -> None:
+    """Object header version 2 (HDF5 spec: "OHDR", a message's size an unsigned 16-bit field):
+    a header holding a 40,000-byte compact attribute message parses into as many messages as
+    HDF5 counts, and a second file whose header is byte for byte the same is that one parse."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan._hdf5_header import HeaderReader
+
+    def write(p: Path) -> tuple[int, int]:
+        with h5py.File(p, "w", libver="latest") as f:
+            d = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+            d.attrs["big"] = np.arange(10_000, dtype="<i4")  # 40,000 bytes: compact (< 64 KiB)
+            info = h5py.h5o.get_info(d.id)
+            assert info.hdr.version == 2
+            return int(info.addr), int(info.hdr.nmesgs)
+
+    (a_addr, nmesgs), (b_addr, _) = write(tmp_path / "a.h5"), write(tmp_path / "b.h5")
+    a, b = (tmp_path / "a.h5").read_bytes(), (tmp_path / "b.h5").read_bytes()
+    assert a_addr == b_addr and a == b  # (h5py records no times by default)
+    _hdf5_header._HEADERS.clear()
+    try:
+        with HeaderReader(str(tmp_path / "a.h5")) as h:
+            first = h.header(a_addr)
+        assert first is not None and len(first.messages) == nmesgs
+        assert max(len(body) for *_, body in first.messages) > 32_767
+        with HeaderReader(str(tmp_path / "b.h5")) as h:
+            assert h.header(b_addr) is first
+    finally:
+        _hdf5_header._HEADERS.clear()
