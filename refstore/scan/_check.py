@@ -72,16 +72,15 @@ class _Rows(NamedTuple):
 def _rows(parts: list[pa.Table | ChunkColumns]) -> _Rows:
     """The rows of ``parts``: numpy columns taken as they are (no Arrow), tables through Arrow."""
     if all(isinstance(p, ChunkColumns) for p in parts):
-        cols: list[ChunkColumns] = parts
-        n = sum(c.num_rows for c in cols)
+        c = ChunkColumns.join(parts)
         index: dict[str, int] = {}
-        which = np.fromiter((index.setdefault(a, len(index)) for c in cols for a in c.array), np.int64, n)
-        keys = (cols[0].keys if len(cols) == 1 else np.concatenate([c.keys for c in cols], axis=1)).T.astype(np.int64)
-        off = np.concatenate([c.offset for c in cols]).astype(np.int64, copy=False)
-        ln = np.concatenate([c.length for c in cols]).astype(np.int64, copy=False)
+        which = np.fromiter((index.setdefault(a, len(index)) for a in c.array), np.int64, c.num_rows)
+        keys = c.keys.T.astype(np.int64)
+        off = c.offset.astype(np.int64, copy=False)
+        ln = c.length.astype(np.int64, copy=False)
         ref = None  # an inline row has neither offset nor length (chunk_table's nulls)
-        if any(c.inline is not None for c in cols):
-            ref = np.fromiter((x is None for c in cols for x in (c.inline or [None] * c.num_rows)), bool, n)
+        if c.inline is not None:
+            ref = np.fromiter((x is None for x in c.inline), bool, c.num_rows)
         return _Rows(list(index), which, keys, off, ref, ln, ref)
     t = chunk_table(parts).combine_chunks()  # one Arrow chunk per column (a single-chunk table is kept as is)
     enc = pc.dictionary_encode(t.column("array")).combine_chunks()
@@ -134,11 +133,13 @@ def _check_ranges(
 def _grid(meta: ArrayMeta, cache: dict[tuple[Any, Any], list[int]]) -> list[int]:
     """Chunks along each of MAX_DIMS dimensions of ``meta`` (``ceil(shape / chunks)``, 1 for an
     empty dimension, 0 past its dimensions)."""
-    row = np.zeros(MAX_DIMS, np.int64)  # (an array of more dimensions raises IndexError, as it always did)
-    for d, (s, c) in enumerate(zip(meta.shape, meta.chunks, strict=True)):
-        row[d] = -(-int(s) // max(int(c), 1)) if s else 1
-    got: list[int] = row.tolist()
-    cache[(meta.shape, meta.chunks)] = got
+    key = (meta.shape, meta.chunks)
+    got = cache.get(key)
+    if got is None:
+        row = np.zeros(MAX_DIMS, np.int64)  # (an array of more dimensions raises IndexError, as it always did)
+        for d, (s, c) in enumerate(zip(meta.shape, meta.chunks, strict=True)):
+            row[d] = -(-int(s) // max(int(c), 1)) if s else 1
+        got = cache[key] = row.tolist()
     return got
 
 
@@ -164,10 +165,6 @@ def _check_keys(
         meta = by_name.get(name)
         metas.append(meta)
         if meta is not None:
-            got = cache.get((meta.shape, meta.chunks))
-            if got is not None:
-                grid_rows.append(got)
-                continue
             try:
                 grid_rows.append(_grid(meta, cache))
                 continue

@@ -76,6 +76,23 @@ class ChunkColumns:
         """These rows as a ``CHUNK_BATCH_SCHEMA`` table."""
         return chunk_table([self])
 
+    @staticmethod
+    def join(cols: Sequence[ChunkColumns]) -> ChunkColumns:
+        """The rows of ``cols`` (one or more sources), in order, as one set of columns."""
+        if len(cols) == 1:
+            return cols[0]
+        inline: list[bytes | None] | None = None
+        if any(c.inline is not None for c in cols):
+            inline = [x for c in cols for x in (c.inline if c.inline is not None else [None] * c.num_rows)]
+        return ChunkColumns(
+            [a for c in cols for a in c.array],
+            np.concatenate([c.keys for c in cols], axis=1),
+            np.concatenate([c.offset for c in cols]),
+            np.concatenate([c.length for c in cols]),
+            np.concatenate([c.filter_mask for c in cols]),
+            inline,
+        )
+
 
 def chunk_table(parts: Sequence[pa.Table | ChunkColumns]) -> pa.Table:
     """The rows of ``parts`` (tables or columns of several sources), in order, as one
@@ -85,26 +102,16 @@ def chunk_table(parts: Sequence[pa.Table | ChunkColumns]) -> pa.Table:
         return CHUNK_BATCH_SCHEMA.empty_table()
     if not all(isinstance(p, ChunkColumns) for p in held):
         return pa.concat_tables([p if isinstance(p, pa.Table) else p.table() for p in held])
-    cols: list[ChunkColumns] = held
-    one = len(cols) == 1
-    names = cols[0].array if one else [a for c in cols for a in c.array]
-    keys = cols[0].keys if one else np.concatenate([c.keys for c in cols], axis=1)
-    offset, length, mask = (
-        (getattr(cols[0], k) if one else np.concatenate([getattr(c, k) for c in cols]))
-        for k in ("offset", "length", "filter_mask")
-    )  # fmt: skip
-    n = len(names)
-    inline: list[bytes | None] | None = None
-    if any(c.inline is not None for c in cols):
-        inline = [x for c in cols for x in (c.inline if c.inline is not None else [None] * c.num_rows)]
+    c = ChunkColumns.join(held)
+    n, inline = c.num_rows, c.inline
     missing = None if inline is None else np.fromiter((x is not None for x in inline), bool, n)
     return pa.Table.from_arrays(
         [
-            pa.array(names, pa.string()),
-            *(pa.array(keys[i], pa.int32()) for i in range(MAX_DIMS)),
-            pa.array(offset, pa.int64(), mask=missing),
-            pa.array(length, pa.int64(), mask=missing),
-            pa.array(mask, pa.int32()),
+            pa.array(c.array, pa.string()),
+            *(pa.array(c.keys[i], pa.int32()) for i in range(MAX_DIMS)),
+            pa.array(c.offset, pa.int64(), mask=missing),
+            pa.array(c.length, pa.int64(), mask=missing),
+            pa.array(c.filter_mask, pa.int32()),
             pa.array(inline, pa.large_binary()) if inline is not None else pa.nulls(n, pa.large_binary()),
         ],
         schema=CHUNK_BATCH_SCHEMA,
