@@ -363,7 +363,8 @@ class _RawDataset(_Object):
         return 0  # an external file list is never decoded (_hdf5_layout)
 
     def contiguous(self) -> tuple[int | None, int]:
-        return self._raw.address, self._raw.size
+        # never written: (None, 0) as from HDF5 (the layout message keeps the size to allocate)
+        return (None, 0) if self._raw.address is None else (self._raw.address, self._raw.size)
 
     def chunk_shape(self) -> tuple[int, ...]:
         return self._raw.chunks
@@ -384,9 +385,9 @@ class _RawDataset(_Object):
         raw, dt = self._raw, self.dtype
         nbytes = int(np.prod(raw.shape, dtype=np.int64)) * dt.itemsize
         if raw.layout == COMPACT and len(raw.compact) == nbytes:
-            return raw.compact
-        covers = all(c >= n for c, n in zip(raw.chunks, raw.shape, strict=True))  # one chunk holds every value
-        if raw.layout == CHUNKED and not raw.filters and raw.address is not None and covers:
+            return raw.compact  # (other compact data: HDF5's refusal, "size ... doesn't match")
+        if (raw.layout == CHUNKED and not raw.filters and raw.address is not None
+                and all(c >= n for c, n in zip(raw.chunks, raw.shape, strict=True))):  # fmt: skip
             # one unfiltered chunk covering the array (an oversized chunk): its leading block
             index = self.chunk_index()
             size = int(np.prod(raw.chunks, dtype=np.int64)) * dt.itemsize
