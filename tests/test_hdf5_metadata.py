@@ -533,3 +533,173 @@ def test_a_failed_attribute_read_is_not_kept_for_the_series(pairs: dict[str, tup
     assert "units" not in first["d"].attrs and calls["n"] == 1  # the failure happened, in file a
     again = {m.name: m for m in HDF5Scanner()(str(a)).arrays}  # the same bytes, read again
     assert decode_attr(again["d"].attrs["units"]) == units.decode()
+
+
+# ---------------------------------------------------------------- attribute counts and forms (issue 12)
+# Object header version 1 (HDF5 spec: 16-byte prefix, message count at bytes 2-3, block size at
+# 8-11; messages of type(2) size(2) flags(1) reserved(3) and body, 8-byte aligned): HDF5 counts
+# every attribute message (``H5Oget_info``'s num_attrs) and reads no attribute info message in a
+# version 1 header (``H5A__get_ainfo`` is for version 2 headers only), so bytes edited by hand can
+# put there what HDF5 ignores and what a byte-keyed cache could take for a proof.
+
+
+def _v1_messages(data: bytes, addr: int) -> list[tuple[int, int, int]]:
+    """(position, type, body size) of every message of the first block of a v1 header."""
+    size = int.from_bytes(data[addr + 8 : addr + 12], "little")
+    pos, out = addr + 16, []
+    while pos + 8 <= addr + 16 + size:
+        kind, msize = int.from_bytes(data[pos : pos + 2], "little"), int.from_bytes(data[pos + 2 : pos + 4], "little")
+        out.append((pos, kind, msize))
+        pos += 8 + msize
+    return out
+
+
+@pytest.fixture(scope="module")
+def odd_counts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One file: ``src`` (a version 2 header, 10 attributes in dense storage), ``d`` (version 1,
+    10 other compact attributes; the null message a deleted attribute left retyped as an
+    attribute info message naming ``src``'s heap and name index), ``e`` (version 1, no
+    attribute; its null message split into an empty attribute info message and a null one);
+    another: ``d`` holding two attribute messages named ``ab`` (1.0, then 2.0: the second's
+    name edited from ``ac``) and ``x`` holding one, ``ab`` = 2.0, byte for byte ``d``'s second."""
+    d = tmp_path_factory.mktemp("counts")
+    src = d / "ainfo_src.h5"
+    with h5py.File(src, "w", libver="latest") as f:
+        s = f.create_dataset("src", data=np.arange(3, dtype="<i4"))
+        for i in range(10):
+            s.attrs[f"a{i}"] = np.float64(i)
+    with h5py.File(src, "r+", libver="earliest") as f:
+        v = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+        for i in range(11):
+            v.attrs[f"a{i}"] = np.float64(100 + i)
+        del v.attrs["a10"]  # leaves a null message of an attribute's size
+        f.create_dataset("e", data=np.arange(3, dtype="<i4"))
+        addrs = {n: h5py.h5o.get_info(f[n].id).addr for n in ("src", "d", "e")}
+        versions = {n: h5py.h5o.get_info(f[n].id).hdr.version for n in ("src", "d", "e")}
+    assert versions == {"src": 2, "d": 1, "e": 1}
+    data = bytearray(src.read_bytes())
+    # src's attribute info message (version 2 header: "OHDR", version, flags, [times], [phase
+    # change], chunk #0 size (1 << (flags & 3) bytes), then messages type(1) size(2) flags(1))
+    at, flags = addrs["src"], data[addrs["src"] + 5]
+    pos = at + 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
+    width = 1 << (flags & 0x03)
+    end = pos + width + int.from_bytes(data[pos : pos + width], "little")
+    pos += width
+    ainfo = b""
+    while pos + 4 <= end:
+        kind, msize = data[pos], int.from_bytes(data[pos + 1 : pos + 3], "little")
+        pos += 4 + (2 if flags & 0x04 else 0)
+        if kind == 0x15:
+            ainfo = bytes(data[pos : pos + msize])
+        pos += msize
+    assert ainfo[:2] == b"\x00\x00" and len(ainfo) == 18  # version 0, no creation order: heap, name index
+    assert int.from_bytes(ainfo[2:10], "little") != (1 << 64) - 1  # dense storage
+    pos, _kind, msize = next(m for m in _v1_messages(bytes(data), addrs["d"]) if m[1] == 0)
+    assert msize >= len(ainfo)
+    data[pos : pos + 2] = (0x15).to_bytes(2, "little")
+    data[pos + 8 : pos + 8 + msize] = ainfo + bytes(msize - len(ainfo))
+    e = addrs["e"]
+    pos, _kind, msize = next(m for m in _v1_messages(bytes(data), e) if m[1] == 0)
+    data[pos : pos + 8] = (0x15).to_bytes(2, "little") + bytes(6)  # an attribute info message of 0 bytes
+    data[pos + 8 : pos + 16] = (0).to_bytes(2, "little") + (msize - 8).to_bytes(2, "little") + bytes(4)
+    data[e + 2 : e + 4] = (int.from_bytes(data[e + 2 : e + 4], "little") + 1).to_bytes(2, "little")
+    ainfo_path = d / "ainfo.h5"
+    ainfo_path.write_bytes(bytes(data))
+
+    dup = d / "dup_src.h5"
+    with h5py.File(dup, "w", libver="earliest") as f:
+        v = f.create_dataset("d", data=np.arange(3, dtype="<i4"))
+        v.attrs["ab"], v.attrs["ac"] = np.float64(1.0), np.float64(2.0)
+        x = f.create_dataset("x", data=np.arange(3, dtype="<i4"))
+        x.attrs["ab"] = np.float64(2.0)
+        daddr, xaddr = h5py.h5o.get_info(v.id).addr, h5py.h5o.get_info(x.id).addr
+    data = bytearray(dup.read_bytes())
+    # v1 attribute message: version, reserved, name size(2), datatype size(2), dataspace size(2), name
+    names = {bytes(data[p + 16 : p + 19]): p for p, kind, _ in _v1_messages(bytes(data), daddr) if kind == 0x0C}
+    data[names[b"ac\x00"] + 17] = ord("b")
+    raw_d = [bytes(data[p : p + 8 + n]) for p, kind, n in _v1_messages(bytes(data), daddr) if kind == 0x0C]
+    raw_x = [bytes(data[p : p + 8 + n]) for p, kind, n in _v1_messages(bytes(data), xaddr) if kind == 0x0C]
+    assert len(raw_d) == 2 and raw_d[0] != raw_d[1] and raw_x == [raw_d[1]]
+    dup_path = d / "dup.h5"
+    dup_path.write_bytes(bytes(data))
+    return {"ainfo": ainfo_path, "dup": dup_path}
+
+
+def test_an_attribute_info_message_in_a_v1_header_is_ignored_as_hdf5_ignores_it(odd_counts: dict[str, Any]) -> None:
+    """HDF5 reads ``d``'s compact attributes and none for ``e`` (its attribute info messages are
+    in version 1 headers); the scan records what h5py reads for each object (values, dtypes,
+    order), through an empty attribute cache and again through the filled one; ``d``'s header is
+    not taken as dense storage (that would make ``src``'s heap its attributes' proof)."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan import hdf5 as scanner
+    from refstore.scan._hdf5_header import HeaderReader
+
+    path = odd_counts["ainfo"]
+    with h5py.File(path, "r") as f:
+        assert dict(f["d"].attrs) == {f"a{i}": 100.0 + i for i in range(10)}
+        assert dict(f["src"].attrs) == {f"a{i}": float(i) for i in range(10)}
+        assert len(f["e"].attrs) == 0 and h5py.h5o.get_info(f["e"].id).num_attrs == 0
+        infos = {n: h5py.h5o.get_info(f[n].id) for n in ("d", "e", "src")}
+    _hdf5_header._HEADERS.clear()
+    _hdf5_header._DENSE.clear()
+    try:
+        with HeaderReader(str(path)) as h:  # the edits are what the reader sees
+            for n in ("d", "e"):
+                kinds = [kind for kind, *_ in h.messages(infos[n].addr) or []]
+                assert kinds.count(0x15) == 1 and kinds.count(0x0C) == infos[n].num_attrs, n
+        for _ in range(2):
+            scanner._ATTR_CACHE._got.clear()
+            assert _check_file(path) == 3
+            assert _check_file(path) == 3
+    finally:
+        _hdf5_header._HEADERS.clear()
+        _hdf5_header._DENSE.clear()
+
+
+def test_attribute_messages_of_one_name_are_no_proof(odd_counts: dict[str, Any]) -> None:
+    """Two attribute messages named alike (HDF5 counts both, h5py reads the first by that name):
+    the second one's bytes, equal to ``x``'s only attribute message, never stand for ``d``'s
+    attributes, so each object records what h5py reads for it, in either order of the cache."""
+    from refstore.scan import hdf5 as scanner
+
+    path = odd_counts["dup"]
+    with h5py.File(path, "r") as f:
+        assert list(f["d"].attrs) == ["ab", "ab"] and h5py.h5o.get_info(f["d"].id).num_attrs == 2
+        assert f["d"].attrs["ab"] == 1.0 and f["x"].attrs["ab"] == 2.0
+    scanner._ATTR_CACHE._got.clear()
+    assert _check_file(path) == 2
+    assert _check_file(path) == 2
+
+
+def test_dense_attributes_are_read_once_per_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attributes in dense storage are read from the heap once per object of a file (the module
+    doc): the attribute key, the scale test, the NAME test and the scale list of one object
+    read it once, and agree with h5py (no CLASS, no NAME, no scale attached)."""
+    from refstore.scan import _hdf5_header
+    from refstore.scan._hdf5_dense import dense_attributes as real
+    from refstore.scan._hdf5_header import HeaderReader
+
+    path = tmp_path / "dense.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        v = f.create_dataset("v", data=np.arange(3, dtype="<i4"))
+        for i in range(12):
+            v.attrs[f"a{i:02d}"] = np.int16(i)
+    reads: list[bytes] = []
+
+    def counted(read: Any, info: bytes) -> Any:
+        reads.append(info)
+        return real(read, info)
+
+    monkeypatch.setattr(_hdf5_header, "dense_attributes", counted)
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        ds = f["v"]
+        info = h5py.h5o.get_info(ds.id)
+        assert ds.id.get_create_plist().get_attr_phase_change()[0] < info.num_attrs == 12  # dense
+        attrs = h._attributes(info.addr, info.num_attrs)
+        assert attrs is not None and sorted(attrs) == sorted(ds.attrs)
+        assert h.attribute_key(info.addr, info.num_attrs, frozenset()) is not None
+        assert h.is_scale(info.addr, info.num_attrs) is ds.is_scale is False
+        assert h.name_starts(info.addr, info.num_attrs, b"v") is False and "NAME" not in ds.attrs
+        assert h.first_scales(info.addr, info.num_attrs, 1) == [None] and len(ds.dims[0]) == 0
+        assert h._attributes(info.addr, info.num_attrs) is attrs
+        assert len(reads) == 1
