@@ -482,6 +482,38 @@ def test_a_chunk_off_the_grid_and_open_errors(tmp_path: Path) -> None:
         HDF5Scanner()(str(good))
 
 
+@pytest.mark.parametrize("edit", ["signature", "off_grid"])
+def test_a_read_error_after_opening_names_the_file_and_hdf5s_reason(tmp_path: Path, edit: str) -> None:
+    """A chunk B-tree damaged by hand (HDF5 spec, version 1 B-tree node: "TREE", node type 1 for
+    raw data chunks, level, entries used, siblings, then key / child pairs; a 1-D chunk key is
+    size(4) filter mask(4) offsets(2 x 8)): its signature, or a key's offset moved off the chunk
+    grid (4 -> 5 elements). The file opens; its chunks cannot be listed (h5py's own error says
+    why). The scan refuses the file in one line naming it and carrying HDF5's reason."""
+    path = tmp_path / f"{edit}.h5"
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.create_dataset("d", data=np.arange(10, dtype="<i4"), chunks=(4,))
+    data = bytearray(path.read_bytes())
+    trees = [m.start() for m in re.finditer(b"TREE", bytes(data)) if data[m.start() + 4] == 1]
+    assert len(trees) == 1 and int.from_bytes(data[trees[0] + 6 : trees[0] + 8], "little") == 3
+    node = trees[0]
+    if edit == "signature":
+        data[node : node + 4] = b"TREX"
+    else:
+        key1 = node + 24 + 24 + 8  # node header, key 0, child 0
+        assert int.from_bytes(data[key1 + 8 : key1 + 16], "little") == 4
+        data[key1 + 8 : key1 + 16] = (5).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with h5py.File(path, "r") as f, pytest.raises((OSError, RuntimeError)) as h5err:
+        f["d"].id.get_num_chunks()
+    reason = re.search(r"\([^()]*\)$", str(h5err.value))
+    assert reason is not None, str(h5err.value)
+    with pytest.raises(ScanError) as err:
+        HDF5Scanner()(str(path))
+    text = str(err.value)
+    assert text.startswith(f"{path}: cannot be read as HDF5: ") and text.endswith(reason.group(0)), text
+    assert "\n" not in text
+
+
 def test_filter_table_fallbacks_from_a_raw_pipeline(tmp_path: Path) -> None:
     """Filters set through HDF5's low-level API with the client data HDF5 itself stores
     (h5py's view of the pipeline is the oracle)."""
