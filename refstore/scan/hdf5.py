@@ -604,8 +604,10 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     with the unlimited dimension moved first; ``H5Dchunk_iter`` and ``H5Dget_chunk_info`` (HDF5
     2.0.0) report those positions without moving it back, so with the unlimited dimension not
     first, chunk (0, j, 0) is reported at (0, 0, j * chunk): other chunks' bytes under in-grid
-    keys. The index type is read from the layout message; without the header bytes, such a
-    dataset in a file whose superblock version is 3 or later is refused whatever its index."""
+    keys. The index type is read from the layout message; without it (no header bytes: a remote
+    file) any dataset with one unlimited dimension not first is refused whatever its index: the
+    superblock version tells nothing, a file of superblock 0 reopened with libver ``latest``
+    gets layout version 4 datasets. A layout version above 4 (HDF5 2.0's 5) is refused too."""
     if isinstance(ds, _RawDataset):
         return None  # layout version 3: a version 1 B-tree, walked from the bytes
     import h5py
@@ -623,10 +625,10 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
         at = 5 + layout[3] * layout[4]  # version 4: the index type after the chunk dimensions
         if layout[0] == 4 and layout[1] == 2 and len(layout) > at and layout[at] != 4:
             return None  # not an extensible array
-    elif ds._fid.get_create_plist().get_version()[0] < 3:
-        return None  # superblock before version 3 (HDF5 1.10's): no data layout version 4 in the file
-    return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
-            "chunk iteration reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
+        return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
+                "chunk iteration reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
+    return (f"unlimited dimension {unlimited[0]} is not the first and the chunk index is unknown without "
+            "the object header bytes (HDF5 reports an extensible array's chunk offsets wrongly)")  # fmt: skip
 
 
 def _stored_type_reason(tid: Any, dt: np.dtype[Any]) -> str | None:

@@ -1,0 +1,301 @@
+"""The guard against HDF5's unswizzled extensible-array chunk offsets (``_unswizzled_index_reason``),
+against HDF5's own files, both ways the scanner reads a dataset: with the object header bytes
+(a local file) and without them (the header reader off, as for a remote file). In-process, no
+collection (``./dev mutate hdf5``).
+
+HDF5 (2.0.0) reports the chunk offsets of an extensible array index (data layout message
+version 4, type 4: exactly one unlimited dimension) with the unlimited dimension still moved
+first; with it not first they are other chunks' offsets. Which index HDF5 built is read here
+from the dataset's layout message by this file's own parser of the object header (HDF5 gives
+the header's address); a file may mix layout versions: one written with libver ``earliest`` or
+``v108`` and reopened with ``latest`` gets layout v4 datasets under a superblock 0 or 2, one
+written with ``latest`` and reopened with ``earliest`` layout v3 ones under a superblock 3.
+
+Expected: with the header bytes, a dataset is refused exactly when its layout is v4 with an
+extensible array index over one unlimited dimension that is not the first; without them,
+exactly when it has one unlimited dimension that is not the first (the index type is then
+unknown: any superblock can hold a layout v4 dataset). Every other dataset is kept, and each
+of its references is the chunk HDF5 reads at the key's element offset: ``read_direct_chunk``'s
+bytes equal the file's bytes at the reference (values distinct per element, so a chunk under
+another key differs), with h5py's chunk count, filter mask and dtype, compared exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from typing import TYPE_CHECKING
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore.scan import hdf5
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from refstore.scan._types import ScanResult
+
+PATHS = ("bytes", "hdf5")
+EA_REASON = ("chunk index is an extensible array over unlimited dimension {}: HDF5's chunk iteration "
+             "reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
+UNKNOWN_REASON = ("unlimited dimension {} is not the first and the chunk index is unknown without the "
+                  "object header bytes (HDF5 reports an extensible array's chunk offsets wrongly)")  # fmt: skip
+LAYOUT, DATASPACE = 0x08, 0x01
+
+# name -> (shape, maxshape, chunks); values are arange (distinct per element)
+SHAPES: dict[str, tuple[tuple[int, ...], tuple[int | None, ...], tuple[int, ...]]] = {
+    "last": ((6, 10), (6, None), (3, 3)),  # the unlimited dimension last: extensible array in v4
+    "middle": ((4, 5, 6), (4, None, 6), (2, 3, 5)),
+    "last3": ((4, 5, 6), (4, 5, None), (2, 3, 5)),
+    "first": ((10, 6), (None, 6), (3, 3)),  # first: nothing to swizzle
+    "two": ((6, 10), (None, None), (3, 3)),  # two unlimited: a v2 B-tree in v4
+    "fixed": ((6, 10), (6, 10), (3, 3)),  # none: a fixed array in v4
+    "single": ((6, 10), (6, 10), (6, 10)),  # one chunk, no unlimited: single chunk in v4
+    "sparse": ((6, 10), (6, None), (3, 3)),  # only chunk (0, 1) written
+}
+
+
+def _create(f: h5py.File, prefix: str) -> None:
+    for name, (shape, maxshape, chunks) in SHAPES.items():
+        data = np.arange(int(np.prod(shape)), dtype="<i4").reshape(shape)
+        if name == "sparse":
+            d = f.create_dataset(prefix + name, shape=shape, maxshape=maxshape, chunks=chunks, dtype="<i4")
+            d[0:3, 3:6] = data[0:3, 3:6]
+        else:
+            f.create_dataset(prefix + name, data=data, maxshape=maxshape, chunks=chunks)
+    f.create_dataset(prefix + "gz", data=np.arange(60, dtype="<f8").reshape(6, 10), maxshape=(6, None),
+                     chunks=(3, 3), compression="gzip")  # fmt: skip
+
+
+def _write(path: Path, libver: str) -> Path:
+    """Datasets ``a_*`` written with ``libver``, ``b_*`` after reopening with the other end of the
+    bounds (``latest`` for earliest/v108, ``earliest`` for v110/latest)."""
+    with h5py.File(path, "w", libver=libver) as f:
+        _create(f, "a_")
+    with h5py.File(path, "a", libver="latest" if libver in ("earliest", "v108") else "earliest") as f:
+        _create(f, "b_")
+    return path
+
+
+# ------------------------------------------------------------------ the oracle: layout bytes
+
+
+def _lookup3(data: bytes) -> int:
+    """Bob Jenkins' lookup3 ``hashlittle`` with initial value 0 (HDF5's metadata checksum)."""
+    mask = 0xFFFFFFFF
+
+    def rot(x: int, k: int) -> int:
+        return ((x << k) | (x >> (32 - k))) & mask
+
+    n = len(data)
+    v = [(0xDEADBEEF + n) & mask] * 3  # a, b, c
+    words = data + bytes(-n % 12)
+    i = 0
+    while True:
+        last = n - i <= 12
+        if last and n - i == 0:
+            return v[2]
+        for j in range(3):
+            v[j] = (v[j] + int.from_bytes(words[i + 4 * j : i + 4 * j + 4], "little")) & mask
+        i += 12
+        if last:
+            break
+        for x, z, y, k in ((0, 2, 1, 4), (1, 0, 2, 6), (2, 1, 0, 8), (0, 2, 1, 16), (1, 0, 2, 19), (2, 1, 0, 4)):
+            v[x] = ((v[x] - v[z]) & mask) ^ rot(v[z], k)  # x -= z; x ^= rot(z, k); z += y
+            v[z] = (v[z] + v[y]) & mask
+    for x, y, k in ((2, 1, 14), (0, 2, 11), (1, 0, 25), (2, 1, 16), (0, 2, 4), (1, 0, 14), (2, 1, 24)):
+        v[x] = ((v[x] ^ v[y]) - rot(v[y], k)) & mask  # x ^= y; x -= rot(y, k)
+    return v[2]
+
+
+def _messages(blob: bytes, addr: int) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """(header version, end of the first block (version 2: its checksum included), [(type, body
+    start, body size)]) of the object header at ``addr``, first block only (enough here)."""
+    if blob[addr : addr + 4] == b"OHDR":
+        flags = blob[addr + 5]
+        p = addr + 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
+        width = 1 << (flags & 3)
+        size = int.from_bytes(blob[p : p + width], "little")
+        p += width
+        end = p + size
+        out = []
+        while p + 4 <= end:  # (a gap shorter than a message header may end the block)
+            kind, body = blob[p], int.from_bytes(blob[p + 1 : p + 3], "little")
+            p += 4 + (2 if flags & 0x04 else 0)
+            out.append((kind, p, body))
+            p += body
+        return 2, end + 4, out  # the checksum after the block
+    assert blob[addr] == 1, "object header version 1 or 2"
+    size = int.from_bytes(blob[addr + 8 : addr + 12], "little")
+    p, end, out = addr + 16, addr + 16 + size, []
+    while p + 8 <= end:
+        kind, body = struct.unpack_from("<HH", blob, p)
+        out.append((kind, p + 8, body))
+        p += 8 + body
+    return 1, end, out
+
+
+def _layout(path: Path, name: str) -> bytes:
+    with h5py.File(path, "r") as f:
+        addr = h5py.h5o.get_info(h5py.h5o.open(f.id, name.encode())).addr
+    blob = path.read_bytes()
+    _v, _end, msgs = _messages(blob, addr)
+    (body,) = [blob[at : at + n] for kind, at, n in msgs if kind == LAYOUT]
+    return body
+
+
+def _index_type(layout: bytes) -> tuple[int, int | None]:
+    """(layout message version, chunk index type or None before version 4). HDF5 2.0 writes
+    version 5 for a filtered dataset under the upper bound ``latest``; its bytes up to the index
+    type are version 4's."""
+    assert layout[1] == 2, "chunked"
+    if layout[0] < 4:
+        return layout[0], None
+    return layout[0], layout[5 + layout[3] * layout[4]]
+
+
+def _bt2_one_unlimited(path: Path) -> Path:
+    """A v2 B-tree (two unlimited dimensions, layout v4) whose dataspace is then edited to one
+    unlimited dimension, the second: HDF5 only builds that index for two or more, and reads this
+    one (its records keep the chunk offsets, nothing to swizzle). The header's checksum redone."""
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("bt2", data=np.arange(60, dtype="<i4").reshape(6, 10), maxshape=(None, None), chunks=(3, 3))
+        addr = h5py.h5o.get_info(h5py.h5o.open(f.id, b"bt2")).addr
+    blob = bytearray(path.read_bytes())
+    version, end, msgs = _messages(bytes(blob), addr)
+    assert version == 2
+    (at, n) = next((a, m) for kind, a, m in msgs if kind == DATASPACE)
+    space = bytes(blob[at : at + n])
+    assert space[:4] == bytes([2, 2, 1, 1]) and space[4:] == struct.pack("<QQqq", 6, 10, -1, -1)
+    blob[at + 20 : at + 28] = struct.pack("<Q", 6)
+    blob[end - 4 : end] = struct.pack("<I", _lookup3(bytes(blob[addr : end - 4])))
+    path.write_bytes(bytes(blob))
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("h5index")
+    out = {lib: _write(d / f"{lib}.h5", lib) for lib in ("earliest", "v108", "v110", "latest")}
+    out["bt2edit"] = _bt2_one_unlimited(d / "bt2edit.h5")
+    return out
+
+
+def test_the_files_hold_the_indexes_described(files: dict[str, Path]) -> None:
+    """What the cases rest on, from the bytes and HDF5: superblock versions 0, 2, 3, 3; layout v3
+    (v1 B-tree) for datasets written under a low bound before v110, v4 after it; in v4 one
+    unlimited dimension gives an extensible array (4), two a v2 B-tree (5), none a fixed array
+    (3) or, one chunk, a single chunk (1); the edited file's B-tree over one unlimited dimension;
+    and HDF5's iteration wrong for an extensible array over a later dimension (what the guard is
+    for): the chunk it reports at (0, 3) is not the one it reads there."""
+    sbs = {}
+    for lib in ("earliest", "v108", "v110", "latest"):
+        with h5py.File(files[lib], "r") as f:
+            sbs[lib] = f.id.get_create_plist().get_version()[0]
+            for name in f:
+                version, index = _index_type(_layout(files[lib], name))
+                v4 = (lib in ("v110", "latest")) == name.startswith("a_")
+                v5 = v4 and name.endswith("gz") and lib != "v110"  # HDF5 2.0's filtered, upper bound latest
+                assert version == (5 if v5 else 4 if v4 else 3), (lib, name)
+                unlimited = sum(m is None for m in f[name].maxshape)
+                single = f[name].chunks == f[name].shape and unlimited == 0
+                assert index == ((1 if single else {0: 3, 1: 4}.get(unlimited, 5)) if v4 else None), (lib, name)
+    assert sbs == {"earliest": 0, "v108": 2, "v110": 3, "latest": 3}
+    assert _index_type(_layout(files["bt2edit"], "bt2")) == (4, 5)
+    with h5py.File(files["bt2edit"], "r") as f:
+        assert f["bt2"].maxshape == (6, None)
+        assert f["bt2"][...].tobytes() == np.arange(60, dtype="<i4").reshape(6, 10).tobytes()
+    with h5py.File(files["latest"], "r") as f:
+        ds = f["a_last"]
+        reported: dict[tuple[int, ...], int] = {}
+        ds.id.chunk_iter(lambda si: reported.__setitem__(tuple(si.chunk_offset), si.byte_offset))
+        _mask, want = ds.id.read_direct_chunk((0, 3))
+        with open(files["latest"], "rb") as fh:
+            assert os.pread(fh.fileno(), len(want), reported[(0, 3)]) != want
+
+
+# ------------------------------------------------------------------ the scan
+
+
+@contextlib.contextmanager
+def _path(kind: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``bytes``: the scan as for a local file; ``hdf5``: no header reader (as for a remote file)."""
+    with monkeypatch.context() as mp:
+        if kind == "hdf5":
+            mp.setattr(hdf5, "_header_reader", lambda location, stack: None)
+        yield
+
+
+def _scan(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> ScanResult:
+    with _path(kind, monkeypatch):
+        return hdf5.HDF5Scanner()(str(path))
+
+
+def _expected_reason(path: Path, name: str, maxshape: tuple[int | None, ...], kind: str) -> str | None:
+    unlimited = [i for i, m in enumerate(maxshape) if m is None]
+    if len(unlimited) != 1 or unlimited[0] == 0:
+        return None
+    if kind == "hdf5":
+        return UNKNOWN_REASON.format(unlimited[0])
+    version, index = _index_type(_layout(path, name))
+    if version == 3 or (version == 4 and index != 4):
+        return None
+    assert index == 4  # (a version 5 message is refused whatever its index: none other here)
+    return EA_REASON.format(unlimited[0])
+
+
+def _check(path: Path, res: ScanResult, kind: str) -> tuple[int, int]:
+    """Every dataset refused or kept as expected; a kept one's references are HDF5's chunks.
+    (kept, refused) counts."""
+    metas = {m.name: m for m in res.arrays}
+    table = res.chunks.to_pydict()
+    counts = [0, 0]
+    with h5py.File(path, "r") as f, open(path, "rb") as fh:
+        assert set(metas) == set(f)
+        for name in f:
+            ds, meta = f[name], metas[name]
+            reason = _expected_reason(path, name, ds.maxshape, kind)
+            rows = [i for i, a in enumerate(table["array"]) if a == name]
+            assert (meta.status, meta.reason) == (("ok", None) if reason is None else ("unsupported", reason)), name
+            assert np.dtype(meta.dtype) == ds.dtype and meta.np_dtype == ds.dtype, name
+            assert (meta.shape, meta.chunks) == (ds.shape, ds.chunks), name
+            counts[reason is not None] += 1
+            if reason is not None:
+                assert rows == [], name
+                continue
+            assert len(rows) == ds.id.get_num_chunks() > 0, name
+            keys = set()
+            for i in rows:
+                key = tuple(table[f"k{d}"][i] for d in range(ds.ndim))
+                keys.add(key)
+                mask, want = ds.id.read_direct_chunk(tuple(k * c for k, c in zip(key, ds.chunks, strict=True)))
+                assert (table["filter_mask"][i], table["length"][i]) == (mask, len(want)), (name, key)
+                assert os.pread(fh.fileno(), len(want), table["offset"][i]) == want, (name, key)
+            assert len(keys) == len(rows), name
+    return counts[0], counts[1]
+
+
+@pytest.mark.parametrize("kind", PATHS)
+@pytest.mark.parametrize("lib", ["earliest", "v108", "v110", "latest"])
+def test_extensible_array_over_a_later_dimension_is_refused_every_other_kept_right(
+    files: dict[str, Path], lib: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = _scan(files[lib], kind, monkeypatch)
+    kept, refused = _check(files[lib], res, kind)
+    # v4 datasets with one unlimited dimension not first: last, middle, last3, sparse, gz
+    assert refused == (10 if kind == "hdf5" else 5), (lib, kind)
+    assert kept + refused == 2 * (len(SHAPES) + 1)
+
+
+@pytest.mark.parametrize("kind", PATHS)
+def test_a_v2_btree_over_one_unlimited_dimension_is_kept_with_the_header(
+    files: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the index type tells it from an extensible array: kept with the header bytes (its
+    references HDF5's chunks), refused without them."""
+    res = _scan(files["bt2edit"], kind, monkeypatch)
+    assert _check(files["bt2edit"], res, kind) == ((1, 0) if kind == "bytes" else (0, 1))
