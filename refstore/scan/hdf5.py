@@ -607,7 +607,8 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     keys. The index type is read from the layout message; without it (no header bytes: a remote
     file) any dataset with one unlimited dimension not first is refused whatever its index: the
     superblock version tells nothing, a file of superblock 0 reopened with libver ``latest``
-    gets layout version 4 datasets. A layout version above 4 (HDF5 2.0's 5) is refused too."""
+    gets layout version 4 datasets. Version 5 (HDF5 2.0's, for a filtered dataset under libver
+    ``latest``) is version 4's bytes up to the index type; a later version is refused."""
     if isinstance(ds, _RawDataset):
         return None  # layout version 3: a version 1 B-tree, walked from the bytes
     import h5py
@@ -622,8 +623,8 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     if layout is not None and len(layout) >= 5:
         if layout[0] < 4:
             return None  # a version 1 B-tree: its keys hold the chunk offsets
-        at = 5 + layout[3] * layout[4]  # version 4: the index type after the chunk dimensions
-        if layout[0] == 4 and layout[1] == 2 and len(layout) > at and layout[at] != 4:
+        at = 5 + layout[3] * layout[4]  # versions 4, 5: the index type after the chunk dimensions
+        if layout[0] in (4, 5) and layout[1] == 2 and len(layout) > at and layout[at] != 4:
             return None  # not an extensible array
         return (f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: HDF5's "
                 "chunk iteration reports its chunk offsets wrongly (not swizzled back)")  # fmt: skip
