@@ -11,8 +11,9 @@ the header's address); a file may mix layout versions: one written with libver `
 ``v108`` and reopened with ``latest`` gets layout v4 datasets under a superblock 0 or 2, one
 written with ``latest`` and reopened with ``earliest`` layout v3 ones under a superblock 3.
 
-Expected: with the header bytes, a dataset is refused exactly when its layout is v4 with an
-extensible array index over one unlimited dimension that is not the first; without them,
+Expected: with the header bytes, a dataset is refused exactly when its layout is v4 (or HDF5
+2.0's v5, written for filtered datasets) with an extensible array index over one unlimited
+dimension that is not the first (a v2 B-tree over one, edited in, is kept); without them,
 exactly when it has one unlimited dimension that is not the first (the index type is then
 unknown: any superblock can hold a layout v4 dataset). Every other dataset is kept, and each
 of its references is the chunk HDF5 reads at the key's element offset: ``read_direct_chunk``'s
@@ -31,6 +32,7 @@ import h5py
 import numpy as np
 import pytest
 
+from refstore.errors import ScanError
 from refstore.scan import hdf5
 
 if TYPE_CHECKING:
@@ -304,3 +306,42 @@ def test_a_v2_btree_over_one_unlimited_dimension_is_kept_with_the_header(
     references HDF5's chunks), refused without them."""
     res = _scan(files["bt2edit"], kind, monkeypatch)
     assert _check(files["bt2edit"], res, kind) == ((2, 0) if kind == "bytes" else (0, 2))
+
+
+def _damaged_layout(path: Path, how: str) -> Path:
+    """An extensible array over its second dimension whose layout message is cut to 5 bytes
+    (``short``), cut before the index type (``no_index``: 8 bytes here) or made a NIL message
+    (``none``); the rest of the block a NIL message, the checksum redone."""
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("d", data=np.arange(60, dtype="<i4").reshape(6, 10), maxshape=(6, None), chunks=(3, 3))
+        addr = h5py.h5o.get_info(h5py.h5o.open(f.id, b"d")).addr
+    blob = bytearray(path.read_bytes())
+    _v, end, msgs = _messages(bytes(blob), addr)
+    (at, n) = next((a, m) for kind, a, m in msgs if kind == LAYOUT)
+    assert _index_type(bytes(blob[at : at + n])) == (4, 4) and 5 + 3 * 1 == 8 < n
+    if how == "none":
+        blob[at - 4] = 0
+    else:
+        keep = 5 if how == "short" else 8
+        blob[at - 3 : at - 1] = struct.pack("<H", keep)
+        blob[at + keep : at + keep + 4] = bytes([0]) + struct.pack("<H", n - keep - 4) + bytes([0])
+    blob[end - 4 : end] = struct.pack("<I", _lookup3(bytes(blob[addr : end - 4])))
+    path.write_bytes(bytes(blob))
+    return path
+
+
+@pytest.mark.parametrize("kind", PATHS)
+@pytest.mark.parametrize("how", ["short", "no_index", "none"])
+def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, how: str, kind: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """HDF5 opens no dataset whose layout message stops before its index type or is missing, so
+    the guard never sees one (its length tests are for such bytes only): the scan fails with
+    HDF5's reason in one line, as h5py's open does."""
+    path = _damaged_layout(tmp_path / f"{how}.h5", how)
+    with h5py.File(path, "r") as f, pytest.raises((KeyError, OSError)) as opened:
+        f["d"]
+    reason = str(opened.value).strip("'").split("(")[-1].rstrip(")")
+    with pytest.raises(ScanError) as scanned:
+        _scan(path, kind, monkeypatch)
+    assert "\n" not in str(scanned.value) and str(path) in str(scanned.value), str(scanned.value)
+    assert reason in str(scanned.value), (reason, str(scanned.value))
