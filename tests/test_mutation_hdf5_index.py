@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
@@ -345,3 +345,56 @@ def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, ho
         _scan(path, kind, monkeypatch)
     assert "\n" not in str(scanned.value) and str(path) in str(scanned.value), str(scanned.value)
     assert reason in str(scanned.value), (reason, str(scanned.value))
+
+
+# ------------------------------------------------------------------ the concat coordinate's range
+
+
+@pytest.fixture(scope="module")
+def coord_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A coordinate ``time`` held inline (netCDF4's unlimited 1-D coordinate: chunk 512, shape 3,
+    and a compact one) and one read through HDF5 (contiguous)."""
+    d = tmp_path_factory.mktemp("h5coord")
+    values = np.array([3.5, 4.0, 9.25], "<f8")
+    out = {}
+    for how in ("oversized", "compact", "contiguous"):
+        out[how] = d / f"{how}.h5"
+        with h5py.File(out[how], "w", libver="earliest") as f:
+            if how == "oversized":
+                f.create_dataset("time", data=values, chunks=(512,), maxshape=(None,))
+            elif how == "compact":
+                cpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                cpl.set_layout(h5py.h5d.COMPACT)
+                tid = h5py.h5t.py_create(values.dtype, logical=False)
+                h5py.h5d.create(f.id, b"time", tid, h5py.h5s.create_simple(values.shape), cpl).write(
+                    h5py.h5s.ALL, h5py.h5s.ALL, values)  # fmt: skip
+            else:
+                f.create_dataset("time", data=values)
+            f.create_dataset("v", data=np.arange(6, dtype="<i2").reshape(3, 2))
+    return out
+
+
+@pytest.mark.parametrize("kind", PATHS)
+@pytest.mark.parametrize("how", ["oversized", "compact", "contiguous"])
+def test_an_inline_coordinate_is_not_read_again(coord_files: dict[str, Path], how: str, kind: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The concat coordinate's first and last values are h5py's; one held inline is taken from
+    the inline bytes (HDF5 not asked for it again), any other read through HDF5 once."""
+    looked_up: list[str] = []
+    getitem = h5py.Group.__getitem__
+
+    def spy(self: h5py.Group, name: Any) -> Any:
+        looked_up.append(name if isinstance(name, str) else repr(name))
+        return getitem(self, name)
+
+    with _path(kind, monkeypatch):
+        monkeypatch.setattr(h5py.Group, "__getitem__", spy)
+        res = hdf5.HDF5Scanner(concat_dim="time")(str(coord_files[how]))
+        monkeypatch.undo()
+    with h5py.File(coord_files[how], "r") as f:
+        t = f["time"]
+        want = (float(t[0]), float(t[-1]))
+        inline = t.id.get_create_plist().get_layout() != h5py.h5d.CONTIGUOUS
+    assert (res.sort_value, res.sort_last, res.sort_units) == (*want, None)
+    assert looked_up.count("time") == (0 if inline else 1), looked_up
+    assert inline == (how != "contiguous")
