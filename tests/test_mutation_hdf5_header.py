@@ -1,0 +1,280 @@
+"""Oracle tests for the header reader's attribute parsing (``scan/_hdf5_header.py``: attribute
+messages of versions 1-3, dataspace messages, ``is_scale`` / ``name_starts`` / ``first_scales``):
+what it reads from the bytes equals what h5py's own API reports (``h5py.h5a``: names, shapes,
+``get_type().encode()``: the datatype message HDF5 writes, the value's bytes; ``h5py.h5ds``;
+``h5o.get_info``), and where HDF5 itself refuses an edited message the reader answers None
+(only HDF5 can tell). Files are small, written by h5py (libver earliest: object header v1,
+attribute messages v1, v2 with a committed or shared datatype, v3 with a UTF-8 name), some bytes
+edited by hand. Written for the mutation run (issue 12, design/mutation.md)."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore.fixtures import hdf5_headers
+from refstore.scan._hdf5_header import HeaderReader, _attribute_parts, _space_dims
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NC_DIM_ONLY = hdf5_headers.NC_DIM_ONLY
+LONG = "n" * 33000  # an attribute name longer than 32767 bytes (sizes are unsigned 16-bit)
+
+
+def _utf8_null_name(obj: Any) -> bool:
+    """A ``NAME`` attribute of a null dataspace and a 1-byte string type whose name is UTF-8
+    (attribute message version 3: unpadded parts, so the v1 object header's 8-byte alignment
+    leaves bytes after it); h5py has no binding for the attribute's character set, so HDF5 is
+    called directly. False where it cannot be."""
+    lib = hdf5_headers._hdf5_lib()
+    if lib is None:
+        return False
+    try:
+        cls = ctypes.c_int64.in_dll(lib, "H5P_CLS_ATTRIBUTE_CREATE_ID_g").value
+    except ValueError:
+        return False
+    lib.H5Pcreate.restype = ctypes.c_int64
+    lib.H5Acreate2.restype = ctypes.c_int64
+    acpl = lib.H5Pcreate(ctypes.c_int64(cls))
+    if acpl < 0:
+        return False
+    t = h5py.h5t.C_S1.copy()
+    t.set_size(1)
+    space = h5py.h5s.create(h5py.h5s.NULL)
+    try:
+        if lib.H5Pset_char_encoding(ctypes.c_int64(acpl), ctypes.c_int(1)) < 0:  # H5T_CSET_UTF8
+            return False
+        aid = lib.H5Acreate2(ctypes.c_int64(obj.id.id), b"NAME", ctypes.c_int64(t.id), ctypes.c_int64(space.id),
+                             ctypes.c_int64(acpl), ctypes.c_int64(0))  # fmt: skip
+        if aid < 0:
+            return False
+        lib.H5Aclose(ctypes.c_int64(aid))
+    finally:
+        lib.H5Pclose(ctypes.c_int64(acpl))
+    return True
+
+
+def _attr_messages(path: Path, obj: str) -> tuple[int, dict[str, bytes]]:
+    """The object header's address (h5py's) and name -> raw attribute message (header included)
+    of the object, by the header reader's message walk (the message bytes only: where to edit;
+    every value is h5py's)."""
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        info = h5py.h5o.get_info(f[obj].id)
+        header = h.header(info.addr)
+        assert header is not None
+        return info.addr, {_attribute_parts(body)[0]: raw for kind, _fl, raw, body in header.messages if kind == 0x0C}
+
+
+def _edited(src: Path, dst: Path, obj: str, name: str, edits: dict[int, int]) -> Path:
+    """A copy of ``src`` with bytes of attribute ``name``'s message body (offset -> byte) changed."""
+    data = bytearray(src.read_bytes())
+    addr, raws = _attr_messages(src, obj)
+    at = bytes(data).find(raws[name], addr)
+    assert 0 < at < addr + 4096
+    for off, val in edits.items():
+        data[at + 8 + off] = val  # v1 object header: 8 bytes of message header, then the body
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("hdr")
+    early = tmp / "early.h5"
+    with h5py.File(early, "w", libver="earliest") as f:
+        f["t"] = np.dtype("<i4")  # a committed datatype: attribute message version 2, flags 1
+        d = f.create_dataset("v2attr", data=np.arange(3.0))
+        d.attrs.create("c", np.int32(5), dtype=f["t"])
+        d.make_scale("v2attr")
+        d = f.create_dataset("badname", data=np.arange(3.0))
+        d.attrs[b"\xffbad"] = np.int16(2)  # a name that is not UTF-8
+        d.make_scale("badname")
+        d = f.create_dataset("namex", data=np.arange(3.0))
+        d.attrs["NAMEX"] = np.bytes_(NC_DIM_ONLY)  # ends in X; no NAME
+        d.attrs["plainX"] = np.float32(1.5)
+        d = f.create_dataset("long", data=np.arange(3.0))
+        d.attrs[LONG] = np.bytes_(b"value")
+        d.attrs["arr"] = np.arange(6, dtype=">i4").reshape(2, 3)
+        d.attrs["empty"] = h5py.Empty("<f8")
+        d = f.create_dataset("damaged", data=np.arange(3.0))
+        d.attrs["a"] = np.bytes_(b"abcdefg")  # before CLASS: HDF5 decodes it looking for CLASS
+        d.make_scale("damaged")
+        x = f.create_dataset("x", data=np.arange(2.0))
+        x.make_scale("x")
+        v = f.create_dataset("v", data=np.zeros((2, 3)))
+        v.dims[0].attach_scale(x)
+        n = f.create_dataset("nullname", data=np.arange(3.0))
+        utf8 = _utf8_null_name(n)
+    out = {"early": early}
+    if utf8:
+        out["utf8"] = early
+    # attribute message version 1: its reserved byte (the flags of versions 2-3) set
+    out["reserved"] = _edited(early, tmp / "reserved.h5", "damaged", "CLASS", {1: 0x03})
+    # dataspace of DIMENSION_LIST without the "maximum dimensions present" flag (v1: 8-byte parts)
+    out["nomax"] = _edited(early, tmp / "nomax.h5", "v", "DIMENSION_LIST", {8 + 16 + 16 + 2: 0})
+    # a datatype size of 4 (a datatype message is at least 8 bytes); a dataspace past the message
+    out["dtype4"] = _edited(early, tmp / "dtype4.h5", "damaged", "a", {4: 4})
+    out["space_long"] = _edited(early, tmp / "space_long.h5", "damaged", "a", {6: 0xFF})
+    fcpl = hdf5_headers.shared_messages_fcpl(hdf5_headers.SHARE_DTYPE | hdf5_headers.SHARE_SDSPACE)
+    if fcpl is not None:  # every datatype and dataspace in the shared-message heap
+        sohm = tmp / "sohm.h5"
+        with hdf5_headers._create(sohm, fcpl, "earliest") as f:
+            d = f.create_dataset("d", data=np.arange(3.0))
+            d.attrs["x"] = np.arange(4, dtype="<i8")
+            d.attrs["y"] = np.bytes_(b"abc")
+        out["sohm"] = sohm
+    return out
+
+
+def _info(f: h5py.File, obj: str) -> Any:
+    return h5py.h5o.get_info(f[obj].id)
+
+
+def _h5py_attrs(obj: Any) -> dict[str, tuple[tuple[int, ...] | None, bytes | None, bytes | None]]:
+    """Per attribute, as h5py's low-level API reads it: (shape, None for a null dataspace;
+    the datatype message (``H5Tencode`` minus its 2-byte prefix), None for a committed one;
+    the value's bytes in the file's type, None for a null dataspace or references and
+    variable-length values)."""
+    out = {}
+    for i in range(h5py.h5o.get_info(obj.id).num_attrs):
+        aid = h5py.h5a.open(obj.id, index=i)
+        name = aid.name.decode("utf-8", "replace")
+        ftype = aid.get_type()
+        space = aid.get_space()
+        null = space.get_simple_extent_type() == h5py.h5s.NULL
+        shape = None if null else aid.shape
+        dtype = None if ftype.committed() else ftype.encode()[2:]
+        data = None
+        if not null and not aid.dtype.hasobject:  # references, variable lengths: bytes elsewhere
+            arr = np.empty(aid.shape, dtype=aid.dtype)
+            aid.read(arr, mtype=ftype)
+            data = arr.tobytes()
+        out[name] = (shape, dtype, data)
+    return out
+
+
+@pytest.mark.parametrize("obj", ["v2attr", "badname", "namex", "long", "damaged", "x", "v", "nullname"])
+def test_attribute_parts_equal_h5py(files: dict[str, Path], obj: str) -> None:
+    """Every attribute message of versions 1-3 (committed datatype, a name that is not UTF-8,
+    names ending in X, a 33,000-byte name, a null dataspace, a UTF-8 name) reads as h5py does:
+    the same names, shapes, datatype bytes and value bytes; only the committed datatype is
+    marked shared."""
+    path = files["early"]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        info = _info(f, obj)
+        attrs = h._attributes(info.addr, info.num_attrs)
+        want = _h5py_attrs(f[obj])
+        assert attrs is not None, obj
+        assert sorted(attrs) == sorted(want), obj
+        for name, (shape, dtype, data) in want.items():
+            a = attrs[name]
+            assert _space_dims(a.space) == shape, (obj, name[:20])
+            assert a.shared_parts is (dtype is None), (obj, name[:20])
+            if dtype is not None:
+                assert a.dtype == dtype, (obj, name[:20])
+            if data is not None:
+                assert a.data[: len(data)] == data, (obj, name[:20])
+
+
+def test_is_scale_equals_h5ds(files: dict[str, Path]) -> None:
+    """``H5DSis_scale`` from the bytes: objects with attribute messages of versions 1 and 2 and
+    a name that is not UTF-8 are scales; a version 1 message with its reserved byte set reads
+    as HDF5 reads it (the byte is unused before version 2)."""
+    for case, obj in (("early", "v2attr"), ("early", "badname"), ("early", "damaged"), ("reserved", "damaged"),
+                      ("early", "namex"), ("early", "long"), ("early", "v")):  # fmt: skip
+        path = files[case]
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            info = _info(f, obj)
+            assert h.is_scale(info.addr, info.num_attrs) is bool(h5py.h5ds.is_scale(f[obj].id)), (case, obj)
+
+
+def test_name_starts_equals_h5py(files: dict[str, Path]) -> None:
+    """No ``NAME`` (an attribute ``NAMEX`` holding the prefix is another attribute): False; a
+    ``NAME`` h5py reads as ``Empty`` (null dataspace, bytes after it in the message) never
+    starts with anything, not even b"" (None: left to HDF5, or False)."""
+    path = files["early"]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        assert "NAME" not in f["namex"].attrs
+        info = _info(f, "namex")
+        assert h.name_starts(info.addr, info.num_attrs, NC_DIM_ONLY) is False
+        assert h.name_starts(info.addr, info.num_attrs, b"") is False
+        for obj in ("badname", "damaged"):  # H5DSset_scale's NAME: the scale's name
+            info = _info(f, obj)
+            name = f[obj].attrs["NAME"]
+            assert h.name_starts(info.addr, info.num_attrs, obj.encode()) is name.startswith(obj.encode())
+            assert h.name_starts(info.addr, info.num_attrs, b"zz") is name.startswith(b"zz")
+    if "utf8" not in files:
+        pytest.skip("HDF5's low-level calls are not reachable here (fixtures/hdf5_headers.py)")
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        assert isinstance(f["nullname"].attrs["NAME"], h5py.Empty)
+        info = _info(f, "nullname")
+        attrs = h._attributes(info.addr, info.num_attrs)
+        assert attrs is not None and attrs["NAME"].raw[8] == 3 and len(attrs["NAME"].data) > 0  # what it is made for
+        for prefix in (b"", NC_DIM_ONLY):
+            assert h.name_starts(info.addr, info.num_attrs, prefix) in (None, False), prefix
+
+
+def test_first_scales_without_maximum_dimensions(files: dict[str, Path]) -> None:
+    """A ``DIMENSION_LIST`` whose dataspace leaves out the maximum dimensions (its flags 0) is
+    read as HDF5 reads it: the scale attached to each dimension."""
+    for case in ("early", "nomax"):
+        path = files[case]
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            v = f["v"]
+            want = [h5py.h5o.get_info(v.dims[i][0].id).addr if len(v.dims[i]) else None for i in range(v.ndim)]
+            assert want[0] is not None and want[1] is None
+            info = _info(f, "v")
+            assert h.first_scales(info.addr, info.num_attrs, v.ndim) == want, case
+            space = h._attributes(info.addr, info.num_attrs)["DIMENSION_LIST"].space  # type: ignore[index]
+            assert space[2] == (1 if case == "early" else 0)  # what it is made for
+
+
+@pytest.mark.parametrize("case", ["dtype4", "space_long"])
+def test_a_message_hdf5_cannot_decode_is_left_to_hdf5(files: dict[str, Path], case: str) -> None:
+    """An attribute message whose datatype size is below a datatype message's 8 bytes, or whose
+    dataspace runs past the message: HDF5 refuses the object's attributes (even ``CLASS``, the
+    message after it), so the reader tells nothing from them."""
+    path = files[case]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        d = f["damaged"]
+        with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError)):
+            h5py.h5ds.is_scale(d.id)
+        with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError)):
+            list(d.attrs.items())
+        info = _info(f, "damaged")
+        assert h.is_scale(info.addr, info.num_attrs) is None
+        assert h.name_starts(info.addr, info.num_attrs, b"d") is None
+        assert h.attribute_key(info.addr, info.num_attrs, frozenset()) is None
+
+
+def test_shared_message_heap_parts_prove_nothing(files: dict[str, Path]) -> None:
+    """Attribute messages of version 2 whose datatype and dataspace are in the shared-message heap
+    (their bytes a heap ID): every attribute is found, as h5py lists them, and none gives a key."""
+    if "sohm" not in files:
+        pytest.skip("HDF5's low-level calls are not reachable here (fixtures/hdf5_headers.py)")
+    path = files["sohm"]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        info = _info(f, "d")
+        attrs = h._attributes(info.addr, info.num_attrs)
+        assert attrs is not None and sorted(attrs) == sorted(f["d"].attrs)
+        assert {a.raw[8] for a in attrs.values()} == {2}  # what it is made for: version 2 messages
+        assert all(a.shared_parts for a in attrs.values())
+        assert h.attribute_key(info.addr, info.num_attrs, frozenset()) is None
+        assert h.is_scale(info.addr, info.num_attrs) is bool(h5py.h5ds.is_scale(f["d"].id))
+
+
+def test_attribute_message_versions_and_sizes() -> None:
+    """Unknown message versions and parts too short for their messages are refused."""
+    body = bytes([1, 0]) + struct.pack("<HHH", 2, 8, 8) + b"a\0" + bytes(6) + bytes(16)
+    assert _attribute_parts(body)[0] == "a"
+    for version in (0, 4):
+        with pytest.raises(ValueError):
+            _attribute_parts(bytes([version]) + body[1:])
+    with pytest.raises(ValueError):
+        _space_dims(bytes([3, 0, 0, 0]))
