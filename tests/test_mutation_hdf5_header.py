@@ -327,6 +327,21 @@ def reader_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out["utf8class"] = early
     # NAME's string size edited from 8 to 200 (past its message): HDF5 cannot read it
     out["name_long"] = _edited(early, tmp / "name_long.h5", "named", "NAME", {8 + 8 + 4: 200})
+    out["name_huge"] = _edited(early, tmp / "name_huge.h5", "named", "NAME", {8 + 8 + 7: 0x80})  # 2^31 + 8
+    lists = tmp / "lists.h5"  # DIMENSION_LIST attributes H5DSattach_scale never writes
+    with h5py.File(lists, "w", libver="earliest") as f:
+        x = f.create_dataset("x", data=np.arange(2.0))
+        x.make_scale("x")
+        d = f.create_dataset("vint", data=np.arange(2.0))  # a list of integers, not references
+        ints = np.empty(1, dtype=object)
+        ints[0] = np.array([5], "<i8")
+        d.attrs.create("DIMENSION_LIST", ints, dtype=h5py.vlen_dtype(np.dtype("<i8")))
+        w = f.create_dataset("wide", data=np.zeros((2, 2)))  # three lists for two dimensions
+        refs = np.empty(3, dtype=object)
+        for i in range(3):
+            refs[i] = np.array([x.ref], dtype=h5py.ref_dtype)
+        w.attrs.create("DIMENSION_LIST", refs, dtype=h5py.vlen_dtype(h5py.ref_dtype))
+    out["lists"] = lists
     # a superblock version HDF5 does not know
     data = bytearray(early.read_bytes())
     data[8] = 7
@@ -442,15 +457,33 @@ def test_name_starts_reads_values_as_h5py(reader_files: dict[str, Path]) -> None
             assert h.name_starts(info.addr, info.num_attrs, prefix) in (None, False)
 
 
-def test_name_hdf5_cannot_read_is_left_to_hdf5(reader_files: dict[str, Path]) -> None:
-    """A NAME whose string size runs past its message: HDF5 refuses it; the reader tells nothing."""
-    path = reader_files["name_long"]
+@pytest.mark.parametrize("case", ["name_long", "name_huge"])
+def test_name_hdf5_cannot_read_is_left_to_hdf5(reader_files: dict[str, Path], case: str) -> None:
+    """A NAME whose string size runs past its message (200 bytes; 2^31 + 8): HDF5 refuses it;
+    the reader tells nothing."""
+    path = reader_files[case]
     with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
-        with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError)):
+        with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError, MemoryError)):
             f["named"].attrs["NAME"]
         info = _info(f, "named")
         for prefix in (b"", b"abc"):
             assert h.name_starts(info.addr, info.num_attrs, prefix) is None
+
+
+def test_dimension_lists_h5ds_never_writes_are_left_to_hdf5(reader_files: dict[str, Path]) -> None:
+    """A DIMENSION_LIST of integer lists (H5DSiterate_scales fails on it) and one of three
+    reference lists on a two-dimensional array (H5DS writes one per dimension): no scales are
+    read from the bytes."""
+    path = reader_files["lists"]
+    with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+        with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError)):
+            f["vint"].dims[0][0]
+        info = _info(f, "vint")
+        assert h.first_scales(info.addr, info.num_attrs, 1) is None
+        w = f["wide"]
+        assert w.attrs["DIMENSION_LIST"].shape == (3,) and w.ndim == 2
+        info = _info(f, "wide")
+        assert h.first_scales(info.addr, info.num_attrs, 2) is None
 
 
 def test_utf8_named_class_is_a_scale(reader_files: dict[str, Path]) -> None:
