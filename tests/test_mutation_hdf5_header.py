@@ -342,12 +342,25 @@ def reader_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             refs[i] = np.array([x.ref], dtype=h5py.ref_dtype)
         w.attrs.create("DIMENSION_LIST", refs, dtype=h5py.vlen_dtype(h5py.ref_dtype))
     out["lists"] = lists
+    # the first dimension's list says 2 references where its heap object holds 1 (8 bytes)
+    out["count1"] = _one_scale(tmp / "count1.h5")
+    out["count2"] = _edited(out["count1"], tmp / "count2.h5", "v", "DIMENSION_LIST", {8 + 16 + 16 + 24: 2})
     # a superblock version HDF5 does not know
     data = bytearray(early.read_bytes())
     data[8] = 7
     (tmp / "sb7.h5").write_bytes(bytes(data))
     out["sb7"] = tmp / "sb7.h5"
     return out
+
+
+def _one_scale(path: Path) -> Path:
+    """A 2-d array whose first dimension has one scale attached (v1 headers, v1 messages)."""
+    with h5py.File(path, "w", libver="earliest") as f:
+        x = f.create_dataset("x", data=np.arange(2.0))
+        x.make_scale("x")
+        v = f.create_dataset("v", data=np.zeros((2, 3)))
+        v.dims[0].attach_scale(x)
+    return path
 
 
 def _utf8_attr(obj: Any, name: str, value: bytes, size: int, space: Any) -> bool:
@@ -468,6 +481,23 @@ def test_name_hdf5_cannot_read_is_left_to_hdf5(reader_files: dict[str, Path], ca
         info = _info(f, "named")
         for prefix in (b"", b"abc"):
             assert h.name_starts(info.addr, info.num_attrs, prefix) is None
+
+
+def test_a_list_longer_than_its_heap_object_is_left_to_hdf5(reader_files: dict[str, Path]) -> None:
+    """A DIMENSION_LIST count of 2 over a global heap object of one reference: HDF5 refuses the
+    dimension's scales; the reader reads none (the unedited file: the scale h5py gives)."""
+    for case in ("count1", "count2"):
+        path = reader_files[case]
+        with h5py.File(path, "r") as f, HeaderReader(str(path)) as h:
+            v = f["v"]
+            info = _info(f, "v")
+            got = h.first_scales(info.addr, info.num_attrs, 2)
+            if case == "count1":
+                assert got == [h5py.h5o.get_info(v.dims[0][0].id).addr, None]
+                continue
+            with pytest.raises((RuntimeError, OSError, ValueError, KeyError, TypeError)):
+                len(v.dims[0])
+            assert got is None
 
 
 def test_dimension_lists_h5ds_never_writes_are_left_to_hdf5(reader_files: dict[str, Path]) -> None:
