@@ -1,0 +1,320 @@
+"""Which HDF5 stored types the scanner references as numpy reads them, against h5py/HDF5, in-process
+(no collection, no Lance: the mutation run's ``./dev mutate hdf5``).
+
+The scanner references a dataset's stored bytes and reads them later as the dtype h5py gives it,
+without HDF5. h5py gives the nearest numpy dtype of any integer, bitfield or float type, and HDF5
+converts the stored bits on read; so the scanner must refuse every stored type whose bits numpy's
+dtype would misread (``_stored_type_reason``) and accept the standard ones.
+
+Expected values come from h5py and HDF5 only: the dtype h5py gives (``ds.dtype``), the type's
+properties (``ds.id.get_type()``: size, precision, offset), the storage (``get_offset``,
+``get_storage_size``) and what HDF5 reads: ``ds[()]``, or, where h5py has no conversion to its
+own memory type (bitfields), HDF5's reading into the standard bitfield of that size
+(``DatasetID.read`` with that memory type: ``H5T__conv_b_b``). An accepted type: the referenced
+bytes, as the recorded dtype, are HDF5's values bit for bit. A refused type: the same bytes, as
+h5py's dtype, are not HDF5's values (or not even that dtype's size).
+
+Every dataset is scanned twice: through the header bytes (``_hdf5_layout`` describes only plain
+integers and IEEE floats, so every other type is opened through HDF5) and with no header reader
+(every dataset through HDF5's ``DatasetID``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+import pytest
+from h5py import h5d, h5p, h5s, h5t
+
+from refstore.fixtures.hdf5_headers import _hdf5_lib
+from refstore.scan import hdf5 as scanner
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from refstore.scan._types import ScanResult
+
+_N = 6
+_INTS = np.array([1, -2, 300, -2048, 0, 2047])
+_FLOATS = np.array([1.0, -2.5, 0.0, 3.25e-3, 1e4, -0.125])
+
+
+def _padded_int(base: Any, precision: int, offset: int) -> Any:
+    tid = base.copy()
+    tid.set_precision(precision)
+    tid.set_offset(offset)
+    return tid
+
+
+def _float(base: Any, **changes: Any) -> Any:
+    tid = base.copy()
+    if "ebias" in changes:
+        tid.set_ebias(tid.get_ebias() + changes["ebias"])
+    if "norm" in changes:
+        tid.set_norm(changes["norm"])
+    if "size" in changes:
+        tid.set_size(changes["size"])
+    return tid
+
+
+def _complex_pair(member: Any) -> Any:
+    """A compound ``{r, i}`` of two ``member`` floats: h5py reads it as a complex dtype."""
+    size = member.get_size()
+    tid = h5t.create(h5t.COMPOUND, 2 * size)
+    tid.insert(b"r", 0, member)
+    tid.insert(b"i", size, member)
+    return tid
+
+
+def _enum(base: Any, members: dict[bytes, int]) -> Any:
+    tid = h5t.enum_create(base)
+    for name, value in members.items():
+        tid.enum_insert(name, value)
+    return tid
+
+
+def _bitfield(lib: Any, n: int, precision: int, offset: int) -> Any:
+    """A little-endian bitfield of ``n`` bytes with padding bits (h5py has no setter for them)."""
+    tid = getattr(h5t, f"STD_B{8 * n}LE").copy()
+    assert lib.H5Tset_precision(ctypes.c_int64(tid.id), ctypes.c_size_t(precision)) >= 0
+    assert lib.H5Tset_offset(ctypes.c_int64(tid.id), ctypes.c_size_t(offset)) >= 0
+    return tid
+
+
+def _native_complex(lib: Any, base: Any) -> Any:
+    """HDF5 2.0's complex type class over ``base`` (``H5Tcomplex_create``)."""
+    lib.H5Tcomplex_create.restype = ctypes.c_int64
+    return h5t.typewrap(lib.H5Tcomplex_create(ctypes.c_int64(base.id)))
+
+
+def _create(f: Any, name: str, tid: Any) -> Any:
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)  # contiguous storage with an offset, written or not
+    return h5py.Dataset(h5d.create(f.id, name.encode(), tid, h5s.create_simple((_N,)), dcpl=dcpl))
+
+
+def _write_converted(f: Any, name: str, tid: Any, values: np.ndarray[Any, Any]) -> None:
+    """Values HDF5 converts into the stored type (the file holds its bits for them)."""
+    _create(f, name, tid)[...] = values
+
+
+def _write_stored(f: Any, name: str, tid: Any, bits: np.ndarray[Any, Any]) -> None:
+    """Bytes written as the stored type itself (no conversion: the file holds exactly them)."""
+    assert bits.dtype.itemsize == tid.get_size()
+    _create(f, name, tid).id.write(h5s.ALL, h5s.ALL, np.ascontiguousarray(bits), mtype=tid)
+
+
+def _write_types(path: Path, lib: Any) -> dict[str, str | None]:
+    """The file's datasets -> the exact reason each is refused with (spelled from h5py's type
+    properties), None for the ones accepted."""
+    expected: dict[str, str | None] = {}
+    rng = np.random.default_rng(16)
+    with h5py.File(path, "w") as f:
+        # integers: every standard one, and ones whose precision or offset leaves padding bits
+        for size in (1, 2, 4, 8):
+            for order in ("LE", "BE"):
+                for sign in ("I", "U"):
+                    name = f"std_{sign}{8 * size}{order}"
+                    info = np.iinfo(f"{sign.lower()}{size}")
+                    _write_converted(f, name, getattr(h5t, f"STD_{sign}{8 * size}{order}"),
+                                     np.clip(_INTS, info.min, info.max))  # fmt: skip
+                    expected[name] = None
+        for name, base, prec, off in (("int12", h5t.STD_I16LE, 12, 0), ("int12_at_4", h5t.STD_I16BE, 12, 4),
+                                      ("uint20_at_3", h5t.STD_U32LE, 20, 3), ("int7", h5t.STD_I8LE, 7, 0),
+                                      ("int40_at_8", h5t.STD_I64BE, 40, 8)):  # fmt: skip
+            tid = _padded_int(base, prec, off)
+            _write_converted(f, name, tid, _INTS if base.get_sign() else np.abs(_INTS) % 1000)
+            expected[name] = (f"integer type of {prec} bits at bit {off} of {tid.get_size()} bytes "
+                              "(HDF5 converts it on read)")  # fmt: skip
+        # enumerations: numpy reads them as their base integer (bool: h5py's FALSE/TRUE enum)
+        _write_converted(f, "enum_i16be", _enum(h5t.STD_I16BE, {b"a": 1, b"b": -300, b"c": 2047}),
+                         np.array([1, -300, 2047, 1, 1, -300]))  # fmt: skip
+        _write_converted(f, "enum_u8", _enum(h5t.STD_U8LE, {b"x": 0, b"y": 200}), np.array([200, 0, 0, 200, 0, 200]))
+        _write_converted(f, "enum_i32le", _enum(h5t.STD_I32LE, {b"p": -70000, b"q": 5}),
+                         np.array([5, -70000, 5, 5, -70000, 5]))  # fmt: skip
+        f.create_dataset("enum_bool", data=np.array([True, False, True, True, False, False]))
+        for name in ("enum_i16be", "enum_u8", "enum_i32le", "enum_bool"):
+            expected[name] = None
+        padded = _padded_int(h5t.STD_I16LE, 12, 4)
+        _write_converted(f, "enum_over_int12_at_4", _enum(padded, {b"lo": -5, b"hi": 1000}),
+                         np.array([-5, 1000, 1000, -5, -5, 1000]))  # fmt: skip
+        expected["enum_over_int12_at_4"] = "integer type of 12 bits at bit 4 of 2 bytes (HDF5 converts it on read)"
+        # bitfields: the standard ones of every size and order; HDF5 converts none to an integer
+        for size in (1, 2, 4, 8):
+            for order in ("LE", "BE"):
+                name = f"bits{8 * size}{order}"
+                dt = np.dtype(f"{'<' if order == 'LE' else '>'}u{size}")
+                _write_stored(f, name, getattr(h5t, f"STD_B{8 * size}{order}"),
+                              rng.integers(0, 1 << (8 * size - 1), _N, dtype=np.int64).astype(dt))  # fmt: skip
+                expected[name] = None
+        if lib is not None:
+            for name, size, prec, off in (("bits10_at_3", 2, 10, 3), ("bits12", 2, 12, 0), ("bits7", 1, 7, 0),
+                                          ("bits30_at_2", 4, 30, 2)):  # fmt: skip
+                _write_stored(f, name, _bitfield(lib, size, prec, off),
+                              rng.integers(0, 1 << (8 * size), _N).astype(f"<u{size}") | 1)  # fmt: skip
+                expected[name] = f"bitfield of {size} bytes with padding bits (HDF5 cannot convert it)"
+        # floats: IEEE binary16/32/64 in both orders and the native long double are numpy's layouts
+        for bits in (16, 32, 64):
+            for order in ("LE", "BE"):
+                name = f"ieee_f{bits}{order}"
+                _write_converted(f, name, getattr(h5t, f"IEEE_F{bits}{order}"), _FLOATS)
+                expected[name] = None
+        _write_converted(f, "long_double", h5t.NATIVE_LDOUBLE, _FLOATS)
+        expected["long_double"] = None
+        for name, tid in (("f32_unnormalized", _float(h5t.IEEE_F32LE, norm=h5t.NORM_NONE)),
+                          ("f64be_unnormalized", _float(h5t.IEEE_F64BE, norm=h5t.NORM_NONE)),
+                          ("f16_unnormalized", _float(h5t.IEEE_F16LE, norm=h5t.NORM_NONE)),
+                          ("f64_in_16_bytes", _float(h5t.IEEE_F64LE, size=16))):  # fmt: skip
+            _write_converted(f, name, tid, _FLOATS)
+            expected[name] = (f"floating-point type of {tid.get_size()} bytes whose layout is not IEEE 754's "
+                              "(HDF5 converts it on read)")  # fmt: skip
+        biased = _float(h5t.IEEE_F32LE, ebias=1)  # h5py widens it: float64
+        _write_converted(f, "f32_biased", biased, _FLOATS)
+        expected["f32_biased"] = "stored type of 4 bytes is read as float64 (8 bytes)"
+        # complex numbers as a compound {r, i} of two floats
+        _write_converted(f, "pair_f32", _complex_pair(h5t.IEEE_F32LE), _FLOATS + 1j * _FLOATS[::-1])
+        _write_converted(f, "pair_f64be", _complex_pair(h5t.IEEE_F64BE), _FLOATS - 2j)
+        expected["pair_f32"] = expected["pair_f64be"] = None
+        unnorm = _float(h5t.IEEE_F32LE, norm=h5t.NORM_NONE)
+        _write_converted(f, "pair_unnormalized", _complex_pair(unnorm), _FLOATS + 1j * _FLOATS[::-1])
+        expected["pair_unnormalized"] = ("floating-point type of 4 bytes whose layout is not IEEE 754's "
+                                         "(HDF5 converts it on read)")  # fmt: skip
+        _write_converted(f, "pair_biased", _complex_pair(biased), _FLOATS + 1j)
+        expected["pair_biased"] = "stored type of 8 bytes is read as complex128 (16 bytes)"
+        if lib is not None and hasattr(h5t, "COMPLEX"):  # HDF5 2.0's own complex class
+            _write_stored(f, "complex_f32be", h5t.COMPLEX_IEEE_F32BE, (_FLOATS + 2j).astype(">c8"))
+            expected["complex_f32be"] = None
+    return expected
+
+
+def _scan(path: Path, *, bytes_path: bool) -> ScanResult:
+    if bytes_path:
+        return scanner.HDF5Scanner()(str(path))
+    saved = scanner._header_reader
+    scanner._header_reader = lambda *a: None
+    try:
+        return scanner.HDF5Scanner()(str(path))
+    finally:
+        scanner._header_reader = saved
+
+
+@pytest.fixture(scope="module")
+def types_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str | None]]:
+    path = tmp_path_factory.mktemp("h5types") / "types.h5"
+    return path, _write_types(path, _hdf5_lib())
+
+
+@pytest.fixture(scope="module")
+def scans(types_file: tuple[Path, dict[str, str | None]]) -> dict[bool, ScanResult]:
+    path, _ = types_file
+    return {bytes_path: _scan(path, bytes_path=bytes_path) for bytes_path in (True, False)}
+
+
+def _hdf5_values(ds: Any) -> np.ndarray[Any, Any]:
+    """HDF5's reading of the dataset: h5py's, or for a bitfield (no conversion to h5py's integer
+    memory type) into the standard bitfield of its size and order h5py's dtype has."""
+    if ds.id.get_type().get_class() != h5t.BITFIELD:
+        return np.asarray(ds[()])
+    dt = ds.dtype
+    out = np.zeros(ds.shape, dt)
+    order = "BE" if dt.byteorder == ">" else "LE"
+    ds.id.read(h5s.ALL, h5s.ALL, out, mtype=getattr(h5t, f"STD_B{8 * dt.itemsize}{order}"))
+    return out
+
+
+def _stored(path: Path, ds: Any) -> bytes:
+    off, size = ds.id.get_offset(), ds.id.get_storage_size()
+    assert off is not None and size == ds.id.get_type().get_size() * _N
+    with open(path, "rb") as fh:
+        fh.seek(off)
+        return fh.read(size)
+
+
+def _same_values(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> bool:
+    """Bit for bit; x87 long doubles on the 10 bytes of their value (HDF5's precision 80: the
+    6 padding bytes are whatever memory held)."""
+    if got.dtype.kind in "fc" and got.dtype.itemsize // (2 if got.dtype.kind == "c" else 1) == 16:
+        bits = h5t.NATIVE_LDOUBLE.get_precision() // 8
+        g = got.view(np.uint8).reshape(-1, 16)[:, :bits]
+        w = np.ascontiguousarray(want).view(np.uint8).reshape(-1, 16)[:, :bits]
+        return bool(np.array_equal(g, w))
+    return got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("bytes_path", [True, False], ids=["header-bytes", "hdf5"])
+def test_accepted_types_read_as_hdf5_reads_them(types_file: tuple[Path, dict[str, str | None]],
+                                                scans: dict[bool, ScanResult], bytes_path: bool) -> None:  # fmt: skip
+    path, expected = types_file
+    res = scans[bytes_path]
+    metas = {m.name: m for m in res.arrays}
+    assert set(metas) == set(expected)
+    rows = {r["array"]: r for r in res.chunks.to_pylist()}
+    accepted = [n for n, why in expected.items() if why is None]
+    with h5py.File(path, "r") as f:
+        for name in accepted:
+            ds, meta = f[name], metas[name]
+            assert (meta.status, meta.reason) == ("ok", None), name
+            assert np.dtype(meta.dtype) == ds.dtype and meta.dtype == ds.dtype.str, name
+            r = rows[name]
+            assert (r["offset"], r["length"]) == (ds.id.get_offset(), ds.id.get_storage_size()), name
+            got = np.frombuffer(_stored(path, ds), np.dtype(meta.dtype))
+            assert _same_values(got, _hdf5_values(ds)), name
+
+
+@pytest.mark.parametrize("bytes_path", [True, False], ids=["header-bytes", "hdf5"])
+def test_types_numpy_would_misread_are_refused(types_file: tuple[Path, dict[str, str | None]],
+                                               scans: dict[bool, ScanResult], bytes_path: bool) -> None:  # fmt: skip
+    path, expected = types_file
+    res = scans[bytes_path]
+    metas = {m.name: m for m in res.arrays}
+    referenced = {r["array"] for r in res.chunks.to_pylist()}
+    refused = {n: why for n, why in expected.items() if why is not None}
+    assert {"int12", "f32_unnormalized", "pair_unnormalized", "enum_over_int12_at_4"} <= set(refused)
+    with h5py.File(path, "r") as f:
+        for name, why in refused.items():
+            ds, meta = f[name], metas[name]
+            assert (meta.status, meta.reason) == ("unsupported", why), name
+            assert name not in referenced, name
+            # the refusal is needed: the stored bytes, read as h5py's dtype, are not HDF5's values
+            raw = _stored(path, ds)
+            if len(raw) != ds.dtype.itemsize * _N:
+                continue
+            assert not _same_values(np.frombuffer(raw, ds.dtype), _hdf5_values(ds)), name
+
+
+def test_padded_bitfields_are_in_the_file(types_file: tuple[Path, dict[str, str | None]]) -> None:
+    """The bitfields with padding bits exist here (HDF5's ``H5Tset_precision`` reached): without
+    them the refusals above test none."""
+    if _hdf5_lib() is None:
+        pytest.skip("HDF5's H5Tset_precision is not reachable here (the HDF5 library h5py loaded)")
+    path, expected = types_file
+    assert {"bits10_at_3", "bits12", "bits7", "bits30_at_2", "complex_f32be"} <= set(expected)
+    with h5py.File(path, "r") as f:
+        tid = f["bits10_at_3"].id.get_type()
+        assert tid.get_class() == h5t.BITFIELD and f["bits10_at_3"].dtype == np.dtype("<u2")
+        assert _hdf5_lib().H5Tget_precision(ctypes.c_int64(tid.id)) == 10
+
+
+def test_values_held_inline_through_hdf5_are_h5pys(tmp_path: Path) -> None:
+    """A filtered chunk larger than its array is held inline (its values); the header bytes
+    describe its storage but not its values, so they are read through HDF5 on the dataset the
+    header path already opened (``_Dataset`` given that id: the path it is built with there is
+    empty)."""
+    path = tmp_path / "held.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("gz", data=np.arange(5, dtype=">i2") * 300, chunks=(8,), maxshape=(None,), compression="gzip")
+        f.create_dataset("gz2d", data=_FLOATS.reshape(2, 3), chunks=(4, 3), maxshape=(None, 3), shuffle=True,
+                         compression="gzip")  # fmt: skip
+    for bytes_path in (True, False):
+        res = _scan(path, bytes_path=bytes_path)
+        metas = {m.name: m for m in res.arrays}
+        rows = {r["array"]: r for r in res.chunks.to_pylist()}
+        with h5py.File(path, "r") as f:
+            for name in ("gz", "gz2d"):
+                ds = f[name]
+                assert (metas[name].status, metas[name].chunks) == ("ok", ds.shape), (name, bytes_path)
+                assert metas[name].codecs == () and rows[name]["offset"] is None, (name, bytes_path)
+                assert rows[name]["inline"] == ds[()].tobytes(), (name, bytes_path)
