@@ -191,6 +191,8 @@ def _write_types(path: Path, lib: Any) -> dict[str, str | None]:
 
 
 def _scan(path: Path, *, bytes_path: bool) -> ScanResult:
+    """Called by each test itself (milliseconds): the mutation run gives a mutant only the tests
+    that called the mutated function, and a scan in a shared fixture is its first test's only."""
     if bytes_path:
         return scanner.HDF5Scanner()(str(path))
     saved = scanner._header_reader
@@ -205,12 +207,6 @@ def _scan(path: Path, *, bytes_path: bool) -> ScanResult:
 def types_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str | None]]:
     path = tmp_path_factory.mktemp("h5types") / "types.h5"
     return path, _write_types(path, _hdf5_lib())
-
-
-@pytest.fixture(scope="module")
-def scans(types_file: tuple[Path, dict[str, str | None]]) -> dict[bool, ScanResult]:
-    path, _ = types_file
-    return {bytes_path: _scan(path, bytes_path=bytes_path) for bytes_path in (True, False)}
 
 
 def _hdf5_values(ds: Any) -> np.ndarray[Any, Any]:
@@ -246,9 +242,9 @@ def _same_values(got: np.ndarray[Any, Any], want: np.ndarray[Any, Any]) -> bool:
 
 @pytest.mark.parametrize("bytes_path", [True, False], ids=["header-bytes", "hdf5"])
 def test_accepted_types_read_as_hdf5_reads_them(types_file: tuple[Path, dict[str, str | None]],
-                                                scans: dict[bool, ScanResult], bytes_path: bool) -> None:  # fmt: skip
+                                                bytes_path: bool) -> None:  # fmt: skip
     path, expected = types_file
-    res = scans[bytes_path]
+    res = _scan(path, bytes_path=bytes_path)
     metas = {m.name: m for m in res.arrays}
     assert set(metas) == set(expected)
     rows = {r["array"]: r for r in res.chunks.to_pylist()}
@@ -266,9 +262,9 @@ def test_accepted_types_read_as_hdf5_reads_them(types_file: tuple[Path, dict[str
 
 @pytest.mark.parametrize("bytes_path", [True, False], ids=["header-bytes", "hdf5"])
 def test_types_numpy_would_misread_are_refused(types_file: tuple[Path, dict[str, str | None]],
-                                               scans: dict[bool, ScanResult], bytes_path: bool) -> None:  # fmt: skip
+                                               bytes_path: bool) -> None:  # fmt: skip
     path, expected = types_file
-    res = scans[bytes_path]
+    res = _scan(path, bytes_path=bytes_path)
     metas = {m.name: m for m in res.arrays}
     referenced = {r["array"] for r in res.chunks.to_pylist()}
     refused = {n: why for n, why in expected.items() if why is not None}
