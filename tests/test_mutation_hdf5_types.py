@@ -330,3 +330,97 @@ def test_values_held_inline_through_hdf5_are_h5pys(tmp_path: Path) -> None:
                 assert (metas[name].status, metas[name].chunks) == ("ok", ds.shape), (name, bytes_path)
                 assert metas[name].codecs == () and rows[name]["offset"] is None, (name, bytes_path)
                 assert rows[name]["inline"] == ds[()].tobytes(), (name, bytes_path)
+
+
+# ---------------------------------------------------------------- chunk indexes HDF5 reports wrongly
+_GRID = (4, 5, 3)
+_CHUNK = (2, 2, 2)
+
+
+def _write_unlimited(path: Path, libver: str, lib: Any) -> dict[str, tuple[int, ...]]:
+    """Chunked datasets of shape ``_GRID`` with some dimensions unlimited (name -> maxshape
+    with -1 for unlimited), every chunk written with distinct values. ``conv*``: turned into
+    a version 1 B-tree index (``H5Dformat_convert``) in a file whose superblock stays 3.
+    ``*_enum``: an enumeration type, which the header bytes do not describe (the dataset is then
+    opened through HDF5 even with them)."""
+    out: dict[str, tuple[int, ...]] = {}
+    enum = _enum(h5t.STD_I16LE, {b"zero": 0, b"seven": 7})
+    with h5py.File(path, "w", libver=libver) as f:
+        for name, maxshape, tid in (("ea0", (None, 5, 3), None), ("ea1", (4, None, 3), None),
+                                    ("ea2", (4, 5, None), None), ("bt2", (None, None, 3), None),
+                                    ("bt2_12", (4, None, None), None), ("fixed", (4, 5, 3), None),
+                                    ("ea1_enum", (4, None, 3), enum), ("conv", (4, None, 3), None),
+                                    ("conv_enum", (4, None, 3), enum)):  # fmt: skip
+            if name.startswith("conv") and (libver != "latest" or lib is None):
+                continue
+            dt = h5py.enum_dtype({"zero": 0, "seven": 7}, basetype="<i2") if tid is not None else "<i2"
+            d = f.create_dataset(name, shape=_GRID, dtype=dt, maxshape=maxshape, chunks=_CHUNK)
+            d[...] = np.arange(np.prod(_GRID)).reshape(_GRID)
+            if name.startswith("conv"):
+                assert lib.H5Dformat_convert(ctypes.c_int64(d.id.id)) >= 0
+            out[name] = tuple(-1 if m is None else m for m in maxshape)
+    return out
+
+
+@pytest.fixture(scope="module")
+def unlimited_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, tuple[int, ...]]]]:
+    d = tmp_path_factory.mktemp("h5unlimited")
+    lib = _hdf5_lib()
+    return {libver: (d / f"{libver}.h5", _write_unlimited(d / f"{libver}.h5", libver, lib))
+            for libver in ("latest", "earliest")}  # fmt: skip
+
+
+def _iterated_chunks(path: Path, ds: Any) -> dict[tuple[int, ...], tuple[int, int, bool]]:
+    """Every chunk ``H5Dchunk_iter`` reports: its key (first element // chunk shape) -> (byte
+    offset, size, whether its stored values are h5py's read of the region at that key)."""
+    reported: list[tuple[tuple[int, ...], int, int]] = []
+    ds.id.chunk_iter(lambda si: reported.append((tuple(si.chunk_offset), si.byte_offset, si.size)))
+    values = ds[()]
+    out: dict[tuple[int, ...], tuple[int, int, bool]] = {}
+    with open(path, "rb") as fh:
+        for at, offset, size in reported:
+            fh.seek(offset)
+            chunk = np.frombuffer(fh.read(size), ds.dtype).reshape(ds.chunks)
+            region = values[tuple(slice(a, a + c) for a, c in zip(at, ds.chunks, strict=True))]
+            same = chunk[tuple(slice(0, n) for n in region.shape)].tobytes() == region.tobytes()
+            out[tuple(a // c for a, c in zip(at, ds.chunks, strict=True))] = (offset, size, same)
+    return out
+
+
+@pytest.mark.parametrize("bytes_path", [True, False], ids=["header-bytes", "hdf5"])
+@pytest.mark.parametrize("libver", ["latest", "earliest"])
+def test_chunk_indexes_hdf5_misreports_are_refused(unlimited_files: dict[str, tuple[Path, dict[str, tuple[int, ...]]]],
+                                                   libver: str, bytes_path: bool) -> None:  # fmt: skip
+    """An extensible array index (superblock 3, exactly one unlimited dimension) over a dimension
+    that is not the first: ``H5Dchunk_iter`` reports its chunks elsewhere, so it is refused; with
+    the header bytes the index type is read from the layout message, without them any such
+    dataset of a superblock 3 file is refused. Every other dataset is referenced chunk by chunk
+    as HDF5 looks each chunk up by its coordinates."""
+    path, maxshapes = unlimited_files[libver]
+    res = _scan(path, bytes_path=bytes_path)
+    metas = {m.name: m for m in res.arrays}
+    rows = res.chunks.to_pylist()
+    assert set(metas) == set(maxshapes)
+    with h5py.File(path, "r") as f:
+        superblock = f.id.get_create_plist().get_version()[0]
+        assert (superblock >= 3) == (libver == "latest")
+        for name, maxshape in maxshapes.items():
+            ds, meta = f[name], metas[name]
+            unlimited = [i for i, m in enumerate(maxshape) if m == -1]
+            iterated = _iterated_chunks(path, ds)
+            assert len(iterated) == ds.id.get_num_chunks() == 12, name
+            one_inner = len(unlimited) == 1 and unlimited[0] != 0
+            misreported = not all(same for _o, _s, same in iterated.values())
+            assert misreported == (one_inner and libver == "latest" and not name.startswith("conv")), name
+            refused = one_inner and superblock >= 3 and (misreported or not bytes_path)
+            if refused:
+                assert meta.status == "unsupported", name
+                assert meta.reason == (
+                    f"chunk index is an extensible array over unlimited dimension {unlimited[0]}: "
+                    "HDF5's chunk iteration reports its chunk offsets wrongly (not swizzled back)"
+                )
+                assert not [r for r in rows if r["array"] == name], name
+                continue
+            assert (meta.status, meta.reason, meta.chunks) == ("ok", None, _CHUNK), name
+            got = {(r["k0"], r["k1"], r["k2"]): (r["offset"], r["length"]) for r in rows if r["array"] == name}
+            assert got == {k: (o, n) for k, (o, n, _same) in iterated.items()}, name
