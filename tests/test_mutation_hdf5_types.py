@@ -486,3 +486,45 @@ def test_a_b_tree_index_over_one_inner_unlimited_dimension(tmp_path: Path) -> No
         assert (meta.status, meta.reason, meta.chunks) == ("ok", None, _CHUNK)
         got = {(r["k0"], r["k1"], r["k2"]): (r["offset"], r["length"]) for r in res.chunks.to_pylist()}
         assert got == {k: (o, n) for k, (o, n, _same) in iterated.items()}
+
+
+# ---------------------------------------------------------------- attribute types
+def _same_attr(got: Any, want: Any) -> bool:
+    """h5py's value: fixed-length strings as the text refstore records (UTF-8 or ASCII)."""
+    want = np.asarray(want)
+    if want.dtype.kind == "S":
+        return bool(np.array_equal(np.asarray(got), np.char.decode(want, "utf-8")))
+    got = np.asarray(got)
+    return bool(np.array_equal(got, want)) and (got.dtype.kind, got.dtype.itemsize) == (
+        want.dtype.kind, want.dtype.itemsize)  # fmt: skip
+
+
+def test_attributes_of_types_sharing_a_numpy_dtype_read_as_h5py(tmp_path: Path) -> None:
+    """Attributes whose numpy dtypes are one ``dtype.str`` but whose HDF5 memory types differ
+    (a UTF-8 and an ASCII fixed-length string of one size, an enumeration and its base integer,
+    each read first), on one object in creation order: every one as h5py reads it."""
+    from refstore._values import decode_attr
+
+    path = tmp_path / "attrs.h5"
+    with h5py.File(path, "w", track_order=True) as f:
+        for name, order in (("utf8_first", ("s_utf8", "s_ascii", "e", "i")),
+                            ("ascii_first", ("s_ascii", "s_utf8", "i", "e"))):  # fmt: skip
+            g = f.create_group(name, track_order=True)
+            for a in order:
+                if a == "s_utf8":
+                    g.attrs.create(a, np.array([b"caf\xc3\xa9", b"de"], "S5"), dtype=h5py.string_dtype("utf-8", 5))
+                elif a == "s_ascii":
+                    g.attrs.create(a, np.array([b"xyz"], "S5"), dtype=h5py.string_dtype("ascii", 5))
+                elif a == "e":
+                    g.attrs.create(a, np.array([1, -300], "<i2"), dtype=h5py.enum_dtype({"a": 1, "b": -300}, "<i2"))
+                else:
+                    g.attrs[a] = np.array([5, -6], "<i2")
+    for bytes_path in (True, False):
+        res = _scan(path, bytes_path=bytes_path)
+        with h5py.File(path, "r") as f:
+            for name in ("utf8_first", "ascii_first"):
+                want = f[name].attrs
+                got = {k: decode_attr(v) for k, v in res.groups[name].items()}
+                assert list(got) == list(want), (name, bytes_path)
+                for k in want:
+                    assert _same_attr(got[k], want[k]), (name, k, bytes_path)
