@@ -528,3 +528,83 @@ def test_attributes_of_types_sharing_a_numpy_dtype_read_as_h5py(tmp_path: Path) 
                 assert list(got) == list(want), (name, bytes_path)
                 for k in want:
                     assert _same_attr(got[k], want[k]), (name, k, bytes_path)
+
+
+# ---------------------------------------------------------------- dimension scales
+_NOT_A_VARIABLE = b"This is a netCDF dimension but not a netCDF variable"
+
+
+def _write_scales(path: Path, lib: Any) -> None:
+    """Dimension scales with every form of ``NAME``: a plain name, netCDF's dimension-only text
+    (fixed-length, as netCDF-C writes it, and variable-length), none (a ``CLASS`` attribute
+    alone), and one of a type HDF5 cannot convert to h5py's (a bitfield with padding bits)."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(3, dtype="<f4")).make_scale("x")
+        f.create_dataset("nv", shape=(4,), dtype="<f4").make_scale(_NOT_A_VARIABLE.decode() + "         4")
+        vn = f.create_dataset("vlen_name", shape=(6,), dtype="<f4")
+        vn.make_scale("q")
+        del vn.attrs["NAME"]
+        vn.attrs["NAME"] = _NOT_A_VARIABLE.decode() + "         6"  # h5py: a variable-length string
+        nn = f.create_dataset("no_name", data=np.arange(2, dtype="<i2"))
+        ct = h5t.C_S1.copy()
+        ct.set_size(16)
+        ct.set_strpad(h5t.STR_NULLTERM)
+        h5py.h5a.create(nn.id, b"CLASS", ct, h5s.create(h5s.SCALAR)).write(
+            np.array(b"DIMENSION_SCALE", "S16"), mtype=ct
+        )
+        if lib is not None:
+            on = f.create_dataset("odd_name", data=np.arange(5, dtype="<i2"))
+            on.make_scale("z")
+            del on.attrs["NAME"]
+            bt = _bitfield(lib, 2, 10, 3)
+            h5py.h5a.create(on.id, b"NAME", bt, h5s.create(h5s.SCALAR)).write(np.array(0x1234, "<u2"), mtype=bt)
+
+
+def test_dimension_only_scales_are_left_out_as_their_name_says(tmp_path: Path) -> None:
+    """A dimension scale is a netCDF dimension without a variable (no array) when h5py reads its
+    ``NAME`` as text starting with netCDF's words; a scale without ``NAME``, or whose ``NAME``
+    h5py cannot read, is an array like any other. With the header bytes, a fixed-length
+    ``NAME`` is read from them: HDF5 is not asked for it."""
+    lib = _hdf5_lib()
+    path = tmp_path / "scales.h5"
+    _write_scales(path, lib)
+    with h5py.File(path, "r") as f:
+        want: dict[str, bytes] = {}
+        for name, ds in f.items():
+            assert h5py.h5ds.is_scale(ds.id), name
+            try:
+                text = ds.attrs["NAME"]
+            except (KeyError, OSError):
+                text = None
+            text = text.encode() if isinstance(text, str) else text
+            if not (isinstance(text, bytes) and text.startswith(_NOT_A_VARIABLE)):
+                want[name] = ds[()].tobytes()
+    assert {"x", "no_name"} <= set(want) and "nv" not in want and "vlen_name" not in want
+    asked: list[str] = []
+    read_attr = scanner._read_attr
+
+    def spy(oid: Any, name: bytes) -> Any:
+        if name == b"NAME":
+            asked.append(h5py.h5i.get_name(oid).decode())
+        return read_attr(oid, name)
+
+    scanner._read_attr = spy
+    try:
+        for bytes_path in (True, False):
+            asked.clear()
+            res = _scan(path, bytes_path=bytes_path)
+            metas = {m.name: m for m in res.arrays}
+            assert set(metas) == set(want), bytes_path
+            inline = {r["array"]: r for r in res.chunks.to_pylist()}
+            for name, values in want.items():
+                assert metas[name].status == "ok", (name, bytes_path)
+                r = inline[name]
+                with open(path, "rb") as fh:
+                    fh.seek(r["offset"])
+                    assert fh.read(r["length"]) == values, (name, bytes_path)
+            if bytes_path:
+                assert "/nv" not in asked and "/x" not in asked, asked
+            else:
+                assert {"/nv", "/vlen_name", "/no_name"} - set(asked) == {"/no_name"}, asked
+    finally:
+        scanner._read_attr = read_attr
