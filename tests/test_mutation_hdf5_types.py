@@ -564,7 +564,7 @@ def test_dimension_only_scales_are_left_out_as_their_name_says(tmp_path: Path) -
     """A dimension scale is a netCDF dimension without a variable (no array) when h5py reads its
     ``NAME`` as text starting with netCDF's words; a scale without ``NAME``, or whose ``NAME``
     h5py cannot read, is an array like any other. With the header bytes, a fixed-length
-    ``NAME`` is read from them: HDF5 is not asked for it."""
+    ``NAME`` and the ``CLASS`` are read from them: HDF5 is not asked for either."""
     lib = _hdf5_lib()
     path = tmp_path / "scales.h5"
     _write_scales(path, lib)
@@ -588,10 +588,19 @@ def test_dimension_only_scales_are_left_out_as_their_name_says(tmp_path: Path) -
             asked.append(h5py.h5i.get_name(oid).decode())
         return read_attr(oid, name)
 
+    scale_asked: list[str] = []
+    is_scale = h5py.h5ds.is_scale
+
+    def scale_spy(oid: Any) -> Any:
+        scale_asked.append(h5py.h5i.get_name(oid).decode())
+        return is_scale(oid)
+
     scanner._read_attr = spy
+    h5py.h5ds.is_scale = scale_spy
     try:
         for bytes_path in (True, False):
             asked.clear()
+            scale_asked.clear()
             res = _scan(path, bytes_path=bytes_path)
             metas = {m.name: m for m in res.arrays}
             assert set(metas) == set(want), bytes_path
@@ -602,9 +611,12 @@ def test_dimension_only_scales_are_left_out_as_their_name_says(tmp_path: Path) -
                 with open(path, "rb") as fh:
                     fh.seek(r["offset"])
                     assert fh.read(r["length"]) == values, (name, bytes_path)
-            if bytes_path:
+            if bytes_path:  # what the header bytes tell (CLASS, a fixed-length NAME) is not asked
                 assert "/nv" not in asked and "/x" not in asked, asked
+                assert "/nv" not in scale_asked and "/x" not in scale_asked, scale_asked
             else:
                 assert {"/nv", "/vlen_name", "/no_name"} - set(asked) == {"/no_name"}, asked
+                assert set(scale_asked) == {f"/{n}" for n in (*want, "nv", "vlen_name")}, scale_asked
     finally:
         scanner._read_attr = read_attr
+        h5py.h5ds.is_scale = is_scale
