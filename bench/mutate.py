@@ -15,7 +15,9 @@ the fast test files listed for it in ``GROUPS`` (the whole suite per mutant woul
 here). mutmut records which of those tests call each mutated function and runs only them per
 mutant, with a CPU-time limit. ``--report`` prints the table of a previous run without running;
 ``--retest-survivors`` runs only the mutants not killed last time (after adding tests: mutmut
-keeps earlier verdicts otherwise). Every decided verdict is also kept in the group folder's
+keeps earlier verdicts otherwise). ``--pending`` runs those and every mutant without a verdict (never
+run, or its function changed): what is left after new tests or a source change, where a plain
+run would re-run everything (mutmut resets every verdict when the group's test list changes). Every decided verdict is also kept in the group folder's
 ``verdicts.json`` with its function's source hash (``remember``), so the table after an
 ``--only`` or ``--retest-survivors`` run (or after mutmut reset every verdict because the group's
 test list changed) still counts the mutants decided before (``merge_verdicts``).
@@ -314,6 +316,18 @@ def merge_verdicts(now: dict[str, str], hashes: dict[str, str], earlier: dict[st
     return out
 
 
+def pending(statuses: dict[str, str], only: list[str] | None = None) -> list[str]:
+    """The mutants a ``--pending`` run tests: every one without a verdict (never run, or its
+    function changed since) and every one not killed (survived, no tests), optionally only
+    those matching ``only`` (fnmatch patterns)."""
+    return [
+        k
+        for k, v in statuses.items()
+        if (v in _UNDECIDED or v in ("survived", "no tests"))
+        and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))
+    ]
+
+
 def _raw_results(name: str, group: Group) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
     """``{module path: ({mutant name: status}, {function: source hash})}`` as mutmut left them."""
     from mutmut.stats import status_by_exit_code
@@ -458,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run again only the mutants that survived (or had no test) last time, e.g. after new tests",
     )
     ap.add_argument(
+        "--pending",
+        action="store_true",
+        help="run every mutant not killed yet: never run, of a function changed since, survived or with no "
+        "tests (after new tests or a source change; a plain run re-runs everything once the test list changed)",
+    )
+    ap.add_argument(
         "--only",
         action="append",
         metavar="PATTERN",
@@ -483,11 +503,20 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 if not again:
                     continue
-            elif args.only:
+            elif args.only and not args.pending:
                 again = list(args.only)
             work = prepare(name, GROUPS[name], source=not args.keep_source)
             print(f"== {name}: mutmut in {work.relative_to(REPO)}", flush=True)
             remember(name, GROUPS[name])  # before mutmut may reset verdicts (a changed test list)
+            if args.pending:
+                # mutmut regenerates the mutants of changed sources (new function hashes) and
+                # re-collects its stats, then refuses a filter that matches nothing: the table
+                # after it tells the functions changed since (their verdicts dropped) from the rest
+                run(work, args.max_children, ["refstore.__regenerate_only__"])
+                again = [k for st in results(name, GROUPS[name]).values() for k in pending(st, args.only)]
+                print(f"== {name}: {len(again)} mutants pending", flush=True)
+                if not again:
+                    continue
             failed |= run(work, args.max_children, again) != 0
     print()
     for name in names:

@@ -72,3 +72,20 @@ def test_the_table_of_a_partial_run_is_whole(tmp_path: Path, monkeypatch: pytest
     assert set(mutate.results("g", group)["refstore/scan/_m.py"].values()) == {"killed", "timeout"}
     _meta(work, dict.fromkeys(names, None), {"x_f": "bbb"})  # the function's source changed
     assert set(mutate.results("g", group)["refstore/scan/_m.py"].values()) == {"not checked"}
+
+
+def test_pending_is_every_mutant_not_killed_or_timed_out() -> None:
+    statuses = {
+        M + "x_f__mutmut_1": "killed",
+        M + "x_f__mutmut_2": "survived",
+        M + "x_f__mutmut_3": "not checked",  # never run, or its function changed
+        M + "x_f__mutmut_4": "timeout",
+        M + "x_f__mutmut_5": "no tests",
+        M + "x_g__mutmut_1": "survived",
+        M + "x_g__mutmut_2": "skipped",
+        M + "x_g__mutmut_3": "caught by type check",
+    }
+    assert mutate.pending(statuses) == [
+        M + "x_f__mutmut_2", M + "x_f__mutmut_3", M + "x_f__mutmut_5", M + "x_g__mutmut_1", M + "x_g__mutmut_2",
+    ]  # fmt: skip
+    assert mutate.pending(statuses, [M + "x_g__*"]) == [M + "x_g__mutmut_1", M + "x_g__mutmut_2"]
