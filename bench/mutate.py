@@ -18,7 +18,8 @@ mutant, with a CPU-time limit. ``--report`` prints the table of a previous run w
 keeps earlier verdicts otherwise). ``--pending`` runs those and every mutant without a
 verdict (never run, or its function changed): what is left after new tests or a source change,
 where a plain run would re-run everything (mutmut resets every verdict when the group's test
-list changes). Every decided verdict is also kept in the group folder's ``verdicts.json`` with its function's source hash (``remember``), so the table after an
+list changes). Every decided verdict is also kept in the group folder's ``verdicts.json``
+with its function's source hash (``remember``), so the table after an
 ``--only`` or ``--retest-survivors`` run (or after mutmut reset every verdict because the group's
 test list changed) still counts the mutants decided before (``merge_verdicts``).
 
