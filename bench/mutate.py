@@ -276,7 +276,7 @@ def prepare(name: str, group: Group, *, source: bool = True) -> Path:
     return work
 
 
-def run(work: Path, max_children: int, mutants: list[str] | None = None) -> int:
+def run(work: Path, max_children: int, mutants: list[str] | None = None, *, quiet: bool = False) -> int:
     # no ../shared/data: a mutant costs seconds, and the generated cases cover every codec and rule
     env = dict(os.environ, REFSTORE_SHARED_DATA="/nonexistent")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -288,7 +288,8 @@ def run(work: Path, max_children: int, mutants: list[str] | None = None) -> int:
     env["REFSTORE_ORACLE_CACHE"] = str(cache)
     cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
            "run", "--max-children", str(max_children), *(mutants or [])]  # fmt: skip
-    return subprocess.call(cmd, cwd=work, env=env)
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.call(cmd, cwd=work, env=env, stdout=out, stderr=out)
 
 
 VERDICTS = "verdicts.json"
@@ -513,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                 # mutmut regenerates the mutants of changed sources (new function hashes) and
                 # re-collects its stats, then refuses a filter that matches nothing: the table
                 # after it tells the functions changed since (their verdicts dropped) from the rest
-                run(work, args.max_children, ["refstore.__regenerate_only__"])
+                run(work, args.max_children, ["refstore.__regenerate_only__"], quiet=True)
                 again = [k for st in results(name, GROUPS[name]).values() for k in pending(st, args.only)]
                 print(f"== {name}: {len(again)} mutants pending", flush=True)
                 if not again:
