@@ -172,6 +172,9 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
     if cid == "spacepad":
         raise UnexpressibleError(f"array {meta.name!r}: space-padded HDF5 strings (read with NULs for the trailing "
                                  "spaces) have no zarr form")  # fmt: skip
+    if cid == "nullterm":
+        raise UnexpressibleError(f"array {meta.name!r}: null-terminated HDF5 strings holding bytes after their NUL "
+                                 "(read as NULs) have no zarr form")  # fmt: skip
     raise UnexpressibleError(f"array {meta.name!r}: codec {cid!r} has no zarr v2 (numcodecs) form")
 
 

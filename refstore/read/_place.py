@@ -35,7 +35,7 @@ def place_raw(
 
     Row ``i`` is cropped to ``src_lo[i]:src_hi[i]:steps`` (chunk-local) and lands at
     ``dst_lo[i]`` in ``out``; chunks with the same crop are placed together."""
-    if decoder.steps or decoder.spacepad or decoder.items > MAX_CHUNK_ITEMS or len(items) < 2:
+    if decoder.steps or decoder.spacepad or decoder.nullterm or decoder.items > MAX_CHUNK_ITEMS or len(items) < 2:
         return items
     plain = [(row, raw) for row, raw in items if len(raw) == decoder.nbytes and not masks[row]]
     if len(plain) < 2:

@@ -75,7 +75,7 @@ def _unshuffle(elementsize: int) -> Callable[[Any], Any]:
 
     return unshuffle
 
-_VALUE_STEPS = frozenset({"spacepad"})
+_VALUE_STEPS = frozenset({"spacepad", "nullterm"})
 """Conversions of decoded values (HDF5 type conversions, not filters): last in a pipeline,
 applied after every filter; the HDF5 filter mask counts only the filters before them."""
 
@@ -87,6 +87,16 @@ def _spacepad(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     b = values.reshape(-1).view(np.uint8).reshape(-1, n).copy()
     keep = np.flip(np.cumsum(np.flip(b != 0x20, axis=1), axis=1), axis=1) > 0  # up to the last non-space
     b[~keep] = 0
+    out: np.ndarray[Any, Any] = b.view(values.dtype).reshape(values.shape)
+    return out
+
+
+def _nullterm(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Fixed-length strings as HDF5 converts null termination to null padding: every byte from
+    the first NUL on becomes NUL (a string without one keeps all its bytes)."""
+    n = values.dtype.itemsize
+    b = values.reshape(-1).view(np.uint8).reshape(-1, n).copy()
+    b[np.cumsum(b == 0, axis=1) > 0] = 0
     out: np.ndarray[Any, Any] = b.view(values.dtype).reshape(values.shape)
     return out
 
@@ -180,6 +190,7 @@ class ChunkDecoder:
 
     def __init__(self, codecs: Sequence[dict[str, Any]], dtype: str, shape: tuple[int, ...]) -> None:
         self.spacepad = any(c["id"] == "spacepad" for c in codecs)
+        self.nullterm = any(c["id"] == "nullterm" for c in codecs)
         codecs = [c for c in codecs if c["id"] not in _VALUE_STEPS]
         self.steps = [_step(c) for c in codecs]
         # every step bytes -> bytes: one call per step, no shape bookkeeping (most HDF5 chunks)
@@ -195,7 +206,9 @@ class ChunkDecoder:
         """``edge``: the chunk's shape when cut by the array's end (used if the stored chunk is
         short, like a TIFF's last strip; edge chunks stored full size decode to ``shape``)."""
         out = self._filters(raw, filter_mask, edge)
-        return _spacepad(out) if self.spacepad else out
+        if self.spacepad:
+            out = _spacepad(out)
+        return _nullterm(out) if self.nullterm else out
 
     def _filters(
         self, raw: bytes | memoryview, filter_mask: int, edge: tuple[int, ...] | None

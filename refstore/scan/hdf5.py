@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import numpy as np
 
@@ -574,16 +574,44 @@ def _dim_names(ds: Any, is_scale: bool, header: HeaderReader | None = None,
     return tuple(names)
 
 
+NULLTERM_CHECK_MAX: Final = 16 << 20
+"""Stored bytes of a null-terminated string dataset up to which the scan reads them to see
+whether any string holds bytes after its NUL (larger ones take the ``nullterm`` step unread)."""
+
+
 def _string_pad(ds: Any) -> tuple[dict[str, Any], ...]:
-    """``({"id": "spacepad"},)`` for a space-padded fixed-length string dataset: h5py (HDF5's
-    conversion to null padding) reads its trailing spaces as NULs, so the stored bytes are
-    converted the same way after decoding (``read/decode.py``); compact and inlined values come
-    from h5py already converted."""
+    """The value step of a fixed-length string dataset whose stored bytes h5py (HDF5's
+    conversion to null padding) does not read as they are, converted after decoding
+    (``read/decode.py``); compact and inlined values come from h5py already converted.
+    ``spacepad``: trailing spaces read as NULs. ``nullterm``: null-terminated strings read as
+    NULs from their first NUL on; only where some string holds bytes after it (C writers leave
+    them NUL), so the usual ones (HDF-EOS metadata...) keep their zarr forms."""
     import h5py
 
-    if ds.dtype.kind != "S" or ds.id.get_type().get_strpad() != h5py.h5t.STR_SPACEPAD:
+    if ds.dtype.kind != "S":
         return ()
-    return ({"id": "spacepad"},)
+    pad = ds.id.get_type().get_strpad()
+    if pad == h5py.h5t.STR_SPACEPAD:
+        return ({"id": "spacepad"},)
+    if pad != h5py.h5t.STR_NULLTERM or ds.dtype.itemsize < 2 or not _bytes_after_nul(ds):
+        return ()
+    return ({"id": "nullterm"},)
+
+
+def _bytes_after_nul(ds: Any) -> bool:
+    """Whether a null-terminated string dataset stores a byte other than NUL after some
+    string's first NUL (read unconverted, in its file type); True unread past
+    ``NULLTERM_CHECK_MAX`` stored bytes."""
+    import h5py
+
+    shape = tuple(int(s) for s in ds.shape)
+    if int(np.prod(shape, dtype=np.int64)) * ds.dtype.itemsize > NULLTERM_CHECK_MAX:
+        return True
+    raw = np.zeros(shape, ds.dtype)
+    if raw.size:
+        ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
+    b = raw.reshape(-1).view(np.uint8).reshape(-1, ds.dtype.itemsize)
+    return bool((b[np.cumsum(b == 0, axis=1) > 0] != 0).any())
 
 
 def _supported_dtype(dt: np.dtype[Any]) -> str | None:
