@@ -339,6 +339,37 @@ def test_space_padded_strings_decode_as_h5py_converts_them(tmp_path: Path, gzip:
         assert list(ds[()]) == [v.rstrip(b" ") for v in values]  # h5py's conversion, as the oracle
 
 
+@pytest.mark.parametrize("spacepad", [False, True])
+def test_null_terminated_strings_decode_as_h5py_converts_them(tmp_path: Path, spacepad: bool) -> None:
+    """HDF5 converts null termination to null padding on read: every byte from a string's first
+    NUL on reads as NUL; a string without a NUL keeps every byte (h5py reads the values, the
+    chunks are fetched raw). With a ``spacepad`` step before it, both conversions apply."""
+    values = np.array([b"ab\0cd", b"abcde", b"\0\0q", b"a\0\0\0e", b"", b"x y\0z", b"\0abcd"], "S5")
+    path = tmp_path / "n.h5"
+    with h5py.File(path, "w") as f:
+        tid = h5py.h5t.C_S1.copy()
+        tid.set_size(5)
+        tid.set_strpad(h5py.h5t.STR_NULLTERM)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((3,))
+        dsid = h5py.h5d.create(f.id, b"s", tid, h5py.h5s.create_simple((len(values),)), dcpl=dcpl)
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, values, mtype=tid)
+    with h5py.File(path, "r") as f:
+        ds = f["s"]
+        steps = [{"id": "spacepad"}, {"id": "nullterm"}] if spacepad else [{"id": "nullterm"}]
+        decode = make_decoder(steps, ds.dtype.str, (3,))
+        seen = []
+        for offset, mask, raw in _h5_chunks(ds):
+            exp = ds[offset[0] : offset[0] + 3]
+            assert raw[: 5 * len(exp)] == values[offset[0] : offset[0] + 3].tobytes()  # stored as written
+            got = decode(raw, mask)
+            assert got.shape == (3,)
+            _assert_chunk(got, exp, offset)
+            seen.append(offset[0])
+        assert seen == [0, 3, 6]
+        assert ds[()].tolist() == [b"ab", b"abcde", b"", b"a", b"", b"x y", b""]  # h5py's conversion
+
+
 @pytest.mark.parametrize("dtype", ["<i4", ">u2"])
 def test_masked_chunks_run_the_general_shuffle_and_fletcher32_steps(tmp_path: Path, dtype: str) -> None:
     """A chunk whose mask skips deflate undoes shuffle and fletcher32 one step at a time (not the
