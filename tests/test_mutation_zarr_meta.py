@@ -707,6 +707,10 @@ def test_refusal_messages_are_whole_lines_naming_the_array() -> None:
         v2_array(_meta(dtype="|S4", codecs=({"id": "spacepad"},)))
     assert str(e.value) == ("array 'v': space-padded HDF5 strings (read with NULs for the trailing spaces) have no "
                             "zarr form")  # fmt: skip
+    with pytest.raises(UnexpressibleError) as e:
+        v2_array(_meta(dtype="|S4", codecs=({"id": "nullterm"},)))
+    assert str(e.value) == ("array 'v': null-terminated HDF5 strings holding bytes after their NUL (read as NULs) "
+                            "have no zarr form")  # fmt: skip
 
 
 def test_codec_registration_is_quiet_and_idempotent(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
