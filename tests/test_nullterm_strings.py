@@ -83,3 +83,26 @@ def test_only_strings_with_bytes_after_their_nul_lose_their_zarr_forms(
     assert sorted(rep.skipped) == ["dirty_chunked", "dirty_contiguous"]
     assert all("after their NUL" in why for why in rep.skipped.values())
     assert rep.arrays == 3
+
+
+def test_strings_hdf5_cannot_read_at_scan_keep_the_step(tmp_path: Path, new_collection: Callable[..., str]) -> None:
+    """A damaged chunk fails the scan's unconverted read: the array keeps the ``nullterm`` step
+    (what HDF5 would read, were the chunk readable) and the scan of the file goes on."""
+    path = tmp_path / "bad.h5"
+    with h5py.File(path, "w") as f:
+        _strings(f, "bad", CLEAN, chunks=(2, 2), gzip=True)
+        _strings(f, "good", CLEAN)
+    with h5py.File(path, "r+") as f:
+        info = f["bad"].id.get_chunk_info(0)
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset)
+        fh.write(b"\xff" * info.size)
+    with h5py.File(path) as f, pytest.raises(OSError):
+        f["bad"][()]  # the oracle cannot read it either
+    col = new_collection()
+    refstore.scan(col, [str(path)])
+    ds = refstore.open(col)
+    assert ds["bad"].meta.codecs[-1] == {"id": "nullterm"}
+    with h5py.File(path) as f:
+        assert ds["good"][...].tobytes() == f["good"][()].tobytes()
+        assert [c["id"] for c in ds["good"].meta.codecs] == []

@@ -609,7 +609,10 @@ def _bytes_after_nul(ds: Any) -> bool:
         return True
     raw = np.zeros(shape, ds.dtype)
     if raw.size:
-        ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
+        try:
+            ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
+        except (OSError, RuntimeError):
+            return True  # unread: the step keeps what HDF5 would read, were the chunks readable
     b = raw.reshape(-1).view(np.uint8).reshape(-1, ds.dtype.itemsize)
     return bool((b[np.cumsum(b == 0, axis=1) > 0] != 0).any())
 
@@ -803,9 +806,9 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], 
 
     chunks = ds.chunk_shape()
     codecs, reason = filters_to_codecs(ds.filters(), dt)
-    codecs += _string_pad(ds)
     if reason is not None:
         return meta(chunks, reason=reason), None
+    codecs += _string_pad(ds)  # (after the filter check: it may read the values through HDF5)
     if 0 in shape:
         return meta(chunks, codecs), None
 
