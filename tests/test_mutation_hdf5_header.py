@@ -27,39 +27,6 @@ NC_DIM_ONLY = hdf5_headers.NC_DIM_ONLY
 LONG = "n" * 33000  # an attribute name longer than 32767 bytes (sizes are unsigned 16-bit)
 
 
-def _utf8_null_name(obj: Any) -> bool:
-    """A ``NAME`` attribute of a null dataspace and a 1-byte string type whose name is UTF-8
-    (attribute message version 3: unpadded parts, so the v1 object header's 8-byte alignment
-    leaves bytes after it); h5py has no binding for the attribute's character set, so HDF5 is
-    called directly. False where it cannot be."""
-    lib = hdf5_headers._hdf5_lib()
-    if lib is None:
-        return False
-    try:
-        cls = ctypes.c_int64.in_dll(lib, "H5P_CLS_ATTRIBUTE_CREATE_ID_g").value
-    except ValueError:
-        return False
-    lib.H5Pcreate.restype = ctypes.c_int64
-    lib.H5Acreate2.restype = ctypes.c_int64
-    acpl = lib.H5Pcreate(ctypes.c_int64(cls))
-    if acpl < 0:
-        return False
-    t = h5py.h5t.C_S1.copy()
-    t.set_size(1)
-    space = h5py.h5s.create(h5py.h5s.NULL)
-    try:
-        if lib.H5Pset_char_encoding(ctypes.c_int64(acpl), ctypes.c_int(1)) < 0:  # H5T_CSET_UTF8
-            return False
-        aid = lib.H5Acreate2(ctypes.c_int64(obj.id.id), b"NAME", ctypes.c_int64(t.id), ctypes.c_int64(space.id),
-                             ctypes.c_int64(acpl), ctypes.c_int64(0))  # fmt: skip
-        if aid < 0:
-            return False
-        lib.H5Aclose(ctypes.c_int64(aid))
-    finally:
-        lib.H5Pclose(ctypes.c_int64(acpl))
-    return True
-
-
 def _attr_messages(path: Path, obj: str) -> tuple[int, dict[str, bytes]]:
     """The object header's address (h5py's) and name -> raw attribute message (header included)
     of the object, by the header reader's message walk (the message bytes only: where to edit;
@@ -110,7 +77,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         v = f.create_dataset("v", data=np.zeros((2, 3)))
         v.dims[0].attach_scale(x)
         n = f.create_dataset("nullname", data=np.arange(3.0))
-        utf8 = _utf8_null_name(n)
+        utf8 = _utf8_attr(n, "NAME", None, 1, h5py.h5s.create(h5py.h5s.NULL))
     out = {"early": early}
     if utf8:
         out["utf8"] = early
@@ -363,9 +330,11 @@ def _one_scale(path: Path) -> Path:
     return path
 
 
-def _utf8_attr(obj: Any, name: str, value: bytes, size: int, space: Any) -> bool:
-    """A scalar fixed-length string attribute whose name is UTF-8 (message version 3), through
-    HDF5 itself (h5py has no binding for the attribute's character set); False where it cannot."""
+def _utf8_attr(obj: Any, name: str, value: bytes | None, size: int, space: Any) -> bool:
+    """A fixed-length string attribute whose name is UTF-8 (message version 3: unpadded parts,
+    so a v1 object header's 8-byte alignment leaves bytes after it), through HDF5 itself (h5py
+    has no binding for the attribute's character set), holding ``value`` (None: unwritten, as
+    for a null dataspace); False where it cannot."""
     lib = hdf5_headers._hdf5_lib()
     if lib is None:
         return False
@@ -387,7 +356,8 @@ def _utf8_attr(obj: Any, name: str, value: bytes, size: int, space: Any) -> bool
                              ctypes.c_int64(acpl), ctypes.c_int64(0))  # fmt: skip
         if aid < 0:
             return False
-        h5py.h5a.open(obj.id, name.encode()).write(np.array(value, f"S{size}"), mtype=t)
+        if value is not None:
+            h5py.h5a.open(obj.id, name.encode()).write(np.array(value, f"S{size}"), mtype=t)
         lib.H5Aclose(ctypes.c_int64(aid))
     finally:
         lib.H5Pclose(ctypes.c_int64(acpl))

@@ -23,7 +23,6 @@ another key differs), with h5py's chunk count, filter mask and dtype, compared e
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from typing import TYPE_CHECKING, Any
@@ -35,8 +34,9 @@ import pytest
 from refstore.errors import ScanError
 from refstore.scan import hdf5
 
+from ._hdf5_paths import scan, scan_path
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     from refstore.scan._types import ScanResult
@@ -232,20 +232,6 @@ def test_the_files_hold_the_indexes_described(files: dict[str, Path]) -> None:
 # ------------------------------------------------------------------ the scan
 
 
-@contextlib.contextmanager
-def _path(kind: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``bytes``: the scan as for a local file; ``hdf5``: no header reader (as for a remote file)."""
-    with monkeypatch.context() as mp:
-        if kind == "hdf5":
-            mp.setattr(hdf5, "_header_reader", lambda location, stack: None)
-        yield
-
-
-def _scan(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> ScanResult:
-    with _path(kind, monkeypatch):
-        return hdf5.HDF5Scanner()(str(path))
-
-
 def _expected_reason(path: Path, name: str, maxshape: tuple[int | None, ...], kind: str) -> str | None:
     unlimited = [i for i, m in enumerate(maxshape) if m is None]
     if len(unlimited) != 1 or unlimited[0] == 0:
@@ -291,7 +277,7 @@ def _check(path: Path, res: ScanResult, kind: str) -> tuple[int, int]:
 def test_extensible_array_over_a_later_dimension_is_refused_every_other_kept_right(
     files: dict[str, Path], lib: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    res = _scan(files[lib], kind, monkeypatch)
+    res = scan(files[lib], kind, monkeypatch)
     kept, refused = _check(files[lib], res, kind)
     # layout v4/v5 datasets with one unlimited dimension not first: last, middle, last3, sparse, last_gz
     assert refused == (10 if kind == "hdf5" else 5), (lib, kind)
@@ -304,7 +290,7 @@ def test_a_v2_btree_over_one_unlimited_dimension_is_kept_with_the_header(
 ) -> None:
     """Only the index type tells it from an extensible array: kept with the header bytes (its
     references HDF5's chunks), refused without them."""
-    res = _scan(files["bt2edit"], kind, monkeypatch)
+    res = scan(files["bt2edit"], kind, monkeypatch)
     assert _check(files["bt2edit"], res, kind) == ((2, 0) if kind == "bytes" else (0, 2))
 
 
@@ -342,7 +328,7 @@ def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, ho
         f["d"]
     reason = str(opened.value).strip("'").split("(")[-1].rstrip(")")
     with pytest.raises(ScanError) as scanned:
-        _scan(path, kind, monkeypatch)
+        scan(path, kind, monkeypatch)
     assert "\n" not in str(scanned.value) and str(path) in str(scanned.value), str(scanned.value)
     assert reason in str(scanned.value), (reason, str(scanned.value))
 
@@ -387,7 +373,7 @@ def test_an_inline_coordinate_is_not_read_again(coord_files: dict[str, Path], ho
         looked_up.append(name if isinstance(name, str) else repr(name))
         return getitem(self, name)
 
-    with _path(kind, monkeypatch):
+    with scan_path(kind, monkeypatch):
         monkeypatch.setattr(h5py.Group, "__getitem__", spy)
         res = hdf5.HDF5Scanner(concat_dim="time")(str(coord_files[how]))
         monkeypatch.undo()

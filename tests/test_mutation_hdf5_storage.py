@@ -26,11 +26,12 @@ import pytest
 from refstore.errors import ScanError
 from refstore.scan import hdf5
 
+from ._hdf5_paths import scan
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from refstore.scan._types import ScanResult
 
 PATHS = ("bytes", "hdf5")
 X87 = np.finfo(np.longdouble).nmant == 63 and np.dtype(np.longdouble).itemsize == 16
@@ -208,20 +209,6 @@ def _held_by_the_bytes(ds: h5py.Dataset) -> bool:
 
 
 @contextlib.contextmanager
-def _path(kind: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``bytes``: the scan as for a local file; ``hdf5``: no header reader (as for a remote file)."""
-    with monkeypatch.context() as mp:
-        if kind == "hdf5":
-            mp.setattr(hdf5, "_header_reader", lambda location, stack: None)
-        yield
-
-
-def _scan(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> ScanResult:
-    with _path(kind, monkeypatch):
-        return hdf5.HDF5Scanner()(str(path))
-
-
-@contextlib.contextmanager
 def _objects(path: Path, kind: str) -> Iterator[dict[str, hdf5._Dataset | hdf5._RawDataset]]:
     """The scanner's storage object of every dataset, as its walk makes them (``bytes``: from the
     header bytes where they describe it) or through HDF5 alone (``hdf5``)."""
@@ -244,7 +231,7 @@ def test_inline_values_are_h5pys(files: dict[str, Path], which: str, kind: str,
                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Compact arrays and arrays inside one oversized chunk are held inline: exactly h5py's
     values in the dataset's dtype (long doubles with their padding zeroed)."""
-    res = _scan(files[which], kind, monkeypatch)
+    res = scan(files[which], kind, monkeypatch)
     metas = {m.name: m for m in res.arrays}
     rows: dict[str, list[dict[str, Any]]] = {}
     for r in res.chunks.to_pylist():
@@ -359,7 +346,7 @@ def test_contiguous_storage_is_h5pys(files: dict[str, Path], which: str, kind: s
     """A contiguous dataset's (offset, bytes): h5py's ``get_offset``/``get_storage_size``, and
     (None, 0) when nothing is stored (after a user block HDF5's offset of that is not None); its
     one reference is that range, none when never written."""
-    res = _scan(files[which], kind, monkeypatch)
+    res = scan(files[which], kind, monkeypatch)
     rows: dict[str, list[tuple[int, int]]] = {}
     for r in res.chunks.to_pylist():
         rows.setdefault(r["array"], []).append((r["offset"], r["length"]))
@@ -387,6 +374,6 @@ def test_compact_data_of_another_size_fails_as_in_hdf5(files: dict[str, Path], k
     reason = re.search(r"\((.*)\)", str(h5err.value))
     assert reason is not None
     with pytest.raises(ScanError) as err:
-        _scan(path, kind, monkeypatch)
+        scan(path, kind, monkeypatch)
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
     assert reason.group(1) in str(err.value)
