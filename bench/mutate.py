@@ -318,15 +318,16 @@ def merge_verdicts(now: dict[str, str], hashes: dict[str, str], earlier: dict[st
     return out
 
 
-def pending(statuses: dict[str, str], only: list[str] | None = None) -> list[str]:
+def pending(statuses: dict[str, str], only: list[str] | None = None, *, timeouts: bool = False) -> list[str]:
     """The mutants a ``--pending`` run tests: every one without a verdict (never run, or its
-    function changed since) and every one not killed (survived, no tests), optionally only
-    those matching ``only`` (fnmatch patterns)."""
+    function changed since) and every one not killed (survived, no tests), with ``timeouts``
+    the timed-out ones too (mutmut also stops a mutant at a wall-clock limit: on a loaded
+    machine a slow survivor times out), optionally only those matching ``only`` (fnmatch)."""
+    again = {"survived", "no tests", *(("timeout",) if timeouts else ())}
     return [
         k
         for k, v in statuses.items()
-        if (v in _UNDECIDED or v in ("survived", "no tests"))
-        and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))
+        if (v in _UNDECIDED or v in again) and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))
     ]
 
 
@@ -480,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
         "tests (after new tests or a source change; a plain run re-runs everything once the test list changed)",
     )
     ap.add_argument(
+        "--with-timeouts",
+        action="store_true",
+        help="with --pending: the timed-out mutants too (run them on a quiet machine: a wall-clock limit stops them)",
+    )
+    ap.add_argument(
         "--only",
         action="append",
         metavar="PATTERN",
@@ -515,7 +521,11 @@ def main(argv: list[str] | None = None) -> int:
                 # re-collects its stats, then refuses a filter that matches nothing: the table
                 # after it tells the functions changed since (their verdicts dropped) from the rest
                 run(work, args.max_children, ["refstore.__regenerate_only__"], quiet=True)
-                again = [k for st in results(name, GROUPS[name]).values() for k in pending(st, args.only)]
+                again = [
+                    k
+                    for st in results(name, GROUPS[name]).values()
+                    for k in pending(st, args.only, timeouts=args.with_timeouts)
+                ]
                 print(f"== {name}: {len(again)} mutants pending", flush=True)
                 if not again:
                     continue
