@@ -339,6 +339,50 @@ def test_space_padded_strings_decode_as_h5py_converts_them(tmp_path: Path, gzip:
         assert list(ds[()]) == [v.rstrip(b" ") for v in values]  # h5py's conversion, as the oracle
 
 
+@pytest.mark.parametrize(("dtype", "mask"), [("<f8", 0), (">i4", 0), ("<i2", 0), ("<f8", 0b10)])
+def test_shuffle_after_fletcher32_leaves_the_checksum_bytes_as_hdf5_does(tmp_path: Path, dtype: str,
+                                                                         mask: int) -> None:  # fmt: skip
+    """Fletcher32 before shuffle (encode order): shuffle sees the values plus 4 checksum bytes,
+    not a whole number of elements, and HDF5 leaves the bytes past the last whole element as
+    they are. Every chunk decodes as h5py reads it; ``mask`` 0b10 writes one chunk by hand with
+    shuffle skipped (its bytes are then fletcher32's output as is)."""
+    path = tmp_path / "fs.h5"
+    values = (np.arange(30) * 7 - 40).astype(dtype)
+    with h5py.File(path, "w") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((10,))
+        dcpl.set_fletcher32()
+        dcpl.set_shuffle()
+        dsid = h5py.h5d.create(f.id, b"v", h5py.h5t.py_create(np.dtype(dtype)), h5py.h5s.create_simple((30,)), dcpl)
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
+        if mask:  # chunk 1 with shuffle skipped: the values and their fletcher32 checksum, unshuffled
+            data = values[10:20].tobytes()
+            plain = h5py.h5d.create(f.id, b"plain", h5py.h5t.py_create(np.dtype(dtype)),
+                                    h5py.h5s.create_simple((10,)), _fletcher_plist())  # fmt: skip
+            plain.write(h5py.h5s.ALL, h5py.h5s.ALL, np.frombuffer(data, dtype))
+            _m, checked = plain.read_direct_chunk((0,))
+            dsid.write_direct_chunk((10,), bytes(checked), filter_mask=mask)
+    with h5py.File(path, "r") as f:
+        ds = f["v"]
+        codecs, reason = filters_to_codecs(ds.id.get_create_plist(), ds.dtype)
+        assert reason is None
+        assert [c["id"] for c in codecs] == ["fletcher32", "shuffle"]
+        decode = make_decoder(codecs, ds.dtype.str, (10,))
+        chunks = _h5_chunks(ds)
+        assert len(chunks) == 3 and all(len(raw) == 10 * ds.dtype.itemsize + 4 for _o, _m, raw in chunks)
+        assert [m for _o, m, _r in chunks] == [0, mask, 0]
+        for offset, m, raw in chunks:
+            _assert_chunk(decode(raw, m), ds[offset[0] : offset[0] + 10], offset)
+        assert ds[()].tobytes() == values.tobytes()
+
+
+def _fletcher_plist() -> Any:
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((10,))
+    dcpl.set_fletcher32()
+    return dcpl
+
+
 @pytest.mark.parametrize("spacepad", [False, True])
 def test_null_terminated_strings_decode_as_h5py_converts_them(tmp_path: Path, spacepad: bool) -> None:
     """HDF5 converts null termination to null padding on read: every byte from a string's first
