@@ -620,3 +620,29 @@ def test_dimension_only_scales_are_left_out_as_their_name_says(tmp_path: Path) -
     finally:
         scanner._read_attr = read_attr
         h5py.h5ds.is_scale = is_scale
+
+
+@pytest.mark.parametrize("kind", ["bytes", "hdf5"])
+def test_variable_length_string_attributes_read_as_h5pys(tmp_path: Path, kind: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Variable-length UTF-8 string attributes (scalar, array, bytes that are no UTF-8) are
+    recorded as the ``str`` values h5py gives (it decodes with surrogate escapes), both ways."""
+    from refstore._values import decode_attr
+
+    from ._hdf5_paths import scan
+
+    path = tmp_path / "vs.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("d", data=np.arange(3.0))
+        d.attrs["arr"] = np.array(["a", "héllo", ""], dtype=h5py.string_dtype())
+        d.attrs.create("bad", np.array([b"ok", b"\xff\xfebad"], dtype=object), dtype=h5py.string_dtype("utf-8"))
+        d.attrs["one"] = "x"
+    meta = {m.name: m for m in scan(path, kind, monkeypatch).arrays}["d"]
+    with h5py.File(path) as f:
+        want = dict(f["d"].attrs.items())
+    assert sorted(meta.attrs) == sorted(want) == ["arr", "bad", "one"]
+    for k, w in want.items():
+        got = decode_attr(meta.attrs[k])
+        expect = w.tolist() if isinstance(w, np.ndarray) else w
+        assert got == expect, k
+        assert all(type(v) is str for v in (got if isinstance(got, list) else [got])), k
