@@ -7,26 +7,26 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+import pytest
+
 from refstore.scan import hdf5
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    import pytest
-
     from refstore.scan._types import ScanResult
 
 
 @contextlib.contextmanager
-def scan_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def scan_path(kind: str) -> Iterator[None]:
     """``bytes``: the scan as for a local file; ``hdf5``: no header reader (as for a remote file)."""
-    with monkeypatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:
         if kind == "hdf5":
             mp.setattr(hdf5, "_header_reader", lambda location, stack: None)
         yield
 
 
-def scan(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> ScanResult:
-    with scan_path(kind, monkeypatch):
+def scan(path: Path, kind: str) -> ScanResult:
+    with scan_path(kind):
         return hdf5.HDF5Scanner()(str(path))

@@ -275,9 +275,9 @@ def _check(path: Path, res: ScanResult, kind: str) -> tuple[int, int]:
 @pytest.mark.parametrize("kind", PATHS)
 @pytest.mark.parametrize("lib", ["earliest", "v108", "v110", "latest"])
 def test_extensible_array_over_a_later_dimension_is_refused_every_other_kept_right(
-    files: dict[str, Path], lib: str, kind: str, monkeypatch: pytest.MonkeyPatch
+    files: dict[str, Path], lib: str, kind: str
 ) -> None:
-    res = scan(files[lib], kind, monkeypatch)
+    res = scan(files[lib], kind)
     kept, refused = _check(files[lib], res, kind)
     # layout v4/v5 datasets with one unlimited dimension not first: last, middle, last3, sparse, last_gz
     assert refused == (10 if kind == "hdf5" else 5), (lib, kind)
@@ -285,12 +285,10 @@ def test_extensible_array_over_a_later_dimension_is_refused_every_other_kept_rig
 
 
 @pytest.mark.parametrize("kind", PATHS)
-def test_a_v2_btree_over_one_unlimited_dimension_is_kept_with_the_header(
-    files: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_v2_btree_over_one_unlimited_dimension_is_kept_with_the_header(files: dict[str, Path], kind: str) -> None:
     """Only the index type tells it from an extensible array: kept with the header bytes (its
     references HDF5's chunks), refused without them."""
-    res = scan(files["bt2edit"], kind, monkeypatch)
+    res = scan(files["bt2edit"], kind)
     assert _check(files["bt2edit"], res, kind) == ((2, 0) if kind == "bytes" else (0, 2))
 
 
@@ -318,8 +316,7 @@ def _damaged_layout(path: Path, how: str) -> Path:
 
 @pytest.mark.parametrize("kind", PATHS)
 @pytest.mark.parametrize("how", ["short", "no_index", "none"])
-def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, how: str, kind: str,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, how: str, kind: str) -> None:  # fmt: skip
     """HDF5 opens no dataset whose layout message stops before its index type or is missing, so
     the guard never sees one (its length tests are for such bytes only): the scan fails with
     HDF5's reason in one line, as h5py's open does."""
@@ -328,7 +325,7 @@ def test_a_layout_message_without_an_index_type_is_not_opened(tmp_path: Path, ho
         f["d"]
     reason = str(opened.value).strip("'").split("(")[-1].rstrip(")")
     with pytest.raises(ScanError) as scanned:
-        scan(path, kind, monkeypatch)
+        scan(path, kind)
     assert "\n" not in str(scanned.value) and str(path) in str(scanned.value), str(scanned.value)
     assert reason in str(scanned.value), (reason, str(scanned.value))
 
@@ -373,7 +370,7 @@ def test_an_inline_coordinate_is_not_read_again(coord_files: dict[str, Path], ho
         looked_up.append(name if isinstance(name, str) else repr(name))
         return getitem(self, name)
 
-    with scan_path(kind, monkeypatch):
+    with scan_path(kind):
         monkeypatch.setattr(h5py.Group, "__getitem__", spy)
         res = hdf5.HDF5Scanner(concat_dim="time")(str(coord_files[how]))
         monkeypatch.undo()

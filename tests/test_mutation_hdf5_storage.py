@@ -227,11 +227,10 @@ def _objects(path: Path, kind: str) -> Iterator[dict[str, hdf5._Dataset | hdf5._
 
 @pytest.mark.parametrize("kind", PATHS)
 @pytest.mark.parametrize("which", ["early", "latest", "userblock"])
-def test_inline_values_are_h5pys(files: dict[str, Path], which: str, kind: str,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_inline_values_are_h5pys(files: dict[str, Path], which: str, kind: str) -> None:  # fmt: skip
     """Compact arrays and arrays inside one oversized chunk are held inline: exactly h5py's
     values in the dataset's dtype (long doubles with their padding zeroed)."""
-    res = scan(files[which], kind, monkeypatch)
+    res = scan(files[which], kind)
     metas = {m.name: m for m in res.arrays}
     rows: dict[str, list[dict[str, Any]]] = {}
     for r in res.chunks.to_pylist():
@@ -341,12 +340,11 @@ def test_chunk_index_is_h5pys(files: dict[str, Path], which: str, kind: str, mon
 
 @pytest.mark.parametrize("kind", PATHS)
 @pytest.mark.parametrize("which", ["early", "userblock"])
-def test_contiguous_storage_is_h5pys(files: dict[str, Path], which: str, kind: str,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_contiguous_storage_is_h5pys(files: dict[str, Path], which: str, kind: str) -> None:  # fmt: skip
     """A contiguous dataset's (offset, bytes): h5py's ``get_offset``/``get_storage_size``, and
     (None, 0) when nothing is stored (after a user block HDF5's offset of that is not None); its
     one reference is that range, none when never written."""
-    res = scan(files[which], kind, monkeypatch)
+    res = scan(files[which], kind)
     rows: dict[str, list[tuple[int, int]]] = {}
     for r in res.chunks.to_pylist():
         rows.setdefault(r["array"], []).append((r["offset"], r["length"]))
@@ -364,8 +362,7 @@ def test_contiguous_storage_is_h5pys(files: dict[str, Path], which: str, kind: s
 
 
 @pytest.mark.parametrize("kind", PATHS)
-def test_compact_data_of_another_size_fails_as_in_hdf5(files: dict[str, Path], kind: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_compact_data_of_another_size_fails_as_in_hdf5(files: dict[str, Path], kind: str) -> None:  # fmt: skip
     """16 bytes of compact data for 3 elements of 4 bytes: h5py refuses the dataset, and the scan
     fails with HDF5's reason, one line naming the file (never the 16 bytes as 3 values)."""
     path = files["bad_compact"]
@@ -374,6 +371,6 @@ def test_compact_data_of_another_size_fails_as_in_hdf5(files: dict[str, Path], k
     reason = re.search(r"\((.*)\)", str(h5err.value))
     assert reason is not None
     with pytest.raises(ScanError) as err:
-        scan(path, kind, monkeypatch)
+        scan(path, kind)
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
     assert reason.group(1) in str(err.value)
