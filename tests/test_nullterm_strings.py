@@ -106,3 +106,22 @@ def test_strings_hdf5_cannot_read_at_scan_keep_the_step(tmp_path: Path, new_coll
     with h5py.File(path) as f:
         assert ds["good"][...].tobytes() == f["good"][()].tobytes()
         assert [c["id"] for c in ds["good"].meta.codecs] == []
+
+
+def test_the_zarr_store_and_xarray_read_them_as_h5py(strings_file: Path, new_collection: Callable[..., str]) -> None:
+    """The dirty strings through ``refstore.zarr_store`` (zarr-python) and ``engine="refstore"``
+    (xarray, no decoding of the raw bytes) read as h5py reads them."""
+    import xarray as xr
+    import zarr
+
+    col = new_collection()
+    refstore.scan(col, [str(strings_file)])
+    store = refstore.zarr_store(col)
+    ds = xr.open_dataset(col, engine="refstore", decode_cf=False)
+    with h5py.File(strings_file) as f:
+        for name in ("dirty_contiguous", "dirty_chunked"):
+            exp = f[name][()]
+            got = zarr.open_array(store, path=name, mode="r")[...]
+            assert got.dtype == exp.dtype and got.tobytes() == exp.tobytes(), name
+            xv = ds[name].values
+            assert xv.dtype == exp.dtype and xv.tobytes() == exp.tobytes(), name
