@@ -318,17 +318,16 @@ def merge_verdicts(now: dict[str, str], hashes: dict[str, str], earlier: dict[st
     return out
 
 
-def pending(statuses: dict[str, str], only: list[str] | None = None, *, timeouts: bool = False) -> list[str]:
+def pending(
+    statuses: dict[str, str], only: list[str] | None = None, *, timeouts: bool = False, undecided: bool = True
+) -> list[str]:
     """The mutants a ``--pending`` run tests: every one without a verdict (never run, or its
-    function changed since) and every one not killed (survived, no tests), with ``timeouts``
-    the timed-out ones too (mutmut also stops a mutant at a wall-clock limit: on a loaded
-    machine a slow survivor times out), optionally only those matching ``only`` (fnmatch)."""
-    again = {"survived", "no tests", *(("timeout",) if timeouts else ())}
-    return [
-        k
-        for k, v in statuses.items()
-        if (v in _UNDECIDED or v in again) and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))
-    ]
+    function changed since; not with ``undecided`` False: ``--retest-survivors``) and every one
+    not killed (survived, no tests), with ``timeouts`` the timed-out ones too (mutmut also stops
+    a mutant at a wall-clock limit: on a loaded machine a slow survivor times out), optionally
+    only those matching ``only`` (fnmatch)."""
+    again = {"survived", "no tests", *(("timeout",) if timeouts else ()), *(_UNDECIDED if undecided else ())}
+    return [k for k, v in statuses.items() if v in again and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))]
 
 
 def _raw_results(name: str, group: Group) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
@@ -503,11 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             again = None
             if args.retest_survivors:
                 again = [
-                    k
-                    for st in results(name, GROUPS[name]).values()
-                    for k, v in st.items()
-                    if v in ("survived", "no tests")
-                    and (not args.only or any(fnmatch.fnmatchcase(k, p) for p in args.only))
+                    k for st in results(name, GROUPS[name]).values() for k in pending(st, args.only, undecided=False)
                 ]
                 if not again:
                     continue

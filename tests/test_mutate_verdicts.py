@@ -89,6 +89,7 @@ def test_pending_is_every_mutant_not_killed_or_timed_out() -> None:
         M + "x_f__mutmut_2", M + "x_f__mutmut_3", M + "x_f__mutmut_5", M + "x_g__mutmut_1", M + "x_g__mutmut_2",
     ]  # fmt: skip
     assert mutate.pending(statuses, [M + "x_g__*"]) == [M + "x_g__mutmut_1", M + "x_g__mutmut_2"]
+    assert mutate.pending(statuses, undecided=False) == [M + "x_f__mutmut_2", M + "x_f__mutmut_5", M + "x_g__mutmut_1"]
     assert mutate.pending(statuses, [M + "x_f__*"], timeouts=True) == [
         M + "x_f__mutmut_2", M + "x_f__mutmut_3", M + "x_f__mutmut_4", M + "x_f__mutmut_5",
     ]  # fmt: skip
