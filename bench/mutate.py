@@ -160,7 +160,8 @@ GROUPS: dict[str, Group] = {
         files=("refstore/scan/hdf5.py", "refstore/scan/_hdf5_codecs.py", "refstore/scan/_hdf5_header.py"),
         tests=("tests/test_mutation_scan.py", "tests/test_mutation_hdf5.py", "tests/test_hdf5_metadata.py",
                "tests/test_hdf5_layout.py", "tests/test_mutation_hdf5_storage.py", "tests/test_mutation_hdf5_index.py",
-               "tests/test_mutation_hdf5_header.py", "tests/test_mutation_hdf5_types.py"),
+               "tests/test_mutation_hdf5_header.py", "tests/test_mutation_hdf5_types.py",
+               "tests/test_mutation_hdf5_walk.py"),
     ),
     # hdf5, intern (session 15): the commit's interning of ArrayMeta (in memory, no Lance)
     "intern": Group(

@@ -1,0 +1,152 @@
+"""The HDF5 scanner's walk of a file (``HDF5Scanner._scan``), against h5py, in-process (no
+collection, no Lance: the mutation run's ``./dev mutate hdf5``).
+
+The walk has two ways through a file (``tests/_hdf5_paths.py``): with the header reader (a local
+file) it keys every object's header bytes by the walk's own object info and takes what those bytes
+prove (group and dataset attributes byte for byte as another file of the series had them,
+dimension names from ``DIMENSION_LIST``) without asking HDF5; with no header reader (a remote
+file) it asks HDF5, opening each object once. Both must give h5py's values; these tests also
+check that each way does what it is for (the header way asks HDF5 nothing it already proved, the
+HDF5 way opens nothing twice), since either doing the other's work still gives the same values.
+
+Expected values come from h5py: ``f[path].attrs`` (compared as ``test_hdf5_metadata`` does) and ``ds.dims[i][0].name``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import h5py
+import numpy as np
+import pytest
+
+from refstore.scan import hdf5 as scanner
+
+from ._hdf5_paths import scan
+from .test_hdf5_metadata import _hl_attrs, _same_attrs
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _series_file(path: Path, token: str) -> Path:
+    """Nested groups and datasets whose attributes are all plain (numbers and fixed-length
+    strings: every one keyable from its header bytes), carrying ``token`` so no other test's
+    file shares the attribute cache."""
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = np.bytes_(f"root {token}")
+        f.attrs["version"] = np.int32(3)
+        g = f.create_group("g")
+        g.attrs["kind"] = np.bytes_(f"group {token}")
+        g.attrs["scale"] = np.float64(0.5)
+        h = g.create_group("h")
+        h.attrs["depth"] = np.int16(2)
+        h.attrs["tag"] = np.bytes_(token)
+        d = h.create_dataset("d", data=np.arange(6, dtype="<i4").reshape(2, 3))
+        d.attrs["units"] = np.bytes_(f"m {token}")
+        e = f.create_dataset("e", data=np.linspace(0, 1, 4, dtype="<f8"))
+        e.attrs["long_name"] = np.bytes_(token)
+    return path
+
+
+def test_group_attributes_of_a_series_come_from_the_header_bytes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Two files written alike: the second one's root, group and dataset attributes are h5py's
+    and are taken from the first one's read (the same attribute message bytes), HDF5 reading
+    no attribute of it; with no header reader every object's attributes are read from HDF5."""
+    token = uuid.uuid4().hex
+    first = _series_file(tmp_path / "a.h5", token)
+    second = _series_file(tmp_path / "b.h5", token)
+    scan(first, "bytes")
+    reads: list[Any] = []
+    read_attrs = scanner._read_attrs
+
+    def spy(oid: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(h5py.h5i.get_name(oid))
+        return read_attrs(oid, *args, **kwargs)
+
+    monkeypatch.setattr(scanner, "_read_attrs", spy)
+    for kind, read in (("bytes", []), ("hdf5", [b"/", b"/e", b"/g", b"/g/h", b"/g/h/d"])):
+        reads.clear()
+        got = scan(second, kind)
+        assert sorted(reads) == read, kind
+        with h5py.File(second, "r") as f:
+            _same_attrs(got.groups[""], _hl_attrs(f), f"{kind} /")
+            _same_attrs(got.groups["g"], _hl_attrs(f["g"]), f"{kind} /g")
+            _same_attrs(got.groups["g/h"], _hl_attrs(f["g/h"]), f"{kind} /g/h")
+            assert set(got.groups) == {"", "g", "g/h"}, kind
+            arrays = {a.name: a for a in got.arrays}
+            _same_attrs(arrays["g/h/d"].attrs, _hl_attrs(f["g/h/d"]), f"{kind} d")
+            _same_attrs(arrays["e"].attrs, _hl_attrs(f["e"]), f"{kind} e")
+
+
+def test_the_hdf5_walk_opens_each_object_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no header reader the walk opens every group and dataset once (the id it opened is
+    the one read from) and the values are h5py's."""
+    src = _series_file(tmp_path / "a.h5", uuid.uuid4().hex)
+    opened: list[bytes] = []
+    h5o_open = h5py.h5o.open
+
+    def spy(loc: Any, name: bytes, *args: Any, **kwargs: Any) -> Any:
+        opened.append(name)
+        return h5o_open(loc, name, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.h5o, "open", spy)
+    got = scan(src, "hdf5")
+    monkeypatch.undo()
+    assert sorted(opened) == [b"/", b"e", b"g", b"g/h", b"g/h/d"]
+    with h5py.File(src, "r") as f:
+        arrays = {a.name: a for a in got.arrays}
+        for name in ("e", "g/h/d"):
+            assert arrays[name].shape == f[name].shape
+            assert np.dtype(arrays[name].dtype) == f[name].dtype
+        _same_attrs(got.groups["g/h"], _hl_attrs(f["g/h"]), "/g/h")
+
+
+def _scaled_file(path: Path, *, second_link: bool = False) -> Path:
+    """``v(time, lat)`` with dimension scales ``time`` and ``lat``, and ``w(lat, x)`` whose
+    second dimension has none; ``second_link``: ``lat`` also hard-linked as ``/alias/lat``."""
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("time", data=np.arange(4, dtype="<f8"))
+        lat = f.create_dataset("lat", data=np.arange(3, dtype="<f4"))
+        t.make_scale("time")
+        lat.make_scale("lat")
+        v = f.create_dataset("v", data=np.zeros((4, 3), dtype="<i2"))
+        v.dims[0].attach_scale(t)
+        v.dims[1].attach_scale(lat)
+        w = f.create_dataset("w", data=np.zeros((3, 5), dtype="<i2"))
+        w.dims[0].attach_scale(lat)
+        if second_link:
+            f.create_group("alias")["lat"] = lat
+    return path
+
+
+def _h5py_dims(ds: Any) -> tuple[str, ...]:
+    dims = zip(ds.dims, ds.shape, strict=True)
+    return tuple(d[0].name.rsplit("/", 1)[-1] if len(d) else f"phony_dim_{n}" for d, n in dims)
+
+
+def test_dimension_names_come_from_the_header_bytes_when_each_dataset_has_one_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every dataset with one hard link: the scales' names come from the ``DIMENSION_LIST``
+    bytes and the walk's address -> name map, HDF5's ``H5DSiterate_scales`` never called; with
+    a dataset linked twice (whose name the map cannot tell) HDF5 is asked. Either way the
+    names are h5py's."""
+    calls: list[int] = []
+    iterate = h5py.h5ds.iterate
+
+    def spy(dsid: Any, idx: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(idx)
+        return iterate(dsid, idx, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.h5ds, "iterate", spy)
+    for second_link, asked in ((False, False), (True, True)):
+        src = _scaled_file(tmp_path / f"s{second_link}.h5", second_link=second_link)
+        calls.clear()
+        got = {a.name: a for a in scan(src, "bytes").arrays}
+        assert bool(calls) is asked, second_link
+        with h5py.File(src, "r") as f:
+            for name in ("v", "w"):
+                assert got[name].dims == _h5py_dims(f[name]), (second_link, name)
