@@ -116,3 +116,27 @@ def test_missing_objects_and_empty_prefixes(s3: S3, new_collection) -> None:
         refstore.scan(col, [s3.url("nothing-here/")])
     with pytest.raises(refstore.BadInputError, match=r"absent\.nc: source not found"):
         refstore.scan(col, [s3.url("nope/absent.nc")])  # like a local path that does not exist
+
+
+@pytest.mark.parametrize("lib", ["earliest", "latest"])
+def test_remote_hdf5_chunk_indexes_are_told_from_the_header_bytes(s3: S3, tmp_path: Path, lib: str,
+                                                                  new_collection) -> None:  # fmt: skip
+    """A remote file's object headers are read through its ranged-read file as a local file's
+    are, so a dataset whose unlimited dimension is not the first (a station x time series, as
+    netCDF-C writes them: a version 1 B-tree) is kept, and only an extensible array over it is
+    refused (HDF5 reports its chunk offsets unswizzled), exactly as for the local file. Every
+    kept reference is HDF5's chunk (``read_direct_chunk``) and reads as h5py reads it."""
+    from refstore.scan.hdf5 import HDF5Scanner
+
+    from .test_mutation_hdf5_index import _check, _write
+
+    path = _write(tmp_path / f"{lib}.h5", lib)
+    url = s3.put(f"idx/{lib}.h5", path)
+    kept, refused = _check(path, HDF5Scanner()(url), "bytes")
+    assert (kept, refused) == (19, 5), lib  # as test_mutation_hdf5_index's local scans
+    col = new_collection()
+    assert refstore.scan(col, [url], workers=1).new == 1
+    ds = refstore.open(col)
+    prefix = "a_" if lib == "earliest" else "b_"  # the v1 B-tree ones
+    for name in ("last", "middle", "last3", "last_gz", "sparse"):
+        assert_same(ds[prefix + name][...], hdf5_read(path, prefix + name), prefix + name)

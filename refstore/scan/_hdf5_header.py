@@ -1,25 +1,26 @@
 """A cheap proof that an HDF5 object's attributes equal ones already read (scan speed).
 
 Reading attributes through HDF5 costs ~40 us each (open, dataspace, type, read); the files of a
-series mostly repeat them. The attribute messages of an object header hold everything
-h5py's reading of an attribute depends on: name, datatype, dataspace and, for fixed-size types,
-the value itself. So the raw bytes of an object's visible attribute messages (object header
-format version 1 or 2, read with ``os.pread``) are a key to the attributes decoded from them
-once (``AttrCache``). Attributes in dense storage are the attribute messages kept in the
-object's fractal heap, read from there in its simple forms (``_hdf5_dense``: per file, since
-those bytes are outside the header). No key, and the attributes are read through HDF5 as
-before, whenever the bytes would not prove the values: dense storage in any other form,
-shared attribute messages, an attribute whose datatype or dataspace is a shared message (a committed datatype,
-or one kept in the shared-message heap: its bytes are only an address or heap ID, which another
-file may reuse for another type or shape), visible attributes of variable-length, reference or
-any type other than integers, floats and fixed-length strings (their bytes point elsewhere), a
-user block, or any layout this reader does not parse. The few bookkeeping attributes read from
-the bytes (``CLASS``, ``NAME``, ``DIMENSION_LIST``) are read only in the exact forms HDF5's
-dimension-scale API and netCDF-4 write; any other form is left to HDF5. An object header is
-parsed once per content: a header whose first block (and continuation blocks) are byte for byte
-one parsed before, in this file or another of the series, is that parse (``_HEADERS``), with
-what was derived from it (its compact attributes, its dataset's storage: ``_hdf5_layout``).
-Pure parsing over bytes, apart from the reads.
+series mostly repeat them. The attribute messages of an object header hold everything h5py's
+reading of an attribute depends on: name, datatype, dataspace and, for fixed-size types, the
+value itself. So the raw bytes of an object's visible attribute messages (object header format
+version 1 or 2, read with ``os.pread``, or a remote file's ranged reads) are a key to the
+attributes decoded from them once (``AttrCache``). Attributes in dense storage are the attribute
+messages kept in the object's fractal heap, read from there in its simple forms
+(``_hdf5_dense``: per file, since those bytes are outside the header). No key, and the
+attributes are read through HDF5 as before, whenever the bytes would not prove the values: dense
+storage in any other form, shared attribute messages, an attribute whose datatype or dataspace
+is a shared message (a committed datatype, or one kept in the shared-message heap: its bytes are
+only an address or heap ID, which another file may reuse for another type or shape), visible
+attributes of variable-length, reference or any type other than integers, floats and
+fixed-length strings (their bytes point elsewhere), a user block, or any layout this reader does
+not parse. The few bookkeeping attributes read from the bytes (``CLASS``, ``NAME``,
+``DIMENSION_LIST``) are read only in the exact forms HDF5's dimension-scale API and netCDF-4
+write; any other form is left to HDF5. An object header is parsed once per content: a header
+whose first block (and continuation blocks) are byte for byte one parsed before, in this file or
+another of the series, is that parse (``_HEADERS``), with what was derived from it (its compact
+attributes, its dataset's storage: ``_hdf5_layout``). Pure parsing over bytes, apart from the
+reads.
 """
 
 from __future__ import annotations
@@ -61,10 +62,17 @@ class _Attr(NamedTuple):
 
 
 class HeaderReader:
-    """Raw object-header bytes of one local HDF5 file (pages of 64 KiB read once each)."""
+    """Raw object-header bytes of one HDF5 file (pages of 64 KiB read once each). ``source``:
+    a local file's path (read with ``os.pread``), or a function giving ``n`` bytes at offset
+    ``at`` (a remote file's ranged reads, ``RangeFile.pread``: short at the end of the file)."""
 
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
+    def __init__(self, source: str | Callable[[int, int], bytes]) -> None:
+        self._fd: int | None = None
+        if callable(source):
+            self._pread = source
+        else:
+            fd = self._fd = os.open(source, os.O_RDONLY)
+            self._pread = lambda at, n: os.pread(fd, n, at)
         self._pages: dict[int, bytes] = {}
         self._heaps: dict[int, dict[int, bytes]] = {}
         self._headers: dict[int, Header | None] = {}
@@ -73,7 +81,7 @@ class HeaderReader:
         try:
             head = self.read(0, 48)
         except OSError:
-            os.close(self._fd)
+            self.close()
             raise
         if head[:8] == _SIGNATURE and len(head) == 48:  # superblock at 0: no user block
             version = head[8]
@@ -88,7 +96,9 @@ class HeaderReader:
                 self.offsets, self.lengths = sizes
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> HeaderReader:
         return self
@@ -99,10 +109,10 @@ class HeaderReader:
     def read(self, at: int, n: int) -> bytes:
         first, last = at // _PAGE, (at + n - 1) // _PAGE
         if first != last or n > _PAGE:
-            return os.pread(self._fd, n, at)
+            return self._pread(at, n)
         page = self._pages.get(first)
         if page is None:
-            page = self._pages[first] = os.pread(self._fd, _PAGE, first * _PAGE)
+            page = self._pages[first] = self._pread(first * _PAGE, _PAGE)
         lo = at - first * _PAGE
         return page[lo : lo + n]
 

@@ -29,6 +29,8 @@ from ._sources import open_source
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ChunkColumns, ScanResult, SourceInfo
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
 
 __all__ = ["HDF5Scanner"]
@@ -59,7 +61,7 @@ class HDF5Scanner:
 
     def scan_file(self, fh: Any, info: SourceInfo) -> ScanResult:
         """Scan an opened source: local files by path (HDF5's own driver), remote ones through
-        the ranged-read file ``fh``."""
+        the ranged-read file ``fh`` (HDF5 and the object-header reader both)."""
         import h5py
 
         from .. import _objstore
@@ -73,7 +75,7 @@ class HDF5Scanner:
             raise ScanError(location, _open_reason(e)) from None
         try:
             with f, contextlib.ExitStack() as stack:
-                return self._scan(f, info, None if remote else _header_reader(location, stack))
+                return self._scan(f, info, _header_reader(fh.pread if remote else location, stack))
         except ScanError:
             raise
         except (OSError, RuntimeError, KeyError, ValueError) as e:
@@ -150,11 +152,12 @@ class HDF5Scanner:
         )
 
 
-def _header_reader(location: str, stack: contextlib.ExitStack) -> HeaderReader | None:
-    """The file's object-header reader (``_hdf5_header``), or None when it cannot open what
-    HDF5 just opened: it only spares HDF5 calls, so it never fails a scan."""
+def _header_reader(source: str | Callable[[int, int], bytes], stack: contextlib.ExitStack) -> HeaderReader | None:
+    """The file's object-header reader (``_hdf5_header``) over a local path or a remote file's
+    ranged reads, or None when it cannot read what HDF5 just opened: it only spares HDF5
+    calls (and reads the chunk index type HDF5 does not tell), so it never fails a scan."""
     try:
-        return stack.enter_context(HeaderReader(location))
+        return stack.enter_context(HeaderReader(source))
     except OSError:
         return None
 
@@ -635,11 +638,12 @@ def _unswizzled_index_reason(ds: _Dataset | _RawDataset, header: HeaderReader | 
     with the unlimited dimension moved first; ``H5Dchunk_iter`` and ``H5Dget_chunk_info`` (HDF5
     2.0.0) report those positions without moving it back, so with the unlimited dimension not
     first, chunk (0, j, 0) is reported at (0, 0, j * chunk): other chunks' bytes under in-grid
-    keys. The index type is read from the layout message; without it (no header bytes: a remote
-    file) any dataset with one unlimited dimension not first is refused whatever its index: the
-    superblock version tells nothing, a file of superblock 0 reopened with libver ``latest``
-    gets layout version 4 datasets. Version 5 (HDF5 2.0's, for a filtered dataset under libver
-    ``latest``) is version 4's bytes up to the index type; a later version is refused."""
+    keys. The index type is read from the layout message; without it (no header reader: the
+    file's bytes could not be read) any dataset with one unlimited dimension not first is
+    refused whatever its index: the superblock version tells nothing, a file of superblock 0
+    reopened with libver ``latest`` gets layout version 4 datasets. Version 5 (HDF5 2.0's, for
+    a filtered dataset under libver ``latest``) is version 4's bytes up to the index type; a
+    later version is refused."""
     if isinstance(ds, _RawDataset):
         return None  # layout version 3: a version 1 B-tree, walked from the bytes
     import h5py
