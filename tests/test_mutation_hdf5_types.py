@@ -638,3 +638,101 @@ def test_variable_length_string_attributes_read_as_h5pys(tmp_path: Path, kind: s
         expect = w.tolist() if isinstance(w, np.ndarray) else w
         assert got == expect, k
         assert all(type(v) is str for v in (got if isinstance(got, list) else [got])), k
+
+
+# ---------------------------------------------------------------- null-terminated strings
+def _nullterm(f: h5py.File, name: str, values: np.ndarray[Any, Any], *, pad: int = h5t.STR_NULLTERM,
+              chunks: tuple[int, ...] | None = None, gzip: bool = False, compact: bool = False) -> None:  # fmt: skip
+    """``values`` stored byte for byte (written in the file type) as fixed-length C strings."""
+    t = h5t.C_S1.copy()
+    t.set_size(values.dtype.itemsize)
+    t.set_strpad(pad)
+    plist = h5p.create(h5p.DATASET_CREATE)
+    if chunks:
+        plist.set_chunk(chunks)
+        if gzip:
+            plist.set_deflate(4)
+    if compact:
+        plist.set_layout(h5d.COMPACT)
+    maxshape = tuple(h5s.UNLIMITED for _ in values.shape) if chunks else None
+    ds = h5d.create(f.id, name.encode(), t, h5s.create_simple(values.shape, maxshape), plist)
+    if values.size:
+        ds.write(h5s.ALL, h5s.ALL, values, mtype=t)
+
+
+def _after_nul(values: np.ndarray[Any, Any]) -> bool:
+    """Whether some string of ``values`` holds a byte other than NUL after its first NUL (its
+    stored bytes, item by item)."""
+    raw, n = values.tobytes(), values.dtype.itemsize
+    return any(
+        b"\0" in s and s.split(b"\0", 1)[1].strip(b"\0") != b"" for s in (raw[i : i + n] for i in range(0, len(raw), n))
+    )
+
+
+# stored bytes: dirty (a byte after a NUL), or clean in the ways a wrong test of dirt would not be
+STRINGS = {
+    "dirty": np.array([[b"ab\0cd", b"xyz", b"\0\0q"], [b"abcde", b"a\0\0\0e", b""]], "S5"),
+    "dirty_last": np.array([[b"abcde", b"x", b"y"], [b"z", b"w", b"v\0\0\0w"]], "S5"),  # in the last string only
+    "clean": np.array([[b"ab", b"xyz", b""], [b"abcde", b"a", b"q"]], "S5"),  # strings using every byte too
+    "clean_columns": np.array([b"a\0\0", b"abc", b"\0\0\0", b"xyz"], "S3"),  # a NUL above each later byte
+    "dirty_two": np.array([b"ab", b"\0a"], "S2"),  # the shortest that can be dirty
+    "one_byte": np.array([b"a", b"\0", b"b"], "S1"),
+    "empty": np.zeros((0, 3), "S4"),
+}
+
+
+@pytest.mark.parametrize("kind", ["bytes", "hdf5"])
+def test_nullterm_step_only_where_a_stored_string_holds_bytes_after_its_nul(tmp_path: Path, kind: str) -> None:
+    """The ``nullterm`` value step is recorded exactly for the null-terminated string datasets
+    whose stored bytes hold a byte after some string's NUL (h5py then reads them otherwise:
+    asserted), contiguous or chunked (gzip, edge chunks), never for null-padded ones or compact
+    ones (whose values the scan takes from h5py, converted)."""
+    path = tmp_path / "s.h5"
+    with h5py.File(path, "w") as f:
+        for name, values in STRINGS.items():
+            if values.size:
+                _nullterm(f, f"{name}_contiguous", values)
+                _nullterm(f, f"{name}_compact", values, compact=True)
+                _nullterm(f, f"{name}_nullpad", values, pad=h5t.STR_NULLPAD)
+            _nullterm(f, f"{name}_chunked", values, chunks=(1,) * (values.ndim - 1) + (2,), gzip=True)
+    metas = {m.name: m for m in scan(path, kind).arrays}
+    with h5py.File(path) as f:
+        assert set(metas) == set(f)
+        for name, values in STRINGS.items():
+            dirty = _after_nul(values)
+            assert dirty is (name.startswith("dirty")), name
+            for layout in ("contiguous", "chunked", "compact", "nullpad"):
+                key = f"{name}_{layout}"
+                if key not in f:
+                    continue
+                meta, ds = metas[key], f[key]
+                assert meta.status == "ok", key
+                steps = [c for c in meta.codecs if c.get("id") == "nullterm"]
+                assert steps == ([{"id": "nullterm"}] if dirty and layout in ("contiguous", "chunked") else []), key
+                if values.size and layout != "nullpad":  # h5py reads otherwise exactly when dirty
+                    assert (ds[()].tobytes() != values.tobytes()) is dirty, key
+
+
+def test_nullterm_strings_past_the_read_limit_or_unreadable_keep_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored bytes over ``NULLTERM_CHECK_MAX`` are not read: the step is kept (even clean); up to
+    it they are read. A dataset whose chunks HDF5 cannot read keeps the step and the scan goes on."""
+    clean = STRINGS["clean"]  # 6 strings of 5 bytes: 30 stored bytes
+    path = tmp_path / "s.h5"
+    with h5py.File(path, "w") as f:
+        _nullterm(f, "clean", clean)
+        _nullterm(f, "bad", clean, chunks=(1, 3), gzip=True)
+        f.create_dataset("v", data=np.arange(4, dtype="<i2"))
+        offset = f["bad"].id.get_chunk_info(0).byte_offset
+    with open(path, "r+b") as fh:  # the first chunk's deflate stream made garbage
+        fh.seek(offset)
+        fh.write(b"\xff" * 8)
+    with h5py.File(path) as f, pytest.raises(OSError):
+        f["bad"][()]
+    for limit, kept in ((30, False), (29, True)):
+        monkeypatch.setattr(scanner, "NULLTERM_CHECK_MAX", limit)
+        metas = {m.name: m for m in scan(path, "bytes").arrays}
+        assert ({"id": "nullterm"} in metas["clean"].codecs) is kept, limit
+        assert metas["bad"].codecs[-1] == {"id": "nullterm"} and metas["bad"].status == "ok", limit
+        assert metas["v"].status == "ok"
