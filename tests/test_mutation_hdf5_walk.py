@@ -150,3 +150,36 @@ def test_dimension_names_come_from_the_header_bytes_when_each_dataset_has_one_na
         with h5py.File(src, "r") as f:
             for name in ("v", "w"):
                 assert got[name].dims == _h5py_dims(f[name]), (second_link, name)
+
+
+def test_the_header_reader_reads_through_a_ranged_read_function_as_through_the_path(tmp_path: Path) -> None:
+    """``HeaderReader`` over a function giving ``n`` bytes at ``at`` (a remote file's
+    ``RangeFile.pread``; here the file's bytes in memory) reads what it reads through the
+    path: the superblock's sizes, every object's header messages and attribute key; closing it
+    closes no file, and a function that fails on the superblock fails the reader."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    src = _scaled_file(tmp_path / "s.h5")
+    data = src.read_bytes()
+    asked: list[tuple[int, int]] = []
+
+    def pread(at: int, n: int) -> bytes:
+        asked.append((at, n))
+        return data[at : at + n]
+
+    with h5py.File(src, "r") as f:
+        infos = {name: h5py.h5o.get_info(f[name].id) for name in ("time", "lat", "v", "w")}
+    with HeaderReader(str(src)) as by_path, HeaderReader(pread) as by_reads:
+        assert (by_reads.offsets, by_reads.lengths) == (by_path.offsets, by_path.lengths) == (8, 8)
+        for name, info in infos.items():
+            assert by_reads.messages(info.addr) == by_path.messages(info.addr) is not None, name
+            key = by_reads.attribute_key(info.addr, info.num_attrs, scanner._HIDDEN_ATTRS)
+            assert key == by_path.attribute_key(info.addr, info.num_attrs, scanner._HIDDEN_ATTRS), name
+    assert asked and all(0 <= at < len(data) and n > 0 for at, n in asked)
+    by_reads.close()  # again: nothing to close
+
+    def failing(at: int, n: int) -> bytes:
+        raise OSError("gone")
+
+    with pytest.raises(OSError, match="gone"):
+        HeaderReader(failing)
