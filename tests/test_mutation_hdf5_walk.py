@@ -27,7 +27,21 @@ from ._hdf5_paths import scan
 from .test_hdf5_metadata import _hl_attrs, _same_attrs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, what: Callable[[tuple[Any, ...]], Any]) -> list[Any]:
+    """``owner.name`` patched to record ``what(args)`` of every call (the calls' list) and call through."""
+    calls: list[Any] = []
+    real = getattr(owner, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(what(args))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    return calls
 
 
 def _series_file(path: Path, token: str) -> Path:
@@ -59,14 +73,7 @@ def test_group_attributes_of_a_series_come_from_the_header_bytes(tmp_path: Path,
     first = _series_file(tmp_path / "a.h5", token)
     second = _series_file(tmp_path / "b.h5", token)
     scan(first, "bytes")
-    reads: list[Any] = []
-    read_attrs = scanner._read_attrs
-
-    def spy(oid: Any, *args: Any, **kwargs: Any) -> Any:
-        reads.append(h5py.h5i.get_name(oid))
-        return read_attrs(oid, *args, **kwargs)
-
-    monkeypatch.setattr(scanner, "_read_attrs", spy)
+    reads = _spy(monkeypatch, scanner, "_read_attrs", lambda args: h5py.h5i.get_name(args[0]))
     for kind, read in (("bytes", []), ("hdf5", [b"/", b"/e", b"/g", b"/g/h", b"/g/h/d"])):
         reads.clear()
         got = scan(second, kind)
@@ -85,14 +92,7 @@ def test_the_hdf5_walk_opens_each_object_once(tmp_path: Path, monkeypatch: pytes
     """With no header reader the walk opens every group and dataset once (the id it opened is
     the one read from) and the values are h5py's."""
     src = _series_file(tmp_path / "a.h5", uuid.uuid4().hex)
-    opened: list[bytes] = []
-    h5o_open = h5py.h5o.open
-
-    def spy(loc: Any, name: bytes, *args: Any, **kwargs: Any) -> Any:
-        opened.append(name)
-        return h5o_open(loc, name, *args, **kwargs)
-
-    monkeypatch.setattr(h5py.h5o, "open", spy)
+    opened = _spy(monkeypatch, h5py.h5o, "open", lambda args: args[1])
     got = scan(src, "hdf5")
     monkeypatch.undo()
     assert sorted(opened) == [b"/", b"e", b"g", b"g/h", b"g/h/d"]
@@ -134,14 +134,7 @@ def test_dimension_names_come_from_the_header_bytes_when_each_dataset_has_one_na
     bytes and the walk's address -> name map, HDF5's ``H5DSiterate_scales`` never called; with
     a dataset linked twice (whose name the map cannot tell) HDF5 is asked. Either way the
     names are h5py's."""
-    calls: list[int] = []
-    iterate = h5py.h5ds.iterate
-
-    def spy(dsid: Any, idx: int, *args: Any, **kwargs: Any) -> Any:
-        calls.append(idx)
-        return iterate(dsid, idx, *args, **kwargs)
-
-    monkeypatch.setattr(h5py.h5ds, "iterate", spy)
+    calls = _spy(monkeypatch, h5py.h5ds, "iterate", lambda args: args[1])
     for second_link, asked in ((False, False), (True, True)):
         src = _scaled_file(tmp_path / f"s{second_link}.h5", second_link=second_link)
         calls.clear()
