@@ -15,8 +15,8 @@ the fast test files listed for it in ``GROUPS`` (the whole suite per mutant woul
 here). mutmut records which of those tests call each mutated function and runs only them per
 mutant, with a CPU-time limit. ``--report`` prints the table of a previous run without running;
 ``--retest-survivors`` runs only the mutants not killed last time (after adding tests: mutmut
-keeps earlier verdicts otherwise). ``--pending`` runs those and every mutant without a
-verdict (never run, or its function changed): what is left after new tests or a source change,
+keeps earlier verdicts otherwise). ``--pending`` runs those (but the ones explained as
+equivalent) and every mutant without a verdict (never run, or its function changed): what is left after new tests or a source change,
 where a plain run would re-run everything (mutmut resets every verdict when the group's test
 list changes). Every decided verdict is also kept in the group folder's ``verdicts.json``
 with its function's source hash (``remember``), so the table after an
@@ -41,6 +41,10 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "bench" / "out" / "mutate"
@@ -328,15 +332,28 @@ def merge_verdicts(now: dict[str, str], hashes: dict[str, str], earlier: dict[st
 
 
 def pending(
-    statuses: dict[str, str], only: list[str] | None = None, *, timeouts: bool = False, undecided: bool = True
+    statuses: dict[str, str],
+    only: list[str] | None = None,
+    *,
+    timeouts: bool = False,
+    undecided: bool = True,
+    explained: Collection[str] = (),
 ) -> list[str]:
     """The mutants a ``--pending`` run tests: every one without a verdict (never run, or its
     function changed since; not with ``undecided`` False: ``--retest-survivors``) and every one
-    not killed (survived, no tests), with ``timeouts`` the timed-out ones too (mutmut also stops
-    a mutant at a wall-clock limit: on a loaded machine a slow survivor times out), optionally
-    only those matching ``only`` (fnmatch)."""
+    not killed (survived, no tests) but those ``explained`` as equivalent (their function is
+    unchanged, or they would be undecided: no test can kill them, and a survivor runs all its
+    tests), with ``timeouts`` the timed-out ones too (mutmut also stops a mutant at a
+    wall-clock limit: on a loaded machine a slow survivor times out), optionally only those
+    matching ``only`` (fnmatch)."""
     again = {"survived", "no tests", *(("timeout",) if timeouts else ()), *(_UNDECIDED if undecided else ())}
-    return [k for k, v in statuses.items() if v in again and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))]
+    return [
+        k
+        for k, v in statuses.items()
+        if v in again
+        and not (v == "survived" and k in explained)
+        and (not only or any(fnmatch.fnmatchcase(k, p) for p in only))
+    ]
 
 
 def _raw_results(name: str, group: Group) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
@@ -525,10 +542,11 @@ def main(argv: list[str] | None = None) -> int:
                 # re-collects its stats, then refuses a filter that matches nothing: the table
                 # after it tells the functions changed since (their verdicts dropped) from the rest
                 run(work, args.max_children, ["refstore.__regenerate_only__"], quiet=True)
+                eq = {k for k, d in diffs(name, GROUPS[name]).items() if equivalent(d) or _explained(k)}
                 again = [
                     k
                     for st in results(name, GROUPS[name]).values()
-                    for k in pending(st, args.only, timeouts=args.with_timeouts)
+                    for k in pending(st, args.only, timeouts=args.with_timeouts, explained=eq)
                 ]
                 print(f"== {name}: {len(again)} mutants pending", flush=True)
                 if not again:

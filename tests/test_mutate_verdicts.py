@@ -93,3 +93,9 @@ def test_pending_is_every_mutant_not_killed_or_timed_out() -> None:
     assert mutate.pending(statuses, [M + "x_f__*"], timeouts=True) == [
         M + "x_f__mutmut_2", M + "x_f__mutmut_3", M + "x_f__mutmut_4", M + "x_f__mutmut_5",
     ]  # fmt: skip
+    # an explained survivor is skipped (no test can kill it); explaining a mutant of any other
+    # status changes nothing (a verdict still to come, or a detected one)
+    explained = {M + "x_f__mutmut_2", M + "x_f__mutmut_3", M + "x_f__mutmut_4", M + "x_f__mutmut_5"}
+    assert mutate.pending(statuses, timeouts=True, explained=explained) == [
+        M + "x_f__mutmut_3", M + "x_f__mutmut_4", M + "x_f__mutmut_5", M + "x_g__mutmut_1", M + "x_g__mutmut_2",
+    ]  # fmt: skip
