@@ -16,16 +16,18 @@ here). mutmut records which of those tests call each mutated function and runs o
 mutant, with a CPU-time limit. ``--report`` prints the table of a previous run without running;
 ``--retest-survivors`` runs only the mutants not killed last time (after adding tests: mutmut
 keeps earlier verdicts otherwise). ``--pending`` runs those (but the ones explained as
-equivalent) and every mutant without a verdict (never run, or its function changed): what is left after new tests or a source change,
-where a plain run would re-run everything (mutmut resets every verdict when the group's test
-list changes). Every decided verdict is also kept in the group folder's ``verdicts.json``
-with its function's source hash (``remember``), so the table after an
-``--only`` or ``--retest-survivors`` run (or after mutmut reset every verdict because the group's
-test list changed) still counts the mutants decided before (``merge_verdicts``).
+equivalent) and every mutant without a verdict (never run, or its function changed): what is
+left after new tests or a source change, where a plain run would re-run everything (mutmut
+resets every verdict when the group's test list changes). Every decided verdict is also kept in
+the group folder's ``verdicts.json`` with its function's source hash (``remember``), so the
+table after an ``--only`` or ``--retest-survivors`` run (or after mutmut reset every verdict
+because the group's test list changed) still counts the mutants decided before
+(``merge_verdicts``).
 
 The table counts per module: mutants, killed (a test failed), survived, timeout (CPU or wall
-limit: counted as detected), no tests (no selected test calls the function: counted as survived), and
-the score ``(killed + timeout) / mutants``. Explained survivors are listed in design/mutation.md.
+limit: counted as detected), no tests (no selected test calls the function: counted as
+survived), and the score ``(killed + timeout) / mutants``. Explained survivors are listed in
+design/mutation.md.
 """
 
 from __future__ import annotations
