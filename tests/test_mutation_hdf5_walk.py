@@ -176,3 +176,23 @@ def test_the_header_reader_reads_through_a_ranged_read_function_as_through_the_p
 
     with pytest.raises(OSError, match="gone"):
         HeaderReader(failing)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "hdf5"])
+def test_a_scale_whose_name_is_not_utf8_names_its_dimension_as_its_array(tmp_path: Path, kind: str) -> None:
+    """h5py gives a name that is not UTF-8 as bytes; the scanner names arrays with it decoded,
+    bytes that are not UTF-8 replaced, and a dimension attached to such a scale by the same
+    text, whether found from the header bytes or by ``H5DSiterate_scales``."""
+    src = tmp_path / "n.h5"
+    with h5py.File(src, "w") as f:
+        s = f.create_dataset(b"\xffx", data=np.arange(3.0))
+        s.make_scale("q")
+        v = f.create_dataset("v", data=np.zeros((3, 2)))
+        v.dims[0].attach_scale(s)
+    with h5py.File(src, "r") as f:
+        scale = f["v"].dims[0][0].name
+        assert scale == b"/\xffx"
+        want = scale.rsplit(b"/", 1)[-1].decode("utf-8", "replace")
+    got = {a.name: a for a in scan(src, kind).arrays}
+    assert set(got) == {"v", want}
+    assert got["v"].dims == (want, "phony_dim_2")
