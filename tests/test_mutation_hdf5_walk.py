@@ -123,8 +123,16 @@ def _scaled_file(path: Path, *, second_link: bool = False) -> Path:
 
 
 def _h5py_dims(ds: Any) -> tuple[str, ...]:
-    dims = zip(ds.dims, ds.shape, strict=True)
-    return tuple(d[0].name.rsplit("/", 1)[-1] if len(d) else f"phony_dim_{n}" for d, n in dims)
+    """The first scale h5py lists for each dimension, by its base name; else the README's
+    ``phony_dim_<size>`` (``_1``, ``_2``... for repeats within the array)."""
+    names: list[str] = []
+    for d, n in zip(ds.dims, ds.shape, strict=True):
+        if len(d):
+            names.append(d[0].name.rsplit("/", 1)[-1])
+        else:
+            k = sum(1 for m in names if m == f"phony_dim_{n}" or m.startswith(f"phony_dim_{n}_"))
+            names.append(f"phony_dim_{n}" if k == 0 else f"phony_dim_{n}_{k}")
+    return tuple(names)
 
 
 def test_dimension_names_come_from_the_header_bytes_when_each_dataset_has_one_name(
@@ -196,3 +204,22 @@ def test_a_scale_whose_name_is_not_utf8_names_its_dimension_as_its_array(tmp_pat
     got = {a.name: a for a in scan(src, kind).arrays}
     assert set(got) == {"v", want}
     assert got["v"].dims == (want, "phony_dim_2")
+
+
+@pytest.mark.parametrize("kind", ["bytes", "hdf5"])
+def test_dimensions_without_scales_are_numbered_by_size_both_ways(tmp_path: Path, kind: str) -> None:
+    """Dimensions of one size without a scale are ``phony_dim_<size>``, ``_1``, ``_2``..., each
+    size counted apart, around a dimension that has one: from the header bytes and from HDF5."""
+    src = tmp_path / "p.h5"
+    with h5py.File(src, "w") as f:
+        s = f.create_dataset("s", data=np.arange(3.0))
+        s.make_scale("s")
+        f.create_dataset("same", data=np.zeros((4, 4, 3, 4), "<i2"))
+        m = f.create_dataset("mixed", data=np.zeros((3, 3, 3, 2, 3), "<i2"))
+        m.dims[1].attach_scale(s)
+    got = {a.name: a.dims for a in scan(src, kind).arrays}
+    with h5py.File(src, "r") as f:
+        for name in ("same", "mixed"):
+            assert got[name] == _h5py_dims(f[name]), name
+    assert got["same"] == ("phony_dim_4", "phony_dim_4_1", "phony_dim_3", "phony_dim_4_2")
+    assert got["mixed"] == ("phony_dim_3", "s", "phony_dim_3_1", "phony_dim_2", "phony_dim_3_2")
