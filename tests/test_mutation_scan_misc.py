@@ -475,6 +475,14 @@ def test_chunk_columns_of_a_batch_become_the_rows_of_each_source_in_order() -> N
     with pytest.raises(TypeError, match="CHUNK_BATCH_SCHEMA"):
         ChunkColumns(["a"], np.zeros((MAX_DIMS, 1), np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64),
                      np.zeros(1, np.int32))  # fmt: skip
+    # offsets and lengths int64, filter masks int32 (float offsets lose bytes past 2**53)
+    good = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int32))
+    ChunkColumns(["a"], np.zeros((MAX_DIMS, 1), np.int32), *good)
+    for i, wrong in ((0, np.float64), (1, np.float64), (2, np.int64), (0, np.int32), (1, np.uint64)):
+        cols = [*good]
+        cols[i] = cols[i].astype(wrong)
+        with pytest.raises(TypeError, match="CHUNK_BATCH_SCHEMA"):
+            ChunkColumns(["a"], np.zeros((MAX_DIMS, 1), np.int32), *cols)
 
 
 def test_array_meta_json_round_trip_and_keys() -> None:

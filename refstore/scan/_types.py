@@ -56,6 +56,7 @@ class ChunkColumns:
         if (
             self.keys.shape != (MAX_DIMS, n) or self.keys.dtype != np.int32
             or any(len(c) != n for c in (self.offset, self.length, self.filter_mask))
+            or self.offset.dtype != np.int64 or self.length.dtype != np.int64 or self.filter_mask.dtype != np.int32
             or (self.inline is not None and len(self.inline) != n)
         ):  # fmt: skip
             raise TypeError("chunk columns do not follow CHUNK_BATCH_SCHEMA")
