@@ -223,3 +223,31 @@ def test_dimensions_without_scales_are_numbered_by_size_both_ways(tmp_path: Path
             assert got[name] == _h5py_dims(f[name]), name
     assert got["same"] == ("phony_dim_4", "phony_dim_4_1", "phony_dim_3", "phony_dim_4_2")
     assert got["mixed"] == ("phony_dim_3", "s", "phony_dim_3_1", "phony_dim_2", "phony_dim_3_2")
+
+
+@pytest.mark.parametrize("userblock", [0, 512])
+def test_attribute_order_is_h5pys_from_the_header_flags_else_hdf5s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   userblock: int) -> None:  # fmt: skip
+    """Attributes are listed in h5py's order: creation order where tracked, else by name. With
+    the header bytes read (no user block) whether it is tracked comes from the header's flags,
+    no object's creation property list asked; with a user block the header reader reads nothing
+    and HDF5 is asked, the order the same."""
+    src = tmp_path / "o.h5"
+    with h5py.File(src, "w", track_order=True, userblock_size=userblock) as f:
+        f.attrs["zz"], f.attrs["aa"] = np.int32(1), np.int32(2)
+        g = f.create_group("g", track_order=True)
+        g.attrs["yy"], g.attrs["bb"] = np.int32(3), np.int32(4)
+        h = f.create_group("h", track_order=False)
+        h.attrs["xx"], h.attrs["cc"] = np.int32(5), np.int32(6)
+        d = f.create_dataset("d", data=np.arange(4, dtype="<i4"), track_order=True)
+        d.attrs["ww"], d.attrs["dd"] = np.int32(7), np.int32(8)
+    asked: list[Any] = []
+    cpl = scanner._Object.cpl
+    monkeypatch.setattr(scanner._Object, "cpl", property(lambda self: (asked.append(self.name), cpl.fget(self))[1]))
+    got = scan(src, "bytes")
+    with h5py.File(src, "r") as f:
+        assert list(got.groups[""]) == list(f.attrs) == ["zz", "aa"]
+        assert list(got.groups["g"]) == list(f["g"].attrs) == ["yy", "bb"]
+        assert list(got.groups["h"]) == list(f["h"].attrs) == ["cc", "xx"]
+        assert list({a.name: a for a in got.arrays}["d"].attrs) == list(f["d"].attrs) == ["ww", "dd"]
+    assert (asked == []) is (userblock == 0), asked
