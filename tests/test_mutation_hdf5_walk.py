@@ -251,3 +251,23 @@ def test_attribute_order_is_h5pys_from_the_header_flags_else_hdf5s(tmp_path: Pat
         assert list(got.groups["h"]) == list(f["h"].attrs) == ["cc", "xx"]
         assert list({a.name: a for a in got.arrays}["d"].attrs) == list(f["d"].attrs) == ["ww", "dd"]
     assert (asked == []) is (userblock == 0), asked
+
+
+def test_a_header_the_reader_cannot_parse_is_none_and_a_path_reader_closes_once(tmp_path: Path) -> None:
+    """A version 2 object header whose continuation message is too short for its address and
+    length (HDF5 spec: 8 + 8 bytes) is no parse (None: HDF5 is asked), not an error; a path
+    reader closed twice closes its file once."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    superblock = b"\x89HDF\r\n\x1a\n" + bytes([2, 8, 8, 0]) + bytes(8) + bytes(28)
+    block = bytes([0x10, 4, 0, 0]) + bytes(4) + bytes(4)  # a continuation message of 4 bytes, a gap
+    data = superblock + b"OHDR" + bytes([2, 0, len(block)]) + block + bytes(64)
+    with HeaderReader(lambda at, n: data[at : at + n]) as h:
+        assert (h.offsets, h.lengths) == (8, 8)
+        assert h.header(48) is None
+        assert h.messages(48) is None
+    path = tmp_path / "x.h5"
+    path.write_bytes(data)
+    reader = HeaderReader(str(path))
+    reader.close()
+    reader.close()
