@@ -271,3 +271,29 @@ def test_a_header_the_reader_cannot_parse_is_none_and_a_path_reader_closes_once(
     reader = HeaderReader(str(path))
     reader.close()
     reader.close()
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+def test_offsets_of_four_bytes_are_told_from_lengths_of_eight(tmp_path: Path, libver: str) -> None:
+    """A file of 4-byte offsets (8-byte lengths) is not parsed from the bytes (the reader reads
+    8-byte offsets only: its base address, read as 8 bytes, is then not zero), and its scan is
+    h5py's."""
+    from refstore.scan._hdf5_header import HeaderReader
+
+    src = tmp_path / "o4.h5"
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    fcpl.set_sizes(4, 8)
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(
+        *(2 * [h5py.h5f.LIBVER_LATEST] if libver == "latest" else [h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST])
+    )
+    fid = h5py.h5f.create(str(src).encode(), h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl)
+    with h5py.File(fid) as f:
+        d = f.create_dataset("d", data=np.arange(6, dtype="<i4"))
+        d.attrs["units"] = np.bytes_(b"m")
+    with HeaderReader(str(src)) as h:
+        assert (h.offsets, h.lengths) == (0, 0), libver
+    got = {a.name: a for a in scan(src, "bytes").arrays}
+    with h5py.File(src, "r") as f:
+        assert got["d"].shape == f["d"].shape and np.dtype(got["d"].dtype) == f["d"].dtype
+        assert got["d"].attrs["units"]["value"] == "m"
