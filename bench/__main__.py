@@ -338,22 +338,37 @@ def bench_hold(work: Path, n_chunks: int = 16384, turns: int = 3) -> dict[str, A
     ranges = list(zip(refs.column("offset").to_pylist(), refs.column("length").to_pylist(), strict=True))
 
     def copy() -> None:  # the plain copy: read every range and write it to one new file
-        # (a new file, as a hold writes new fragments: overwriting the last turn's copy adds
-        # the truncation of 1 GiB of cached pages, 0.3-0.5 s here, to the copy's time)
         with open(src, "rb") as fin, open(work / "copy.bin", "wb") as fout:
             for o, n in ranges:
                 fin.seek(o)
                 fout.write(fin.read(n))
 
-    # hold and copy in turns, best of ``turns`` each (between holds a release: the page cache's
-    # writeback of the last gigabyte then weighs on both alike, not on whichever runs second)
+    def settle() -> None:
+        """Untimed, before every turn: the last turn's output leaves the page cache (the copy's
+        file is unlinked; the hold's packed blob files, which the release between holds left to
+        older versions, are written back and dropped), so each turn writes 1 GiB into memory
+        the kernel has just freed, and no writeback of a last turn weighs on the next.
+        Otherwise the hold alone writes into memory never used before, which on a VM that
+        hands freed memory back to its host costs 2-3 s per GiB of page faults (a copy into a
+        new file with the old copies kept: 2.7-4.2 s for 1 GiB, against 0.5 s into freed memory)."""
+        (work / "copy.bin").unlink(missing_ok=True)
+        os.sync()
+        for blob in Path(col).rglob("*.blob"):
+            fd = os.open(blob, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    # hold and copy in turns, best of ``turns`` each (between holds a release)
     sel = HoldSelection(arrays=("x",))
     t_hold, t_copy = [], []
     for turn in range(turns):
-        (work / "copy.bin").unlink(missing_ok=True)  # untimed, as the release before a hold
+        settle()
         t_copy.append(timed(copy))
         if turn:
             release(refstore.Collection.open(col), sel)
+        settle()
         t0 = time.perf_counter()
         rep = hold(refstore.Collection.open(col), sel)
         t_hold.append(time.perf_counter() - t0)

@@ -96,6 +96,36 @@ def test_hold_geotiff_by_bbox(tmp_path: Path, new_collection) -> None:
     assert_same(refstore.open(col)["image"][4:12, 4:18], img[4:12, 4:18], "held image box")
 
 
+@pytest.mark.parametrize("folder", ["plain-folder", "a b", "x#1", "q?x", "p%20q"])
+def test_hold_in_a_folder_whatever_its_name(series, tmp_path: Path, folder: str) -> None:
+    """New fragments of a local collection are written through object_store's local file system
+    (``fragment_uri``), except where a URL would read the path differently ('#', '?', '%'):
+    both ways, the held bytes are in the collection and read as h5py reads the files."""
+    from refstore.table._replace import fragment_uri
+
+    col = str(tmp_path / folder / "col")
+    refstore.init(col)
+    via_store = fragment_uri(col).startswith("file-object-store://")
+    assert via_store == (folder in ("plain-folder", "a b"))
+    files = series(2)
+    refstore.scan(col, [str(files[0].parent)], concat_dim="time")
+    expected = np.concatenate([h5py.File(p)["sst"][()] for p in files])
+    assert hold(refstore.Collection.open(col), HoldSelection(arrays=("sst",))).chunks > 0
+    assert not [p for p in Path(col, "data").rglob("*") if "#" in p.name]  # no temporary file left
+    files[0].parent.rename(tmp_path / "gone")
+    got = refstore.open(col)["sst"][...]
+    assert got.dtype == expected.dtype
+    assert_same(got, expected, f"held sst in {folder!r}")
+
+
+def test_fragment_uri_leaves_object_stores_alone() -> None:
+    from refstore.table._replace import fragment_uri
+
+    assert fragment_uri("s3://bucket/col") == "s3://bucket/col"
+    assert fragment_uri("gs://b/c") == "gs://b/c"
+    assert fragment_uri("file:///srv/col") == "file-object-store:///srv/col"
+
+
 def test_held_bytes_survive_reprocessing_and_release(series, new_collection, tmp_path: Path) -> None:
     files = series(3)
     col = new_collection()
@@ -325,7 +355,7 @@ def test_address_filter_deletes_exactly_the_given_rows(tmp_path: Path) -> None:
 def test_hold_in_many_batches_across_sources(tmp_path: Path, new_collection, monkeypatch: pytest.MonkeyPatch) -> None:
     """Held bytes streamed to Lance in batches smaller than a chunk run (batches cut inside a
     source and spanning two): every chunk's bytes equal h5py's raw chunk; a read failing in a
-    later batch commits nothing."""
+    later batch commits nothing and stops the reads."""
     import hashlib
     import importlib
 
@@ -359,7 +389,8 @@ def test_hold_in_many_batches_across_sources(tmp_path: Path, new_collection, mon
 
     with pytest.raises(refstore.SourceReadError, match=r"short read .*nothing was held"):
         hold(refstore.Collection.open(col), HoldSelection(arrays=("x", "y")), fetcher=FailsLater())
-    assert FailsLater.calls == 4 and lance.dataset(col).version == v
+    # the batch read beside the failing one (HOLD_THREADS = 2) may finish; no later one starts
+    assert FailsLater.calls in (4, 5) and lance.dataset(col).version == v
 
     rep = hold(refstore.Collection.open(col), HoldSelection(arrays=("x", "y")))
     assert rep.chunks == 2 * 13 and rep.bytes == 13 * (2048 * 8 + 16 * 4)

@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 
 import lance
+import numpy as np
 import pytest
 
 import refstore
@@ -213,3 +214,44 @@ def test_an_interrupted_icechunk_update_never_moves_main_without_its_tag(series,
         version, tip, tags = state(out)
         assert version == 3 and tags.get("refstore-v3") == tip, k
     assert k > 2
+
+
+@needs_strace
+def test_a_hold_killed_before_a_data_file_is_complete_commits_nothing_and_gc_removes_it(
+    series, new_collection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local collection's new fragments are written under a temporary name (``<name>#<n>``)
+    and renamed when complete (``_replace.fragment_uri``). A hold killed at its first such
+    rename commits nothing; the file it left is kept by gc within the grace period (a writer
+    in flight may still rename it), removed after it; the next hold's bytes equal h5py's."""
+    import h5py
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the only renames are the writer's
+    col = new_collection()
+    files = series(2)
+    assert invoke("-C", col, "scan", str(files[0].parent), "--concat-dim", "time").returncode == 0
+    before = _versions(col)
+    data = Path(col) / "data"
+
+    def temporary() -> list[Path]:
+        return [p for p in data.rglob("*") if p.is_file() and "#" in p.name]
+
+    r = killed_at("rename", 1, "-C", col, "hold", "--array", "sst")
+    assert r.returncode != 0 and _versions(col) == before and _held(col) == 0
+    left = temporary()
+    assert left and all(p.name.split("#")[1].isdigit() for p in left)
+    assert invoke("-C", col, "gc").returncode == 0  # within the grace period: kept
+    assert temporary() == left
+    r = invoke("-C", col, "gc", "--grace", "0", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["files_removed"] >= len(left)
+    assert temporary() == []
+    needed = {f"data/{f.path}" for frag in lance.dataset(col).get_fragments() for f in frag.metadata.files}
+    assert {str(p.relative_to(col)) for p in data.rglob("*") if p.is_file()} == needed
+
+    assert invoke("-C", col, "hold", "--array", "sst").returncode == 0
+    assert temporary() == [] and _held(col) > 0
+    expected = np.concatenate([h5py.File(p)["sst"][()] for p in files])
+    gone = files[0].parent.rename(files[0].parent.with_name("gone"))
+    assert gone.exists()
+    got = refstore.open(col)["sst"][...]
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)

@@ -5,6 +5,7 @@ files are gone). Paths are relative to the collection's folder (``data/x.lance``
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
 
     from .collection import Collection
 
-__all__ = ["base_path", "delete_files", "missing_files", "needed_files", "present_files", "unlinked_manifests"]
+__all__ = [
+    "base_path", "delete_files", "missing_files", "needed_files", "present_files", "unfinished_uploads",
+    "unlinked_manifests",
+]  # fmt: skip
 
 _KIND_ORDER = {"manifest": 0, "unlinked manifest": 0, "transaction": 1, "deletion": 2, "index": 3, "data": 4}
 """Deletion order: a version stops being listed before any file it needs goes."""
@@ -80,6 +84,34 @@ def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:
     return sorted(f"_versions/{e.name}" for e in entries
                   if "#" in e.name and e.name.split("#", 1)[0] in names and e.is_file()
                   and now - e.stat().st_mtime >= grace_s)  # fmt: skip
+
+
+_TEMPORARY_NAME = re.compile(r".+#[0-9]+")
+
+
+def unfinished_uploads(col: Collection, grace_s: float) -> list[tuple[str, int]]:
+    """Data files a killed write left under their temporary name (``<name>#<n>``: new fragments
+    are written through object_store's local file system, ``_replace.fragment_uri``, which
+    renames a file once it is complete), older than ``grace_s`` seconds, with their sizes.
+    Lance's listing hides such names. Local disk only: an object store's unfinished multipart
+    upload is no object."""
+    if not _local(col.uri):
+        return []
+    root = os.path.realpath(col.uri.removeprefix("file://"))
+    now = time.time()
+    out: list[tuple[str, int]] = []
+    for folder, _, names in os.walk(os.path.join(root, "data")):
+        for name in names:
+            if not _TEMPORARY_NAME.fullmatch(name):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if now - st.st_mtime >= grace_s:
+                out.append((os.path.relpath(path, root), st.st_size))
+    return sorted(out)
 
 
 def delete_files(col: Collection, paths: Iterable[tuple[str, str]]) -> None:

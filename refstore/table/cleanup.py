@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError, StorageError
-from ._files import base_path, delete_files, present_files, unlinked_manifests
+from ._files import base_path, delete_files, present_files, unfinished_uploads, unlinked_manifests
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -43,8 +43,9 @@ def _candidates(ds: Any, keep_last: int, grace: timedelta, *, unverified: bool) 
 
 def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE) -> dict[str, Any]:
     """Remove old untagged versions, keeping the newest ``keep_last`` and every version younger
-    than ``grace``; tagged versions stay. Files no version references are removed once older
-    than ``grace``. ``grace=timedelta(0)`` only when no other process writes the collection."""
+    than ``grace``; tagged versions stay. Files no version references (a failed commit's, a
+    killed write's) are removed once older than ``grace``. ``grace=timedelta(0)`` only when no
+    other process writes the collection."""
     if keep_last < 1:
         raise BadInputError("--keep-last must be at least 1")
     if grace < timedelta(0):
@@ -71,11 +72,14 @@ def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE)
     delete_files(col, chosen)
     unlinked = unlinked_manifests(col, grace.total_seconds())  # after: a freed name is not taken
     delete_files(col, [("unlinked manifest", rel) for rel in unlinked])
+    unfinished = unfinished_uploads(col, grace.total_seconds())  # a killed write's, never referenced
+    delete_files(col, [("data", rel) for rel, _ in unfinished])
+    removed_bytes += sum(size for _, size in unfinished)
     after = sorted(int(v["version"]) for v in col._dataset().versions())
     return {
         "versions_removed": sorted(set(before) - set(after)),
         "versions_kept": after,
-        "files_removed": len(chosen) + len(unlinked),
+        "files_removed": len(chosen) + len(unlinked) + len(unfinished),
         "bytes_removed": removed_bytes,
         "grace_seconds": grace.total_seconds(),
     }

@@ -311,22 +311,14 @@ def _fetch_into(
 
 
 def _sha256(buf: memoryview, pos: np.ndarray[Any, Any]) -> pa.Array:
-    """Hex sha256 of every value ``buf[pos[i]:pos[i+1]]``, in two threads (hashlib releases the
-    GIL on buffers over 2 KiB)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Hex sha256 of every value ``buf[pos[i]:pos[i+1]]``. One batch is hashed in one thread;
+    ``_HeldBatches`` reads and hashes two batches at once (hashlib releases the GIL on buffers
+    over 2 KiB). Hashing one batch in a pool of threads of its own cost more than it saved:
+    a thread hand-off per slice of every batch, against Lance's writer, for the same 2 cores."""
     bounds = pos.tolist()
-
-    def digests(idx: range) -> list[str]:
-        return [hashlib.sha256(buf[bounds[i] : bounds[i + 1]]).hexdigest() for i in idx]
-
-    n = len(bounds) - 1
-    if n < 64:
-        return pa.array(digests(range(n)), pa.string())
-    step = -(-n // 8)
-    with ThreadPoolExecutor(2) as ex:
-        parts = list(ex.map(digests, [range(i, min(i + step, n)) for i in range(0, n, step)]))
-    return pa.array([d for p in parts for d in p], pa.string())
+    return pa.array(
+        [hashlib.sha256(buf[bounds[i] : bounds[i + 1]]).hexdigest() for i in range(len(bounds) - 1)], pa.string()
+    )
 
 
 def hold(
@@ -376,14 +368,17 @@ def hold(
 
 HOLD_BATCH_BYTES = 8 << 20
 """Held bytes read (and hashed) per batch of rows handed to Lance: memory is bounded by a few
-batches, not by the selection, and the next batch is read while Lance writes the last."""
+batches, not by the selection, and the next batches are read while Lance writes the last."""
+
+HOLD_THREADS = 2
+"""Batches read and hashed at once, each in a thread of its own, while Lance writes."""
 
 
 class _HeldBatches:
     """The rewritten rows of a hold, in batches of about ``HOLD_BATCH_BYTES`` of held bytes
     (rows in file order: ``t``, cumulative byte positions ``pos``, first row of each source
-    ``starts``). A worker thread reads and hashes batch k+1 while Lance writes batch k
-    (``preadv``, hashlib and Lance's writer release the GIL)."""
+    ``starts``). ``HOLD_THREADS`` worker threads read and hash batches k+1, k+2, ... while Lance
+    writes batch k (``preadv``, hashlib and Lance's writer release the GIL)."""
 
     def __init__(self, t: pa.Table, pos: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], fetcher: Fetcher,
                  version: int, progress: Callable[[int, int], None] | None) -> None:  # fmt: skip
@@ -424,22 +419,27 @@ class _HeldBatches:
         )  # fmt: skip
 
     def tables(self) -> Iterator[pa.Table]:
-        from concurrent.futures import ThreadPoolExecutor
+        from collections import deque
+        from concurrent.futures import Future, ThreadPoolExecutor
 
         spans = list(itertools.pairwise(self.cuts))
-        with ThreadPoolExecutor(1, thread_name_prefix="refstore-hold") as ex:
-            nxt = ex.submit(self._batch, *spans[0])
-            for k in range(len(spans)):
-                try:
-                    cur = nxt.result()
-                except Exception as e:  # Lance would wrap it in an error of its own
-                    self.error = e
-                    raise
-                if k + 1 < len(spans):
-                    nxt = ex.submit(self._batch, *spans[k + 1])
-                if self.progress is not None:
-                    self.progress(spans[k][1], self.t.num_rows)
-                yield cur
+        with ThreadPoolExecutor(HOLD_THREADS, thread_name_prefix="refstore-hold") as ex:
+            ahead: deque[Future[pa.Table]] = deque(ex.submit(self._batch, *s) for s in spans[:HOLD_THREADS])
+            try:
+                for k in range(len(spans)):
+                    try:
+                        cur = ahead.popleft().result()
+                    except Exception as e:  # Lance would wrap it in an error of its own
+                        self.error = e
+                        raise
+                    if k + HOLD_THREADS < len(spans):
+                        ahead.append(ex.submit(self._batch, *spans[k + HOLD_THREADS]))
+                    if self.progress is not None:
+                        self.progress(spans[k][1], self.t.num_rows)
+                    yield cur
+            finally:  # a failed batch or a stopped write: the batches not started are not read
+                for f in ahead:
+                    f.cancel()
 
 
 def release(col: Collection, sel: HoldSelection) -> HoldReport:
