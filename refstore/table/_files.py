@@ -33,11 +33,16 @@ def _local(uri: str) -> bool:
     return "://" not in uri or uri.startswith("file://")
 
 
+def _root(uri: str) -> str:
+    """A local collection's folder, symlinks resolved."""
+    return os.path.realpath(uri.removeprefix("file://"))
+
+
 def base_path(uri: str) -> str:
     """The collection's folder as Lance's object store spells paths (no scheme, no leading '/';
     for object stores, no bucket)."""
     if _local(uri):
-        return os.path.realpath(uri.removeprefix("file://")).strip("/")
+        return _root(uri).strip("/")
     return urlparse(uri).path.strip("/")
 
 
@@ -74,7 +79,7 @@ def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:
     free may belong to a writer still in flight, which would link it: kept.)"""
     if not _local(col.uri):
         return []
-    folder = os.path.join(os.path.realpath(col.uri.removeprefix("file://")), "_versions")
+    folder = os.path.join(_root(col.uri), "_versions")
     now = time.time()
     try:
         entries = list(os.scandir(folder))
@@ -97,7 +102,7 @@ def unfinished_uploads(col: Collection, grace_s: float) -> list[tuple[str, int]]
     upload is no object."""
     if not _local(col.uri):
         return []
-    root = os.path.realpath(col.uri.removeprefix("file://"))
+    root = _root(col.uri)
     now = time.time()
     out: list[tuple[str, int]] = []
     for folder, _, names in os.walk(os.path.join(root, "data")):
@@ -119,7 +124,7 @@ def delete_files(col: Collection, paths: Iterable[tuple[str, str]]) -> None:
     transactions, deletion files, indices and data files; each one at a time, in that order."""
     ordered = sorted(paths, key=lambda kp: (_KIND_ORDER.get(kp[0], len(_KIND_ORDER)), kp[1]))
     if _local(col.uri):
-        root = os.path.realpath(col.uri.removeprefix("file://"))
+        root = _root(col.uri)
         for _, rel in ordered:
             try:
                 os.unlink(os.path.join(root, rel))

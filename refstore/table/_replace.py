@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._files import _local
+
 if TYPE_CHECKING:
     from .collection import Snapshot
 
@@ -59,7 +61,7 @@ def fragment_uri(uri: str) -> str:
     spent 1.3-3.4 s in it against 0.4-0.6 s this way (``design/scale.md``). Only data files are
     written so; the version is committed through ``uri``, by Lance's put-if-not-exists commit.
     A path a URL would read differently is written to as it is."""
-    if "://" in uri and not uri.startswith("file://"):
+    if not _local(uri):
         return uri
     path = os.path.abspath(uri.removeprefix("file://"))
     if not _URL_SAFE_PATH.fullmatch(path):
