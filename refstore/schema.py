@@ -47,8 +47,11 @@ __all__ = [
     "empty_table",
 ]
 
-FORMAT_VERSION: Final = 1
-"""Version of refstore's table layout (bumped on any incompatible schema change)."""
+FORMAT_VERSION: Final = 2
+"""Version of refstore's table layout (bumped on any incompatible schema change). 2: the held
+bytes' checksum column is ``held_digest`` (``blake3:<hex>``); format 1 named it ``held_sha256``
+(bare sha256 hex). A writer upgrades a format-1 collection first (``table/_upgrade.py``); its
+older versions and tags keep format 1 and stay readable."""
 
 DATA_STORAGE_VERSION: Final = "2.2"
 """Lance file format: 2.2 compresses reference columns ~15x better than 2.0."""
@@ -114,7 +117,7 @@ _fields: list[pa.Field] = [
     _f("meta", pa.string(), zstd=True),  # JSON: array metadata, source details, settings
     _f("held_at", pa.int32(), zstd=True),  # chunk rows: version that holds the bytes; -1 = not held
     _f("held_ns", pa.int64(), zstd=True),  # chunk rows: when the bytes were held, ns since epoch; -1
-    _f("held_sha256", pa.string(), zstd=True),  # chunk rows: sha256 of the held bytes (hex); ""
+    _f("held_digest", pa.string(), zstd=True),  # chunk rows: "blake3:<hex>" of the held bytes; "" (see _held_digest)
     _blob_field("held"),  # chunk rows: bytes held in the collection (a cache); NULL = not held
 ]
 
@@ -137,7 +140,7 @@ DEFAULTS: Final[dict[str, object]] = {
     "meta": "",
     "held_at": -1,
     "held_ns": -1,
-    "held_sha256": "",
+    "held_digest": "",
 }
 
 SCHEMA: Final = pa.schema(_fields, metadata={"refstore.format_version": str(FORMAT_VERSION)})
@@ -147,7 +150,7 @@ CREATE_SCHEMA: Final = pa.schema(
 )
 """``SCHEMA`` with the held column's inline threshold: the schema a collection is created with."""
 
-HELD_COLUMNS: Final = ("held_at", "held_ns", "held_sha256", "held")
+HELD_COLUMNS: Final = ("held_at", "held_ns", "held_digest", "held")
 
 VALUE_COLUMNS: Final = tuple(f.name for f in _fields if f.name not in KEY_COLUMNS and f.name not in HELD_COLUMNS)
 """Columns compared to decide whether an upserted row really changed (a scan never compares or

@@ -65,11 +65,11 @@ def test_hold_by_bbox_and_time(tmp_path: Path, new_collection, lon0: float, desc
     lat, lon = ds["lat"][...], np.mod(ds["lon"][...] + 180, 360) - 180
     yi = np.flatnonzero((lat >= -25) & (lat <= 25))
     xi = np.flatnonzero((lon >= 170) | (lon <= -170))
-    held = ds.snapshot.rows("chunk", ["g0", "g1", "g2", "held_sha256"], "array = 'v' AND held_at >= 0").to_pylist()
+    held = ds.snapshot.rows("chunk", ["g0", "g1", "g2", "held_digest"], "array = 'v' AND held_at >= 0").to_pylist()
     assert {r["g0"] for r in held} == {1, 2}
     assert {r["g1"] for r in held} == set((yi // 4).tolist())
     assert {r["g2"] for r in held} == set((xi // 6).tolist())
-    assert all(len(r["held_sha256"]) == 64 for r in held)
+    assert all(r["held_digest"].startswith("blake3:") and len(r["held_digest"]) == 7 + 64 for r in held)
     exp = _expected(files)
     shutil.move(str(d), str(tmp_path / "away"))  # sources gone: the held box still reads
     runs = np.split(xi, np.flatnonzero(np.diff(xi) > 1) + 1)  # one or two runs (antimeridian)
@@ -284,7 +284,7 @@ def test_held_bytes_inline_and_in_sidecar_files_read_without_the_source(
 ) -> None:
     """Chunks below and above HELD_INLINE_MAX, adjacent in the file (one read each run), held
     into a new collection and into one created with Lance's default threshold (before it)."""
-    import hashlib
+    import blake3
 
     from refstore.schema import HELD_INLINE_MAX, SCHEMA
 
@@ -308,8 +308,9 @@ def test_held_bytes_inline_and_in_sidecar_files_read_without_the_source(
     for n in ("big", "small"):
         for _ in range(2):  # the second read goes through the snapshot's chunk index
             assert_same(ds[n][...], expected[n], f"held {n} read with the source gone")
-        rows_ = ds.snapshot.rows("chunk", ["k0", "held_sha256"], f"array = '{n}'").to_pylist()
-        assert {r["held_sha256"] for r in rows_} == {hashlib.sha256(raw[n][(r["k0"], 0)]).hexdigest() for r in rows_}
+        rows_ = ds.snapshot.rows("chunk", ["k0", "held_digest"], f"array = '{n}'").to_pylist()
+        want = {"blake3:" + blake3.blake3(raw[n][(r["k0"], 0)]).hexdigest() for r in rows_}
+        assert {r["held_digest"] for r in rows_} == want
     blobs = lance.dataset(col).to_table(columns=["held"], filter="held_at >= 0").column("held").combine_chunks()
     kinds = set(blobs.field("kind").to_pylist())  # 0 inline, 1 packed sidecar
     assert kinds == ({0} if lance_default_threshold else {0, 1})
@@ -356,8 +357,9 @@ def test_hold_in_many_batches_across_sources(tmp_path: Path, new_collection, mon
     """Held bytes streamed to Lance in batches smaller than a chunk run (batches cut inside a
     source and spanning two): every chunk's bytes equal h5py's raw chunk; a read failing in a
     later batch commits nothing and stops the reads."""
-    import hashlib
     import importlib
+
+    import blake3
 
     from refstore.read.fetch import Fetcher
 
@@ -401,7 +403,7 @@ def test_hold_in_many_batches_across_sources(tmp_path: Path, new_collection, mon
     ds = refstore.open(col)
     for n in ("x", "y"):
         assert_same(ds[n][...], expected[n], f"held {n} read with the sources gone")
-        got = ds.snapshot.rows("chunk", ["source", "k0", "held_sha256"], f"array = '{n}'").to_pylist()
-        want = {(str(p), k[0]): hashlib.sha256(b).hexdigest() for p, r in zip(files, raw[n], strict=True)
+        got = ds.snapshot.rows("chunk", ["source", "k0", "held_digest"], f"array = '{n}'").to_pylist()
+        want = {(str(p), k[0]): "blake3:" + blake3.blake3(b).hexdigest() for p, r in zip(files, raw[n], strict=True)
                 for k, b in r.items()}  # fmt: skip
-        assert {(r["source"], r["k0"]): r["held_sha256"] for r in got} == want
+        assert {(r["source"], r["k0"]): r["held_digest"] for r in got} == want

@@ -242,7 +242,7 @@ def _carry_held(snap: Snapshot, chunk_rows: pa.Table) -> tuple[pa.Table, int]:
     bytes (same array, key, source, offset and length): importing a store again keeps what was
     held on unchanged references (``hold.md``). The number of rows carried."""
     key = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length"]
-    old = snap.ds.to_table(columns=[*key, "held_at", "held_ns", "held_sha256"],
+    old = snap.ds.to_table(columns=[*key, "held_at", "held_ns", "held_digest"],
                            filter="kind = 'chunk' AND held_at >= 0", with_row_id=True)  # fmt: skip
     if old.num_rows == 0 or chunk_rows.num_rows == 0:
         return chunk_rows, 0
@@ -260,8 +260,8 @@ def _carry_held(snap: Snapshot, chunk_rows: pa.Table) -> tuple[pa.Table, int]:
     for i, (_addr, raw) in zip(ni.tolist(), blobs, strict=True):
         data[i] = raw
     cols = {}
-    for c, fill in (("held_at", -1), ("held_ns", -1), ("held_sha256", "")):
-        values = np.full(n, fill, dtype=object if c == "held_sha256" else np.int64)
+    for c, fill in (("held_at", -1), ("held_ns", -1), ("held_digest", "")):
+        values = np.full(n, fill, dtype=object if c == "held_digest" else np.int64)
         values[ni] = old.column(c).to_numpy(zero_copy_only=False)[oi]
         cols[c] = pa.array(values, chunk_rows.schema.field(c).type)
     cols["held"] = blob_array(data)

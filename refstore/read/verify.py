@@ -2,16 +2,15 @@
 netCDF4/HDF5, netCDF4-python with masking and scaling off for netCDF3, tifffile), raw values
 (no scale/offset/mask), bit for bit.
 
-Held chunks are checked against their ``held_sha256`` and, where the source still has the
-identity its scan recorded, decoded and compared with the oracle too; a source that is gone is
-reported apart (its held chunks are still checked from their bytes). Chunks are planned as
+Held chunks are checked against their ``held_digest`` (``_held_digest``) and, where the source
+still has the identity its scan recorded, decoded and compared with the oracle too; a source
+that is gone is reported apart (its held chunks are still checked from their bytes). Chunks are planned as
 columns (never an object per chunk) and compared in batches: neighbouring chunks of one array,
 era and source are read in one box from each side, at most ``BATCH_BYTES`` at a time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import _held_digest as held_digest
 from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, NOT_PLACED, SOURCE_KEY_COLUMNS
 from ..errors import SourceMissingError, SourceReadError, StaleSourceError
 from ..plan.eras import EraLayout
@@ -40,7 +40,19 @@ BATCH_BYTES = 32 << 20
 """Largest box, in decoded bytes, read at once from the oracle and through the table (a single
 larger chunk is still read whole): verify's memory does not grow with the number of chunks."""
 
-_COLUMNS = ("source", "offset", "length", "filter_mask", "inline", "era", "held_at", "held_sha256")
+_COLUMNS = ("source", "offset", "length", "filter_mask", "inline", "era", "held_at", "held_digest")
+
+
+def _stored(snap: Snapshot, cols: Sequence[str]) -> list[str]:
+    """``cols`` as ``snap``'s version names them: a format-1 version (``schema.FORMAT_VERSION``)
+    calls the held bytes' digest ``held_sha256``."""
+    old = snap.digest_column
+    return [old if c == "held_digest" else c for c in cols]
+
+
+def _current(t: pa.Table) -> pa.Table:
+    """``t`` with a format-1 version's ``held_sha256`` named ``held_digest``."""
+    return t.rename_columns(["held_digest" if c == "held_sha256" else c for c in t.column_names])
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +143,10 @@ def _pick(snap: Snapshot, arrays: Sequence[str] | None, sample: int | None, seed
         if local is not None and not len(local):
             continue
         if local is None:
-            t = snap.chunk_rows(meta.name, columns=_COLUMNS, with_row_id=True)
+            t = snap.chunk_rows(meta.name, columns=_stored(snap, _COLUMNS), with_row_id=True)
         else:  # only the picked rows are read (100M rows of an array would not fit)
-            t = snap.chunk_rows_at(meta.name, local, _COLUMNS)
+            t = snap.chunk_rows_at(meta.name, local, _stored(snap, _COLUMNS))
+        t = _current(t)
         picked = _picked(meta, t)
         if picked is not None:
             out.append(picked)
@@ -174,7 +187,7 @@ def _draw(snap: Snapshot, metas: list[ArrayMeta], sample: int, seed: int) -> pa.
             continue
         seen = np.concatenate([seen, cand])
         order = np.argsort(cand, kind="stable")
-        t = snap.ds.take(pa.array(cand[order]), columns=cols)
+        t = _current(snap.ds.take(pa.array(cand[order]), columns=_stored(snap, cols)))
         t = t.take(pa.array(np.argsort(order, kind="stable")))  # back to the order drawn
         hit = pc.and_(pc.and_(pc.equal(t.column("kind"), "chunk"), pc.is_in(t.column("array"), names)),
                       pc.greater_equal(t.column("g0"), -1))  # the view's chunk rows (``view_filter``)  # fmt: skip
@@ -528,11 +541,11 @@ class _Run:
             stop = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), self.budget, side="right")))
             ids = t.column("_rowid").slice(start, stop - start)
             blobs = self.snap.ds.read_blobs("held", ids=ids, preserve_order=True)
-            sums = t.column("held_sha256").slice(start, stop - start).to_pylist()
+            sums = t.column("held_digest").slice(start, stop - start).to_pylist()
             for i, (_addr, raw), want in zip(range(start, stop), blobs, sums, strict=True):
                 if raw is None:
                     reason = "held chunk has no bytes"
-                elif hashlib.sha256(raw).hexdigest() != want:
+                elif not held_digest.matches(want, raw):
                     reason = "held bytes differ from their checksum"
                 else:
                     continue

@@ -86,8 +86,13 @@ def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, A
 
 def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
     """Run ``attempt`` (which recomputes from the latest version and commits) until no other
-    writer gets in between, with jittered backoff."""
+    writer gets in between, with jittered backoff. A collection of an older format is upgraded
+    first (``_upgrade.py``): every write goes through here."""
     from lance.commit import CommitConflictError
+
+    from ._upgrade import upgrade
+
+    upgrade(col)
 
     for k in range(MAX_ATTEMPTS):
         try:

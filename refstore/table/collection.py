@@ -235,6 +235,12 @@ class Snapshot:
         t = t.filter(pc.equal(t.column("kind"), kind))
         return t.select([*columns, *(["_rowid"] if with_row_id else [])])
 
+    @property
+    def digest_column(self) -> str:
+        """The held bytes' digest column of this version: ``held_digest``, or ``held_sha256`` in
+        a version written in format 1 (``schema.FORMAT_VERSION``)."""
+        return "held_sha256" if "held_sha256" in self.ds.schema.names else "held_digest"
+
     def config(self) -> dict[str, Any]:
         if self._config is None:
             t = self.rows(Kind.COLLECTION, ["meta"])

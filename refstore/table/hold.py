@@ -3,7 +3,6 @@ or drop them again. A held chunk reads without its source, and a tag that held i
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._held_digest import digests
 from ..errors import BadInputError, SourceReadError
 from ..plan.coalesce import coalesce
 from ..plan.eras import EraLayout
@@ -310,17 +310,6 @@ def _fetch_into(
     f.read_into(src, starts, views)
 
 
-def _sha256(buf: memoryview, pos: np.ndarray[Any, Any]) -> pa.Array:
-    """Hex sha256 of every value ``buf[pos[i]:pos[i+1]]``. One batch is hashed in one thread;
-    ``_HeldBatches`` reads and hashes two batches at once (hashlib releases the GIL on buffers
-    over 2 KiB). Hashing one batch in a pool of threads of its own cost more than it saved:
-    a thread hand-off per slice of every batch, against Lance's writer, for the same 2 cores."""
-    bounds = pos.tolist()
-    return pa.array(
-        [hashlib.sha256(buf[bounds[i] : bounds[i + 1]]).hexdigest() for i in range(len(bounds) - 1)], pa.string()
-    )
-
-
 def hold(
     col: Collection,
     sel: HoldSelection,
@@ -378,7 +367,9 @@ class _HeldBatches:
     """The rewritten rows of a hold, in batches of about ``HOLD_BATCH_BYTES`` of held bytes
     (rows in file order: ``t``, cumulative byte positions ``pos``, first row of each source
     ``starts``). ``HOLD_THREADS`` worker threads read and hash batches k+1, k+2, ... while Lance
-    writes batch k (``preadv``, hashlib and Lance's writer release the GIL)."""
+    writes batch k (``preadv``, blake3 and Lance's writer release the GIL). Hashing one batch in a
+    pool of threads of its own cost more than it saved: a thread hand-off per slice of every
+    batch, against Lance's writer, for the same 2 cores."""
 
     def __init__(self, t: pa.Table, pos: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], fetcher: Fetcher,
                  version: int, progress: Callable[[int, int], None] | None) -> None:  # fmt: skip
@@ -414,7 +405,7 @@ class _HeldBatches:
             **{c: t.column(c) for c in _ROW_COLUMNS if c != "kind"},
             held_at=pa.array(np.full(b - a, self.version, np.int32)),
             held_ns=pa.array(np.full(b - a, self.now, np.int64)),
-            held_sha256=_sha256(buf, pos),
+            held_digest=digests(buf, pos),
             held=_inline_blobs(data, pos),
         )  # fmt: skip
 

@@ -215,7 +215,7 @@ def _held_of(snap: Snapshot, old: pa.Table) -> dict[str, Any]:
     return {
         "held_at": old.column("held_at"),
         "held_ns": old.column("held_ns"),
-        "held_sha256": old.column("held_sha256"),
+        "held_digest": old.column("held_digest"),
         "held": blob_array(data),
     }
 
@@ -513,7 +513,7 @@ def _attempt(
                 "filter_mask", "inline"]  # fmt: skip
     if moved:
         moved_sources = sorted({loc for loc, _ in moved})
-        old = snap.rows_of_sources(Kind.CHUNK, moved_sources, [*old_cols, "held_at", "held_ns", "held_sha256"],
+        old = snap.rows_of_sources(Kind.CHUNK, moved_sources, [*old_cols, "held_at", "held_ns", "held_digest"],
                                    with_row_id=True)  # fmt: skip
         pairs = pa.array([f"{loc}\x00{name}" for loc, name in moved])
         old = old.filter(
