@@ -5,14 +5,14 @@ Format 1 -> 2: the column ``held_sha256`` is renamed ``held_digest`` (its values
 hex digests, stay valid: ``_held_digest.matches``), and the schema's format number becomes 2.
 That is one Lance ``Project`` commit: the schema only, by field id, no data file written.
 Versions before it (and their tags) keep format 1 and stay readable; ``Snapshot.digest_column``
-names the column in each. A refstore of format 1 refuses the upgraded collection (``Collection.open``).
+names the column in each. A refstore of format 1 refuses the upgraded collection
+(``Collection.open``).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -20,6 +20,8 @@ from ..errors import StorageError
 from ..schema import FORMAT_VERSION
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from lance.dataset import Transaction
 
     from .collection import Collection
@@ -30,9 +32,15 @@ _RENAMED = {"held_sha256": "held_digest"}
 """Format 1's column names that format 2 renamed."""
 
 
-def _fields(schema: object) -> list[tuple[str, str]]:
-    """(name, id) of every field of a Lance schema, nested ones included, in order."""
-    return re.findall(r'name: "([^"]*)", id: (-?\d+)', str(schema))
+def _ids(schema: Any) -> list[tuple[str, int]]:
+    """(name, field id) of every field of a Lance schema, nested ones included, in order."""
+
+    def walk(fields: Any) -> Iterator[tuple[str, int]]:
+        for f in fields:
+            yield f.name(), int(f.id())
+            yield from walk(f.children())
+
+    return list(walk(schema.fields()))
 
 
 def upgrade(col: Collection) -> int | None:
@@ -52,8 +60,8 @@ def upgrade(col: Collection) -> int | None:
         renamed = [f.with_name(_RENAMED.get(f.name, f.name)) for f in fields]
         meta = {**(old.metadata or {}), b"refstore.format_version": str(FORMAT_VERSION).encode()}
         new = LanceSchema.from_pyarrow(pa.schema(renamed, metadata=meta))
-        want = [(_RENAMED.get(n, n), i) for n, i in _fields(ds.lance_schema)]
-        if _fields(new) != want:  # a Project keeps data by field id: ids must not move
+        want = [(_RENAMED.get(n, n), i) for n, i in _ids(ds.lance_schema)]
+        if _ids(new) != want:  # a Project keeps data by field id: ids must not move
             raise StorageError(f"{col.uri}: cannot upgrade from format 1: its field ids are not the expected ones")
         txn = Transaction(
             read_version=int(ds.version),
