@@ -161,3 +161,18 @@ def test_held_digest_matches() -> None:
         assert _held_digest.matches(digest, raw) and not _held_digest.matches(digest, bad)
     for digest in ("", "md5:" + hashlib.md5(raw).hexdigest(), blake3.blake3(raw).hexdigest()[:63]):
         assert not _held_digest.matches(digest, raw)
+
+
+def test_a_format_1_collection_on_s3_is_upgraded_by_its_first_write(s3: Any) -> None:
+    """The same collection in a bucket of a real S3 server on loopback: the upgrade commits
+    through the object store as any write does; the tag keeps format 1 and verifies."""
+    s3.upload(FORMAT1, "collections/format1")
+    col = s3.url("collections/format1")
+    r = run("-C", col, "remap", "add", "/tmp/refstore-format1-sources/", "https://example.org/oisst/", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["version"] == 6  # 5: the upgrade
+    r = run("-C", col, "log", "--json")
+    assert [e["operation"] for e in json.loads(r.stdout)[:2]] == ["remap add", "upgrade"]
+    for as_of, n in ((None, 21), ("release-1", 30)):
+        code, rep = _verify(col, *(["--as-of", as_of] if as_of else []))
+        assert code == 2 and rep["held"] == {"checked": n, "checksum_only": n, "mismatched": 0, "mismatches": []}
