@@ -20,10 +20,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["HELD_DIGEST", "digests", "matches"]
-
-HELD_DIGEST = "blake3"
-"""The algorithm of the digests written now (the prefix of a ``held_digest`` value)."""
+__all__ = ["digests", "matches"]
 
 _BARE_SHA256 = re.compile(r"[0-9a-f]{64}")
 

@@ -4,9 +4,10 @@ netCDF4/HDF5, netCDF4-python with masking and scaling off for netCDF3, tifffile)
 
 Held chunks are checked against their ``held_digest`` (``_held_digest``) and, where the source
 still has the identity its scan recorded, decoded and compared with the oracle too; a source
-that is gone is reported apart (its held chunks are still checked from their bytes). Chunks are planned as
-columns (never an object per chunk) and compared in batches: neighbouring chunks of one array,
-era and source are read in one box from each side, at most ``BATCH_BYTES`` at a time.
+that is gone is reported apart (its held chunks are still checked from their bytes). Chunks
+are planned as columns (never an object per chunk) and compared in batches: neighbouring
+chunks of one array, era and source are read in one box from each side, at most
+``BATCH_BYTES`` at a time.
 """
 
 from __future__ import annotations

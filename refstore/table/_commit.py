@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from .collection import Collection, Snapshot
 
-__all__ = ["MAX_ATTEMPTS", "LostCommit", "commit", "head_row", "retry_on_conflict"]
+__all__ = ["MAX_ATTEMPTS", "LostCommit", "commit", "head_row", "is_conflict", "retry_on_conflict"]
 
 MAX_ATTEMPTS = 8
 
@@ -84,6 +84,12 @@ def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, A
     return int(ds.version)
 
 
+def is_conflict(e: OSError) -> bool:
+    """Whether Lance refused a commit because another writer committed first (Lance raises
+    some conflicts as plain ``OSError``)."""
+    return "conflict" in str(e).lower() or "concurrent" in str(e).lower()
+
+
 def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
     """Run ``attempt`` (which recomputes from the latest version and commits) until no other
     writer gets in between, with jittered backoff. A collection of an older format is upgraded
@@ -102,7 +108,7 @@ def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
         except OSError as e:
             if isinstance(e, SourceReadError):
                 raise
-            if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
+            if is_conflict(e):
                 time.sleep(random.uniform(0.01, 0.05) * (k + 1))
                 continue
             raise StorageError(f"{col.uri}: commit failed: {str(e).splitlines()[0]}") from None

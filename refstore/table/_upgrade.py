@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..errors import StorageError
 from ..schema import FORMAT_VERSION
+from ._commit import MAX_ATTEMPTS, is_conflict
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,7 +52,7 @@ def upgrade(col: Collection) -> int | None:
     from lance.dataset import Transaction
     from lance.schema import LanceSchema
 
-    for _ in range(8):
+    for _ in range(MAX_ATTEMPTS):
         ds = col._dataset()
         old = ds.schema
         if not any(n in old.names for n in _RENAMED):
@@ -86,7 +87,7 @@ def _commit(col: Collection, txn: Transaction) -> int:
     try:
         ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
     except OSError as e:
-        if "conflict" in str(e).lower() or "concurrent" in str(e).lower():
+        if is_conflict(e):
             from lance.commit import CommitConflictError
 
             raise CommitConflictError(str(e)) from None
