@@ -205,7 +205,7 @@ def test_refusals_show_unix_seconds_as_dates_and_other_units_as_numbers() -> Non
     with pytest.raises(PlanError) as e:
         order_sources([_src("a.nc", 0, 2.5, units="days since 2000-01-01"), _src("b.nc", 1, 2.5,
                        units="days since 2000-01-01")], "time")  # fmt: skip
-    assert str(e.value).startswith("a.nc and b.nc have the same 'time' coordinate (2.5 days since 2000-01-01) and nothing")
+    assert str(e.value).startswith("a.nc and b.nc have the same 'time' coordinate (2.5 days since 2000-01-01) and ")
     with pytest.raises(PlanError, match=r"^a\.nc and b\.nc have the same 'time' coordinate \(0\) and nothing"):
         order_sources([_src("a.nc", 0, 0.0, units=None), _src("b.nc", 1, 0.0, units=None)], "time")
     # a value no date holds: shown as a number with its units
@@ -415,7 +415,7 @@ def test_make_plan_applies_prefer_and_records_what_it_set_aside() -> None:
     assert plan.order == ("/d/x.nc", "/d/y.nc")
     assert plan.set_aside == (SetAside("/d/x_p.nc", "/d/x.nc", "!*_p.nc"),)
     assert plan.placements == {("/d/x.nc", "x"): (0, 0), ("/d/y.nc", "x"): (2, 0)}
-    with pytest.raises(PlanError, match=r"^/d/x_p\.nc and /d/x\.nc have the same 'time' coordinate \(1 u\) and nothing"):
+    with pytest.raises(PlanError, match=r"^/d/x_p\.nc and /d/x\.nc have the same 'time' coordinate \(1 u\) and "):
         make_plan(srcs, "time")
     assert make_plan(srcs[2:], None).concat_dim is None
 

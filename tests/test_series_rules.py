@@ -5,6 +5,7 @@ files through netCDF4 (``open_mfdataset`` with explicit combine arguments)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 _MONTH = 30 * 86400  # a 360_day month in seconds
 
 
-def _nemo(path: Path, month: int, *, ny: int = 4, nx: int = 5, lat0: float = -60.0) -> Path:
+def _nemo(path: Path, month: int, *, ny: int = 4, nx: int = 5, lat0: float = -60.0, var: str = "sst") -> Path:
     """A NEMO-like monthly file: ``time_counter`` holds 0 (no units) in every file, the instant
     is in ``time_centered(time_counter)`` (standard_name time, 360_day calendar)."""
     with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
@@ -40,9 +41,9 @@ def _nemo(path: Path, month: int, *, ny: int = 4, nx: int = 5, lat0: float = -60
         t[:] = [(month - 1) * _MONTH + _MONTH / 2]
         lat = nc.createVariable("nav_lat", "f4", ("y", "x"))
         lat[:] = lat0 + np.arange(ny * nx, dtype="f4").reshape(ny, nx)
-        sst = nc.createVariable("sst", "f4", ("time_counter", "y", "x"), zlib=True, fill_value=np.float32(1e20))
+        sst = nc.createVariable(var, "f4", ("time_counter", "y", "x"), zlib=True, fill_value=np.float32(1e20))
         sst.coordinates = "time_centered nav_lat"
-        sst[:] = (100 * month + np.arange(ny * nx, dtype="f4")).reshape(1, ny, nx)
+        sst[:] = (100 * month + len(var) + np.arange(ny * nx, dtype="f4")).reshape(1, ny, nx)
     return path
 
 
@@ -89,6 +90,20 @@ def test_nemo_series_on_the_command_line(tmp_path: Path, new_collection) -> None
     assert r.returncode == 0, r.stderr
     assert "ordered by the CF time 'time_centered'" in r.stderr
     _same(_view(col), _oracle([files[1], files[2], files[3]], "time_counter"), ["sst", "time_centered"])
+
+
+def test_nemo_grid_files_of_each_month_merge_and_concatenate(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    grid = {(m, v): _nemo(d / f"m{m}_{v}.nc", m, var=v) for m in (2, 1) for v in ("sst", "uo")}
+    col = new_collection()
+    rep = refstore.scan(col, [str(d)], concat_dim="time_counter")
+    assert rep.ordered_by == "time_centered"
+    cf = xr.coders.CFDatetimeCoder(use_cftime=True)
+    nested = [[xr.open_dataset(grid[(m, v)], engine="netcdf4", decode_times=cf) for v in ("sst", "uo")] for m in (1, 2)]
+    want = xr.combine_nested(nested, concat_dim=["time_counter", None], data_vars="all", coords="different",
+                             compat="no_conflicts", join="outer")  # fmt: skip
+    _same(_view(col), want, ["sst", "uo", "time_centered", "time_counter"])
 
 
 def test_files_holding_the_same_instant_are_still_refused_without_a_lossy_hint(tmp_path: Path, new_collection) -> None:
@@ -255,3 +270,48 @@ def test_cmip6_series_of_two_models_is_refused_one_model_reads_as_xarray(shared_
     want = xr.open_mfdataset(fgoals, combine="nested", concat_dim="time", engine="netcdf4", data_vars="minimal",
                              coords="minimal", compat="override", join="exact", decode_times=cf)  # fmt: skip
     _same(got, want, ["ta", "time", "time_bnds", "lat", "lon", "plev"])
+
+
+def test_a_series_of_one_variable_per_file_merges_and_concatenates(tmp_path: Path, new_collection) -> None:
+    d = tmp_path / "cmor"
+    d.mkdir()
+    files = []
+    for year, days in ((2001, [365, 366]), (2000, [0, 1])):  # given out of order
+        for name in ("tas", "pr"):
+            files.append(_one_variable(d / f"{name}_{year}.nc", name, [10, 20, 30], days))
+    col = new_collection()
+    r = invoke("-C", col, "scan", str(d), "--concat-dim", "time", "--json")
+    assert r.returncode == 0, r.stderr
+    got = xr.open_dataset(col, engine="refstore")
+    want = xr.open_mfdataset(sorted(files), engine="netcdf4", combine="by_coords", compat="no_conflicts",
+                             join="outer", data_vars="all", coords="different")  # fmt: skip
+    assert set(got.data_vars) == set(want.data_vars) == {"tas", "pr", "time_bnds"}
+    _same(got, want, ["tas", "pr", "time", "time_bnds", "lat"])
+    # one step's files that disagree on their time bounds are not one step: refused, not merged
+    bad = tmp_path / "bad_step"
+    bad.mkdir()
+    _one_variable(bad / "tas.nc", "tas", [10, 20, 30], [0, 1])
+    odd = _one_variable(bad / "pr.nc", "pr", [10, 20, 30], [0, 1])
+    with netCDF4.Dataset(odd, "a") as nc:
+        nc["time_bnds"][0, 1] = 0.5
+    r = invoke("-C", new_collection("bad"), "scan", str(bad), "--concat-dim", "time")
+    assert r.returncode == 2 and "same 'time' coordinate" in r.stderr
+
+
+def test_grib_level_sets_that_differ_are_refused(tmp_path: Path, new_collection) -> None:
+    pytest.importorskip("eccodes")
+    pytest.importorskip("cfgrib")
+    from refstore.fixtures.grib import write_grib
+
+    day1 = write_grib(tmp_path / "fc_20240101.grib2", date=dt.date(2024, 1, 1), levels=(850, 500))
+    day2 = write_grib(tmp_path / "fc_20240102.grib2", date=dt.date(2024, 1, 2), levels=(700, 500), seed=1)
+    col = new_collection()
+    # main served day 2's 700 hPa field as 850 hPa: the level set is taken once, from day 1
+    with pytest.raises(PlanError, match=r"array 'isobaricInhPa' is taken once .* values differ between .*fc_20240101"):
+        refstore.scan(col, [str(day1), str(day2)], concat_dim="time")
+    same = write_grib(tmp_path / "fc_20240103.grib2", date=dt.date(2024, 1, 3), levels=(850, 500), seed=2)
+    assert refstore.scan(col, [str(day1), str(same)], concat_dim="time").committed
+    got = xr.open_dataset(col, engine="refstore")
+    want = xr.open_dataset(same, engine="cfgrib", backend_kwargs={"indexpath": ""})
+    np.testing.assert_array_equal(got["isobaricInhPa"].values, want["isobaricInhPa"].values)
+    np.testing.assert_array_equal(got["t"].values[1], want["t"].values)

@@ -116,10 +116,15 @@ def make_plan(
 
     starts: dict[str, int] = {}
     total = 0
+    leader = dict(ordering.partners)
     if concat_dim is not None:
         for s in ordered:
+            if s.location in leader:  # holds other variables of its leader's step: the same place
+                starts[s.location] = starts[leader[s.location]]
+                continue
             starts[s.location] = total
             total += _dim_extent(s, concat_dim) or 0
+    shadowed = _shadowed(ordered, leader)
 
     first: dict[str, tuple[SourceSlab, ArrayMeta]] = {}
     for s in ordered:
@@ -160,7 +165,7 @@ def make_plan(
             continue
         assert concat_dim is not None
         axis = m0.dims.index(concat_dim)
-        holders = [s for s in ordered if name in s.arrays]
+        holders = [s for s in ordered if name in s.arrays and (s.location, name) not in shadowed]
         for s in holders:
             meta = s.arrays[name]
             other = tuple(n for i, n in enumerate(meta.shape) if i != axis)
@@ -235,6 +240,20 @@ def make_plan(
         edges = _axis_edges(m0.ndim, axis, rect[0]) if 0 in rect and not described else ()
         plan.arrays[name] = m0.with_shape(tuple(shape), described, holes, axis, edges)
     return plan
+
+
+def _shadowed(ordered: Sequence[SourceSlab], leader: Mapping[str, str]) -> set[tuple[str, str]]:
+    """``(source, array)`` pairs not placed because an earlier source of the same step (a
+    leader and its partners, ``series_order._partners``) holds that array: their shared
+    coordinate along the concat dimension and its bounds, equal by digest."""
+    held: dict[str, set[str]] = {}
+    out: set[tuple[str, str]] = set()
+    for s in ordered:
+        step = leader.get(s.location, s.location)
+        seen = held.setdefault(step, set())
+        out.update((s.location, n) for n in s.arrays if n in seen)
+        seen.update(s.arrays)
+    return out
 
 
 def _check_taken_once(

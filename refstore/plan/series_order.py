@@ -158,6 +158,9 @@ class Ordering:
     sources: tuple[SourceSlab, ...]
     set_aside: tuple[SetAside, ...]
     by: str | None
+    partners: tuple[tuple[str, str], ...] = ()
+    """``(source, leader)``: sources at the same place along the concat dimension as their
+    leader (placed just before them in ``sources``), holding other variables (``_partners``)."""
 
 
 def _extent(s: SourceSlab, dim: str) -> int | None:
@@ -275,15 +278,22 @@ def _by_values(
     """``_by_coordinate`` over sources carrying ``var``'s values, mapped back to the sources."""
     ordering = _by_coordinate(keyed, dim, prefer, label=var)
     real = {s.location: s for s in sources}
-    return Ordering(tuple(real[s.location] for s in ordering.sources), ordering.set_aside, var)
+    return Ordering(tuple(real[s.location] for s in ordering.sources), ordering.set_aside, var, ordering.partners)
 
 
 def _distinct(sources: Sequence[SourceSlab], dim: str) -> bool:
-    """Every source has a coordinate and no two are the same along ``dim``."""
+    """Every source has a coordinate and no two are the same along ``dim``, except files of one
+    step split by variable (``_partners``)."""
     if any(s.sort_value is None for s in sources):
         return False
     ordered = sorted(sources, key=lambda s: (s.sort_value, s.order))
-    return not any(_same(a, b, dim) for a, b in itertools.pairwise(ordered))
+    groups: list[list[SourceSlab]] = []
+    for a, b in itertools.pairwise([None, *ordered]):
+        if a is not None and b is not None and _same(a, b, dim):
+            groups[-1].append(b)
+        elif b is not None:
+            groups.append([b])
+    return all(len(g) == 1 or _partners(g, dim) for g in groups)
 
 
 def _time_key(sources: Sequence[SourceSlab], dim: str) -> str | None:
@@ -329,6 +339,7 @@ def _by_coordinate(
 
     placed: list[SourceSlab] = []
     set_aside: list[SetAside] = []
+    partners: dict[str, list[SourceSlab]] = {}
     i = 0
     while i < len(ordered):
         group = [ordered[i]]
@@ -337,6 +348,10 @@ def _by_coordinate(
         i += len(group)
         if len(group) == 1:
             placed.append(group[0])
+            continue
+        if _partners(group, concat_dim):
+            placed.append(group[0])
+            partners[group[0].location] = group[1:]
             continue
         winner, aside = _choose(group, concat_dim, prefer, what)
         placed.append(winner)
@@ -355,4 +370,28 @@ def _by_coordinate(
             )
         if reach is None or hi > _span(reach, concat_dim)[1]:
             reach = s
-    return Ordering(tuple(placed), tuple(set_aside), "coordinate")
+    out = [x for s in placed for x in (s, *partners.get(s.location, ()))]
+    pairs = tuple((p.location, lead) for lead, ps in partners.items() for p in ps)
+    return Ordering(tuple(out), tuple(set_aside), "coordinate", pairs)
+
+
+def _along(s: SourceSlab, dim: str) -> set[str]:
+    return {n for n, m in s.arrays.items() if dim in m.dims and m.status == "ok"}
+
+
+def _partners(group: Sequence[SourceSlab], dim: str) -> bool:
+    """Whether sources with the same coordinate are one step split by variable (``tas.nc`` and
+    ``pr.nc`` of one year): each holds an array along ``dim`` no other one holds, and every
+    array along ``dim`` two of them share (the coordinate, its bounds) has equal, known
+    digests. Then they are placed side by side, each array from the first that holds it."""
+    along = [_along(s, dim) for s in group]
+    for k, (s, mine) in enumerate(zip(group, along, strict=True)):
+        others = set().union(*(a for j, a in enumerate(along) if j != k))
+        if not mine - others:
+            return False
+        for t, theirs in zip(group[k + 1 :], along[k + 1 :], strict=True):
+            for name in mine & theirs:
+                d = s.digests.get(name)
+                if d is None or d != t.digests.get(name):
+                    return False
+    return True
