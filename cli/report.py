@@ -8,15 +8,12 @@ from typing import Annotated
 import typer
 
 import refstore
+from refstore._ref import tag_name
 from refstore.errors import BadInputError
 
 from .app import AsOfOpt, JsonOpt, _collection, _dump, _progress, app, out
 
 __all__: list[str] = []
-
-
-def _tag_of(as_of: str | None) -> str | None:
-    return as_of if as_of is not None and not as_of.isdigit() else None
 
 
 @app.command("coverage")
@@ -40,7 +37,7 @@ def coverage_cmd(
     if out_file.is_dir() or not out_file.absolute().parent.is_dir():  # before the work
         raise BadInputError(f"{out_file}: cannot write: {'is a folder' if out_file.is_dir() else 'no such folder'}")
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
-    cov = coverage(snap, array, tag=_tag_of(as_of), time=when)
+    cov = coverage(snap, array, tag=tag_name(as_of), time=when)
     pic = render_png(cov, size=dims)
     write_png(pic, str(out_file))
     if as_json:
