@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import refstore
+from refstore._ref import LATEST
 from refstore.errors import BadInputError, RefstoreError
 
 __all__ = ["app", "main"]
@@ -69,6 +70,11 @@ def _collection(required_existing: bool = True) -> str:
     if not required_existing or os.path.isdir(os.path.join(cwd, "_versions")):
         return cwd
     raise BadInputError(f"{cwd}: not a collection; give -C PATH or set $REFSTORE_COLLECTION")
+
+
+def _open() -> refstore.Collection:
+    """The collection the command acts on (``-C``, ``$REFSTORE_COLLECTION`` or the current folder)."""
+    return refstore.Collection.open(_collection())
 
 
 def _progress(*, quiet: bool = False) -> Progress:
@@ -178,8 +184,8 @@ def scan(
         def tick(done: int, total: int) -> None:
             p.update(task, completed=done, total=total)
 
-        report = refstore.scan(
-            uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+        report = refstore.Collection.open(uri).scan(
+            sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
             mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
             checksum=checksum,
         )  # fmt: skip
@@ -223,9 +229,7 @@ def scan(
 @app.command()
 def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
     """Arrays (dims, shape, chunks, dtype, fill, codecs, attributes) and counts."""
-    from refstore._report import info_report
-
-    rep = info_report(refstore.Collection.open(_collection()).snapshot(as_of))
+    rep = _open().info(as_of).to_json()
     if as_json:
         _dump(rep)
         return
@@ -278,17 +282,16 @@ def read(
     """Read a window of a global array through the table into a .npy file (stored values)."""
     import numpy as np
 
-    from refstore.plan import parse_window
-
     opts = refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes, on_stale=on_stale)
-    ds = refstore.open(_collection(), as_of, options=opts)
-    data = ds[array][parse_window(window)]
+    col = _open()
+    version = col.resolve(as_of)
+    data = col.read(array, window, as_of=version, options=opts)
     try:
         with open(out_file, "wb") as f:  # np.save on a name would append ".npy"
             np.save(f, data, allow_pickle=False)
     except OSError as e:
         raise BadInputError(f"{out_file}: cannot write: {e.strerror or e}") from None
-    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {ds.version})")
+    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {version})")
 
 
 @app.command()
@@ -304,13 +307,12 @@ def verify(
 ) -> None:
     """Compare chunks read through the table with the format's own reader, held chunks also with their checksum;
     exit 1 on a mismatch, 2 when a source is gone (its chunks not held)."""
-    snap = refstore.Collection.open(_collection()).snapshot(as_of)
+    col = _open()
+    version = col.resolve(as_of)
     with _progress(quiet=as_json) as p:
         task = p.add_task("verifying", total=None)
-        rep = refstore.verify(
-            snap, arrays=array, sample=sample, seed=seed, options=refstore.ReadOptions(on_stale=on_stale),
-            progress=lambda d, t: p.update(task, completed=d, total=t),
-        )  # fmt: skip
+        rep = col.verify(version, array=array, sample=sample, seed=seed, on_stale=on_stale,
+                         progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     if as_json:
         _dump(rep.to_json())
     else:
@@ -320,7 +322,7 @@ def verify(
             err.print(f"[red]held mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
         for src, n in sorted(rep.missing.items()):
             err.print(f"[yellow]missing source[/yellow] {src}: {n} chunks not verified (not held)")
-        out.print(f"checked {rep.checked} chunks at version {snap.version}: {rep.mismatched} mismatched")
+        out.print(f"checked {rep.checked} chunks at version {version}: {rep.mismatched} mismatched")
         if rep.held_checked:
             only = f" ({rep.held_checksum_only} by checksum only)" if rep.held_checksum_only else ""
             out.print(f"held chunks: {rep.held_checked} checked{only}: {rep.held_mismatched} mismatched")
@@ -333,7 +335,7 @@ def verify(
 @app.command()
 def log(as_json: JsonOpt = False) -> None:
     """Versions, newest first: number, time, what the operation did, tags."""
-    entries = refstore.log_entries(refstore.Collection.open(_collection()))
+    entries = _open().log()
     if as_json:
         _dump([e.to_json() for e in entries])
         return
@@ -351,34 +353,29 @@ def tag(
     as_json: JsonOpt = False,
 ) -> None:
     """Name a version (default latest); tags are immutable snapshots. --delete NAME removes one."""
-    from refstore.table import create_tag, delete_tag
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     if delete is not None:
         if name is not None:
             raise BadInputError("give either NAME or --delete NAME, not both")
-        v = delete_tag(col, delete)
-        result = {"deleted": delete, "version": v}
-        _dump(result) if as_json else out.print(f"deleted tag {delete} (was version {v})")
+        gone = col.delete_tag(delete)
+        _dump(gone.to_json()) if as_json else out.print(f"deleted tag {delete} (was version {gone.version})")
         return
     if name is None:
         raise BadInputError("give a tag NAME (or --delete NAME)")
-    v = create_tag(col, name, as_of)
-    _dump({"name": name, "version": v}) if as_json else out.print(f"tagged version {v} as {name}")
+    made = col.tag(name, as_of)
+    _dump(made.to_json()) if as_json else out.print(f"tagged version {made.version} as {name}")
 
 
 @app.command()
 def tags(as_json: JsonOpt = False) -> None:
     """Tags and the versions they name."""
-    from refstore.table import list_tags
-
-    found = list_tags(refstore.Collection.open(_collection()))
+    found = _open().tags()
     if as_json:
-        _dump(found)
+        _dump([x.to_json() for x in found])
         return
     t = Table("tag", "version")
     for x in found:
-        t.add_row(x["name"], str(x["version"]))
+        t.add_row(x.name, str(x.version))
     out.print(t)
 
 
@@ -390,18 +387,18 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """What changed from A to B: references per array, metadata, sources, remap rules."""
-    from refstore.table import diff as diff_versions
-
-    rep = diff_versions(refstore.Collection.open(_collection()), a, b)
+    rep = _open().diff(a, b if b is not None else LATEST)
     if as_json:
         _dump(rep.to_json())
     else:
         out.print(f"version {rep.a} -> {rep.b}: {'differs' if rep.differs else 'no difference'}")
-        t = Table("array", "added", "removed", "changed", "metadata")
-        for name, d in rep.arrays.items():
-            if d["added"] or d["removed"] or d["changed"] or d["metadata_changed"]:
+        t = Table("array", "added", "removed", "changed", "metadata", "held")
+        for name, d in rep.to_json()["arrays"].items():
+            h = d["held"]
+            if d["added"] or d["removed"] or d["changed"] or d["metadata_changed"] or h["added"] or h["removed"]:
+                held = f"+{h['added']} -{h['removed']} ({h['bytes']} bytes)" if h["added"] or h["removed"] else ""
                 t.add_row(name, str(d["added"]), str(d["removed"]), str(d["changed"]),
-                          "changed" if d["metadata_changed"] else "")  # fmt: skip
+                          "changed" if d["metadata_changed"] else "", held)  # fmt: skip
         if t.row_count:
             out.print(t)
         for label, items in (("added", rep.sources_added), ("removed", rep.sources_removed),
@@ -417,27 +414,11 @@ def diff(
 @app.command()
 def compact(as_json: JsonOpt = False) -> None:
     """Merge small fragments and materialise deletions (keeps reads fast after many rescans)."""
-    from refstore.table import compact as do_compact
-
-    rep = do_compact(refstore.Collection.open(_collection()))
+    rep = _open().compact()
     if as_json:
-        _dump(rep)
+        _dump(rep.to_json())
     else:
-        out.print(
-            f"compacted: version {rep['version']}, fragments -{rep['fragments_removed']} +{rep['fragments_added']}"
-        )
-
-
-def _duration(text: str) -> Any:
-    """``0``, ``90s``, ``10m``, ``1h``, ``7d`` as a timedelta."""
-    import re
-    from datetime import timedelta
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if m is None:
-        raise BadInputError(f"--grace {text!r}: give a duration such as 0, 90s, 10m, 1h or 7d")
-    unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    return timedelta(seconds=float(m.group(1)) * unit)
+        out.print(f"compacted: version {rep.version}, fragments -{rep.fragments_removed} +{rep.fragments_added}")
 
 
 @app.command()
@@ -451,29 +432,21 @@ def gc(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove old untagged versions (tagged versions are always kept and stay readable)."""
-    from refstore.table import gc as do_gc
+    from refstore._duration import parse_duration
 
-    rep = do_gc(refstore.Collection.open(_collection()), keep_last=keep_last, grace=_duration(grace))
+    rep = _open().gc(keep_last=keep_last, grace=parse_duration(grace, name="--grace"))
     if as_json:
-        _dump(rep)
+        _dump(rep.to_json())
     else:
-        out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}; "
-                  f"{rep['files_removed']} files, {rep['bytes_removed']} bytes")  # fmt: skip
+        young = (f" ({', '.join(map(str, rep.kept_by_grace))} younger than --grace {grace}: kept)"
+                 if rep.kept_by_grace else "")  # fmt: skip
+        out.print(f"removed versions {list(rep.versions_removed) or 'none'}; kept {list(rep.versions_kept)}{young}; "
+                  f"{rep.files_removed} files, {rep.bytes_removed} bytes", soft_wrap=True)  # fmt: skip
 
 
-def _hold_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> Any:
-    from refstore.plan import parse_window
-    from refstore.plan.region import parse_bbox, parse_time_range
-    from refstore.table import HoldSelection
-
+def _check_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> None:
     if not (array or bbox or when or window):
         raise BadInputError("select chunks with --array, --bbox, --time and/or --window")
-    return HoldSelection(
-        arrays=tuple(array or ()),
-        bbox=parse_bbox(bbox) if bbox else None,
-        time=parse_time_range(when) if when else None,
-        window=parse_window(window) if window else None,
-    )
 
 
 ArrayOpt = Annotated[
@@ -488,13 +461,12 @@ WindowOpt = Annotated[str | None, typer.Option("--window", help="numpy-style win
 def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
          as_json: JsonOpt = False) -> None:  # fmt: skip
     """Copy the bytes of the selected chunks into the collection (one new version)."""
-    from refstore.table import hold as do_hold
-
-    sel = _hold_selection(array, bbox, when, window)
+    _check_selection(array, bbox, when, window)
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("holding", total=None)
-        rep = do_hold(refstore.Collection.open(_collection()), sel,
-                      progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
+        rep = col.hold(array=array, bbox=bbox or None, time=when or None, window=window or None,
+                       progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     _dump(rep.to_json()) if as_json else out.print(
         f"held {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
     )
@@ -504,9 +476,8 @@ def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, win
 def release(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
             as_json: JsonOpt = False) -> None:  # fmt: skip
     """Drop held bytes of the selected chunks (one new version; older versions keep them)."""
-    from refstore.table import release as do_release
-
-    rep = do_release(refstore.Collection.open(_collection()), _hold_selection(array, bbox, when, window))
+    _check_selection(array, bbox, when, window)
+    rep = _open().release(array=array, bbox=bbox or None, time=when or None, window=window or None)
     _dump(rep.to_json()) if as_json else out.print(
         f"released {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
     )
