@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,8 +56,19 @@ class _State:
 _state = _State()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"refstore {refstore.__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(collection: CollectionOpt = None) -> None:
+def _root(
+    collection: CollectionOpt = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the refstore version.")
+    ] = False,
+) -> None:
     _state.collection = collection
 
 
@@ -93,6 +105,35 @@ def _progress(*, quiet: bool = False) -> Progress:
 
 def _dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def _print_table(t: Table) -> None:
+    """``t`` at its natural width when stdout is not a terminal (a pipe, a file): never cut to 80 columns."""
+    if out.is_terminal:
+        out.print(t)
+    else:  # rich cuts cells to the console's width (80 columns, or $COLUMNS, off a terminal)
+        Console(file=sys.stdout, width=1 << 20, no_color=True).print(t)
+
+
+def _fill_text(fill: Any, dtype: str) -> str:
+    """A fill value as a user reads it: bytes dtypes' fill (base64 in JSON) as a bytes literal."""
+    import base64
+    import binascii
+
+    if isinstance(fill, str) and dtype[1:2] in ("S", "V"):
+        try:
+            return repr(base64.b64decode(fill, validate=True))
+        except (binascii.Error, ValueError):
+            return fill
+    return str(fill)
+
+
+_PY_STALE = re.compile(r"on_stale='(\w+)'(?: or '(\w+)')?")
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the command line's words: ``on_stale='warn'`` is ``--on-stale warn``."""
+    return _PY_STALE.sub(lambda m: f"--on-stale {m.group(1)}" + (f" or {m.group(2)}" if m.group(2) else ""), message)
 
 
 # ------------------------------------------------------------------------ commands
@@ -234,7 +275,8 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
         _dump(rep)
         return
     out.print(f"[bold]{_collection()}[/bold] version {rep['version']}: {rep['sources']} sources, "
-              f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
+              f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes",
+              soft_wrap=True)  # fmt: skip
     if rep.get("concat_dim"):
         out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
     if rep.get("mosaic"):
@@ -257,10 +299,10 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
                             f"{runs if len(runs) <= 120 else runs[:117] + '...'}")  # fmt: skip
         t.add_row(
             name, ",".join(a["dims"]), "x".join(map(str, a["shape"])) or "()", chunks or "()",
-            a["dtype"], str(a["fill_value"]), ",".join(c["id"] for c in a["codecs"]) or "-",
+            a["dtype"], _fill_text(a["fill_value"], a["dtype"]), ",".join(c["id"] for c in a["codecs"]) or "-",
             a["status"] if a["status"] == "ok" else f"{a['status']}: {a['reason']}",
         )  # fmt: skip
-    out.print(t)
+    _print_table(t)
     for line in rect:
         out.print(line, soft_wrap=True)
 
@@ -316,8 +358,12 @@ def verify(
     if as_json:
         _dump(rep.to_json())
     else:
-        for m in rep.mismatches[:20]:
-            err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
+        for m, n in _per_source(rep.mismatches)[:20]:
+            why = escape(_cli_words(str(m["reason"])))
+            if n == 1:
+                err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {why}")
+            else:  # one line per source when its chunks fail for one reason (a source changed since scan)
+                err.print(f"[red]mismatch[/red] {escape(str(m['source']))}: {n} chunks: {why}", soft_wrap=True)
         for m in rep.held_mismatches[:20]:
             err.print(f"[red]held mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
         for src, n in sorted(rep.missing.items()):
@@ -332,6 +378,14 @@ def verify(
         raise typer.Exit(rep.exit_code)
 
 
+def _per_source(mismatches: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Mismatches with the same source and reason as one (the first) with their count, in order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for m in mismatches:
+        groups.setdefault((str(m["source"]), str(m["reason"])), []).append(m)
+    return [(ms[0], len(ms)) for ms in groups.values()]
+
+
 @app.command()
 def log(as_json: JsonOpt = False) -> None:
     """Versions, newest first: number, time, what the operation did, tags."""
@@ -342,7 +396,7 @@ def log(as_json: JsonOpt = False) -> None:
     t = Table("version", "timestamp", "operation", "what", "tags")
     for e in entries:
         t.add_row(str(e.version), e.timestamp, e.operation, e.message, ",".join(e.tags))
-    out.print(t)
+    _print_table(t)
 
 
 @app.command()
@@ -400,7 +454,7 @@ def diff(
                 t.add_row(name, str(d["added"]), str(d["removed"]), str(d["changed"]),
                           "changed" if d["metadata_changed"] else "", held)  # fmt: skip
         if t.row_count:
-            out.print(t)
+            _print_table(t)
         for label, items in (("added", rep.sources_added), ("removed", rep.sources_removed),
                              ("changed", rep.sources_changed)):  # fmt: skip
             for src in items:
@@ -511,14 +565,14 @@ def main() -> None:
     from refstore.errors import StaleSourceWarning
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        err.print(f"refstore: warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: warning: {_cli_words(str(message))}", markup=False, highlight=False, soft_wrap=True)
 
     warnings.showwarning = show
     warnings.simplefilter("always", StaleSourceWarning)
     try:
         app()
     except RefstoreError as e:
-        err.print(f"refstore: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: error: {_cli_words(str(e))}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("refstore: interrupted (nothing was committed)", markup=False)
