@@ -343,6 +343,10 @@ def test_bytes_fill_values_are_shown_as_bytes(tmp_path: Path) -> None:
     r = invoke("-C", col.uri, "info")
     assert r.returncode == 0 and "b'ab\\x00\\x00'" in r.stdout and "YWIAAA==" not in r.stdout, r.stdout
     np.testing.assert_array_equal(col.read("code"), h5py.File(path, "r")["code"][...])
+    with pytest.raises(refstore.BadInputError, match="meets no element"):  # no array has a time coordinate
+        col.hold(time=("2024-01-01", "2024-01-02"))
+    r = invoke("-C", col.uri, "hold", "--time", "2024-01-01/2024-01-02")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "meets no element" in r.stderr
 
 
 # ------------------------------------------------------------------------ async, typing, docs
