@@ -51,6 +51,8 @@ __all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan"
 
 View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
 """(source, array) -> (era, chunk-key base of the source's slab on the era's grid): ``Plan.keys``."""
+Steps = dict[tuple[str, str], tuple[int, ...]]
+"""``Plan.steps``: key cells a source chunk spans per dimension (tiles of different layouts)."""
 
 
 class PrewrittenChunks(Protocol):
@@ -61,7 +63,7 @@ class PrewrittenChunks(Protocol):
 
     locations: frozenset[str]
 
-    def fragments(self, view: View) -> tuple[list[Any], int]: ...
+    def fragments(self, view: View, steps: Steps | None = None) -> tuple[list[Any], int]: ...
 
 
 class SourcesNoLongerNew(RuntimeError):
@@ -505,12 +507,8 @@ def _attempt(
         if prewritten.locations & state.sources.keys():
             raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
         view = {k: v for k, v in plan.keys.items() if k[0] in prewritten.locations}
-        stepped = sorted(k for k in plan.steps if k[0] in prewritten.locations)
-        if stepped:  # prewritten rows are keyed ``k + base`` (``distributed.py``)
-            loc, name = stepped[0]
-            raise PlanError(f"{loc}: its '{name}' has another layout than the mosaic's other tiles; tiles of "
-                            "different layouts are keyed by the committing process: scan them without workers")
-        extra_fragments, extra_rows = prewritten.fragments(view)
+        steps = {k: v for k, v in plan.steps.items() if k[0] in prewritten.locations}
+        extra_fragments, extra_rows = prewritten.fragments(view, steps) if steps else prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
