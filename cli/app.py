@@ -289,7 +289,10 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
         grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
         chunks = "x".join(f"~{max(_lengths(g['chunks']))}" if g["kind"] == "rectilinear" else str(g["chunk"])
                           for g in grid)  # fmt: skip
-        if grid and all(g["kind"] == "none" for g in grid):
+        if grid and all(g["kind"] == "none" for g in grid) and grid[0].get("per_tile"):
+            rect.append(f"{name}: no chunk grid (its tiles differ in chunk shape or codecs: each chunk placed "
+                        "and decoded by its tile; chunks and codecs shown are the first tile's)")  # fmt: skip
+        elif grid and all(g["kind"] == "none" for g in grid):
             rect.append(f"{name}: no chunk grid (tiles placed off each other's chunk edges: each chunk "
                         "placed by its tile)")  # fmt: skip
         for g in grid:

@@ -454,14 +454,16 @@ class Snapshot:
             meta = self.array(array)
             t = self.rows(Kind.VAR, ["source", "meta", *DEST_COLUMNS[: meta.ndim]],
                           f"array = {sql_str(array)} AND d0 != {NOT_PLACED}")  # fmt: skip
-            extents = [ArrayMeta.from_json(m).shape for m in t.column("meta").to_pylist()]
+            own = [ArrayMeta.from_json(m) for m in t.column("meta").to_pylist()]
             offsets = (
                 zip(*(t.column(c).to_pylist() for c in DEST_COLUMNS[: meta.ndim]), strict=True)
                 if meta.ndim
                 else ((),) * t.num_rows
             )
-            slabs = list(zip(t.column("source").to_pylist(), offsets, extents, strict=True))
-            self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs)
+            locs = t.column("source").to_pylist()
+            slabs = list(zip(locs, offsets, [m.shape for m in own], strict=True))
+            layouts = [(loc, m.chunks, m.codecs) for loc, m in zip(locs, own, strict=True)] if meta.cell else []
+            self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs, layouts=layouts, cell=meta.cell)
         return self._slabs[array]
 
     def _load_index(self, array: str, era: int | None) -> pa.Table:
