@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="the whole matrix as JSON on stdout")
     ap.add_argument("--full", action="store_true", help="one row per array (default: one per unit)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per unit (then: crash: timeout)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per unit (then: crash: timeout)")
     ap.add_argument("--only", default="", help="run the units whose id contains this text")
     args = ap.parse_args(argv)
     data = shared_data()

@@ -50,7 +50,10 @@ class Oracle:
     xr_name: str = ""
     notes: list[str] = field(default_factory=list)
     unreadable: dict[str, str] = field(default_factory=dict)  # name -> why the oracle cannot read it
-    xr_values_only: bool = False  # no xarray reader of the format: engine="refstore" against the raw values
+    xr_values_only: bool = False  # no xarray reader of the format: engine="refstore" against decoded raw values
+    nodata: dict[str, Any] = field(default_factory=dict)  # TIFF: the _FillValue xarray decodes (GDAL_NODATA)
+    times: tuple[int, ...] = ()  # TIFF series: the dates, seconds since 1970
+    alternatives: dict[str, Any] = field(default_factory=dict)  # name -> sel -> [values it may equal]
     _xr: Any = None
 
     def raw(self, name: str, sel: Sel) -> np.ndarray[Any, Any]:
@@ -192,6 +195,43 @@ def tiff_names(path: str) -> dict[str, ArrayInfo]:
                 if p.dtype is not None}
 
 
+def tiff_nodata(path: str) -> dict[str, Any]:
+    """Each IFD's GDAL_NODATA as the page's dtype would hold it (none when it cannot: an
+    integer image's nodata out of range matches no pixel)."""
+    import tifffile
+
+    from tests._oracle import tiff_names as names_of
+
+    out: dict[str, Any] = {}
+    with tifffile.TiffFile(path) as tif:
+        pages = list(tif.pages)
+        for name, p in zip(names_of(pages), pages, strict=True):
+            tag = p.tags.get(42113)
+            if tag is None or p.dtype is None:
+                continue
+            try:
+                v = float(str(tag.value).strip("\x00 "))
+            except ValueError:
+                continue
+            dt = np.dtype(p.dtype)
+            if dt.kind in "iu":
+                if v == int(v) and np.iinfo(dt).min <= v <= np.iinfo(dt).max:
+                    out[name] = dt.type(int(v))
+            elif dt.kind == "f":
+                out[name] = np.asarray(v).astype(dt)[()]
+    return out
+
+
+def cf_decoded(values: Any, fill: Any, dims: tuple[str, ...] | None = None) -> Any:
+    """``values`` masked where they equal ``fill``, as xarray's CF decoding gives them."""
+    import xarray as xr
+
+    data = np.asarray(values)
+    dims = dims or tuple(f"d{i}" for i in range(data.ndim))
+    var = xr.Variable(dims, data, attrs={} if fill is None else {"_FillValue": fill})
+    return np.asarray(xr.conventions.decode_cf_variable("v", var).values)
+
+
 def tiff_reader(path: str) -> Any:
     from tests._oracle import tiff_read
 
@@ -202,7 +242,19 @@ def tiff_reader(path: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- GRIB
+_CFGRIB: dict[tuple[str, bool], list[Any]] = {}
+
+
 def _cfgrib(path: str, decoded: bool) -> list[Any]:
+    """cfgrib's hypercubes of the file, loaded once per process and view."""
+    if (path, decoded) not in _CFGRIB:
+        for key in [k for k in _CFGRIB if k[0] != path]:  # one unit at a time
+            del _CFGRIB[key]
+        _CFGRIB[(path, decoded)] = [ds.load() for ds in _open_cfgrib(path, decoded)]
+    return _CFGRIB[(path, decoded)]
+
+
+def _open_cfgrib(path: str, decoded: bool) -> list[Any]:
     import cfgrib
 
     kw = {"indexpath": ""}
@@ -211,33 +263,55 @@ def _cfgrib(path: str, decoded: bool) -> list[Any]:
     return list(cfgrib.open_datasets(path, backend_kwargs=kw, decode_times=False, decode_timedelta=False))
 
 
-def _grib_vars(path: str, decoded: bool) -> dict[str, Any]:
-    """Every variable of every hypercube cfgrib opens, by name (a name in several hypercubes
-    with other values gets its level type as suffix, as design/formats.md names them)."""
+def _grib_vars(path: str, decoded: bool) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """Every variable of every hypercube cfgrib opens, by name, and the alternatives of names
+    that several hypercubes hold with other values. A data variable's repeat gets its level
+    type as suffix, a coordinate's ``_1``, ``_2``... (design/formats.md names them so); which
+    of a coordinate's versions refstore numbers first is its choice, so a coordinate equal to
+    any of them is equal."""
     out: dict[str, Any] = {}
+    versions: dict[str, list[Any]] = {}
     for ds in _cfgrib(path, decoded):
         for name, var in ds.variables.items():
             key = str(name)
-            if key in out and not out[key].equals(var):
-                level = var.attrs.get("GRIB_typeOfLevel")
-                key = f"{key}_{level}" if level else f"{key}_1"
-            out.setdefault(key, var.load())
-    return out
+            seen = versions.setdefault(key, [])
+            if any(v.equals(var) and v.dims == var.dims for v in seen):
+                continue
+            seen.append(var.load())
+            if len(seen) == 1:
+                out[key] = seen[0]
+            elif key in ds.data_vars and var.attrs.get("GRIB_typeOfLevel"):
+                out[f"{key}_{var.attrs['GRIB_typeOfLevel']}"] = seen[-1]
+            else:
+                out[f"{key}_{len(seen) - 1}"] = seen[-1]
+    alts = {}
+    for key, seen in versions.items():
+        if len(seen) > 1 and key not in _data_names(path, decoded):
+            for i in range(len(seen)):
+                alts[key if i == 0 else f"{key}_{i}"] = seen
+    return out, alts
+
+
+def _data_names(path: str, decoded: bool) -> set[str]:
+    return {str(n) for ds in _cfgrib(path, decoded) for n in ds.data_vars}
 
 
 def grib_oracle(path: str) -> Oracle:
-    raw = _grib_vars(path, decoded=False)
+    raw, alts = _grib_vars(path, decoded=False)
 
     def xr_reader() -> Any:
         import xarray as xr
 
-        return xr.Dataset({k: v for k, v in _grib_vars(path, decoded=True).items()})
+        return xr.Dataset(_grib_vars(path, decoded=True)[0])
 
-    return Oracle(
-        {k: ArrayInfo(tuple(v.shape), np.dtype(v.dtype)) for k, v in raw.items()},
-        lambda name, sel: raw[name].values[_sel(sel, raw[name].ndim)] if raw[name].ndim else raw[name].values,
-        xr_reader, "cfgrib",
-    )
+    def read(name: str, sel: Sel) -> Any:
+        return raw[name].values[_sel(sel, raw[name].ndim)] if raw[name].ndim else raw[name].values
+
+    def alternatives(name: str, sel: Sel) -> list[Any]:
+        return [v.values[_sel(sel, v.ndim)] if v.ndim else v.values for v in alts[name]]
+
+    return Oracle({k: ArrayInfo(tuple(v.shape), np.dtype(v.dtype)) for k, v in raw.items()}, read, xr_reader,
+                  "cfgrib", alternatives={k: (lambda sel, k=k: alternatives(k, sel)) for k in alts})
 
 
 # ----------------------------------------------------------------------------- series, mosaics
@@ -250,7 +324,8 @@ def series_oracle(unit: Unit) -> Oracle:
         arrays = {n: ArrayInfo((len(paths), *a.shape), a.dtype) for n, a in names.items()}
         arrays["time"] = ArrayInfo((len(paths),), np.dtype("<i8"))
         times = list(unit.times)
-        return Oracle(arrays, lambda name, sel: _oracle.tiff_series_read(paths, times, name, sel), xr_values_only=True)
+        return Oracle(arrays, lambda name, sel: _oracle.tiff_series_read(paths, times, name, sel), xr_values_only=True,
+                      nodata=tiff_nodata(paths[0]), times=tuple(times))
     dim = unit.concat_dim
     assert dim is not None
     arrays = {}
@@ -318,7 +393,7 @@ def oracle_for(unit: Unit) -> Oracle:
     if unit.fmt == "netcdf3":
         return Oracle(netcdf3_names(path), netcdf3_reader(path), lambda: xr_netcdf(path), "xarray (netcdf4)")
     if unit.fmt == "tiff":
-        return Oracle(tiff_names(path), tiff_reader(path), xr_values_only=True)
+        return Oracle(tiff_names(path), tiff_reader(path), xr_values_only=True, nodata=tiff_nodata(path))
     if unit.fmt == "grib":
         return grib_oracle(path)
     return Oracle({}, None, notes=[f"no reader for {unit.fmt} here: nothing to compare"])

@@ -18,6 +18,13 @@ REASONS: dict[str, str] = {
     "GRIB not mapped to GDAL (VRT)": r"GRIB messages are not mapped to GDAL",
     "no GDAL data type (VRT)": r"GDAL has no data type",
     "not a source format": r"unrecognised signature|folder holds no files ending in",
+    "codec without a zarr form": r"codec '\w+' has no zarr v2 \(numcodecs\) form|JPEG tiles with shared tables have no "
+                                 r"zarr v3 form",
+    "subarray dtype": r"dtype \('[<>|]?\w+', \([\d, ]+\)\) is not supported",
+    "TIFF complex integer samples": r"complex integer samples \(TIFF SampleFormat 5",
+    "GRIB scanning mode": r"GRIB grid scanned column-major or with alternating rows",
+    "GRIB2 multi-field message": r"multi-field messages are not supported",
+    "damaged file": r"wrong message length|no '7777' end marker",
 }
 
 _COMPILED = [(k, re.compile(v)) for k, v in REASONS.items()]
