@@ -262,7 +262,10 @@ class _Dataset(_Object):
     @property
     def fillvalue(self) -> Any:
         arr = np.zeros((1,), dtype=self.dtype)
-        self.cpl.get_fill_value(arr)
+        try:
+            self.cpl.get_fill_value(arr)
+        except (OSError, RuntimeError, ValueError):  # fill value undefined (H5Pset_fill_value NULL): zeros
+            pass
         return arr[0]
 
     def layout(self) -> int:
