@@ -19,7 +19,8 @@ from .scan._parallel import DEFAULT_TIMEOUT, cool_down, warm_up
 from .scan._sources import find_sources, normalize_location, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
-    from .table.collection import Collection, Snapshot
+    from ._collection import Collection
+    from .table.collection import Snapshot
     from .table.upsert import ScanReport
 
 if TYPE_CHECKING:
@@ -60,9 +61,13 @@ class Dataset:
         return f"<refstore.Dataset {self.snapshot.collection.uri} v{self.version}: {len(self.arrays)} arrays>"
 
 
-def init(uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
-    """Create an empty collection at ``uri``."""
-    from .table.collection import Collection
+def init(uri: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None) -> Collection:
+    """Create an empty collection at ``uri`` (a folder, empty or not there yet, or an
+    object-store URL) and return it (:class:`refstore.Collection`).
+
+    >>> col = refstore.init("oisst.refstore")  # doctest: +SKIP
+    """
+    from ._collection import Collection
 
     return Collection.create(uri, storage_options=storage_options)
 

@@ -16,9 +16,9 @@ from refstore.read.verify import tiff_window
 from refstore.scan.tiff import time_from_name
 
 from ._oracle import TIFF_WHOLE_MAX, assert_same, tiff_names, tiff_read, tiff_series_read, unix_seconds
-from .conftest import SHARED_DATA
+from .conftest import SHARED_DATA, shared_files
 
-TIFFS = sorted(SHARED_DATA.rglob("*.tif")) if SHARED_DATA.is_dir() else []
+TIFFS = [p for p in shared_files() if p.suffix == ".tif"]
 BIG = TIFF_WHOLE_MAX  # elements: larger arrays are checked by windows (tifffile's zarr store) and sampled verify
 
 

@@ -58,6 +58,9 @@ class Plan:
     """``keys[(location, array)] = (era, base)``: the global chunk key of a source chunk is
     ``k + base`` on its era's grid (``base = offset // chunk`` on a regular grid; on a rectilinear
     one the number of chunks before the slab)."""
+    steps: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    """``steps[(location, array)]``: key cells one source chunk spans per dimension, where it is
+    not 1 (tiles of different layouts: ``plan/slabs.py``); the global key is ``k * step + base``."""
     set_aside: tuple[SetAside, ...] = ()
     """Sources not placed because another with the same coordinate was preferred."""
     ordered_by: str | None = None

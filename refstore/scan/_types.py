@@ -173,10 +173,21 @@ class ArrayMeta:
     other's chunk edges: a brick layout). Each chunk sits at its slab's offset (the var row's
     ``d0..``) plus ``k * chunks``, cut by the slab's extent (``plan/slabs.py``); the chunk rows'
     ``g`` keys are coarse: the regular-grid cell of the chunk's origin (``k + d // chunks``)."""
+    cell: tuple[int, ...] = ()
+    """Gridless arrays whose tiles differ in layout (chunk shape, codecs or strip layout: tiles
+    reprocessed over the years): the cell of the coarse keys per dimension, the greatest common
+    divisor of the tiles' chunk sizes, so a chunk's key is the cell of its origin, ``(d + k * c) //
+    cell``. Each chunk then decodes with its own tile's ``chunks``, ``codecs`` and ``short_edge``
+    (its var row); ``chunks`` and ``codecs`` here are the first tile's. Empty: one layout."""
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def per_slab(self) -> bool:
+        """Whether each slab's own layout (its var row) decodes its chunks (``cell``)."""
+        return bool(self.cell)
 
     @property
     def np_dtype(self) -> np.dtype[Any]:
@@ -208,6 +219,8 @@ class ArrayMeta:
             extra["chunk_edges"] = edges_to_json(self.edges)
         if self.gridless:
             extra["gridless"] = True
+        if self.cell:
+            extra["key_cell"] = list(self.cell)
         return json.dumps(
             {
                 **extra,
@@ -255,6 +268,7 @@ class ArrayMeta:
             holes_axis=int(d.get("holes", {}).get("axis", 0)),
             edges=edges_from_json(d.get("chunk_edges")),
             gridless=bool(d.get("gridless", False)),
+            cell=tuple(int(c) for c in d.get("key_cell", ())),
         )
 
     def with_shape(

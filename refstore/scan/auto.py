@@ -10,7 +10,7 @@ from .._checksum import file_checksum
 from ..errors import ScanError
 from ._parallel import heartbeat
 from ._sources import open_source
-from .grib import GribScanner
+from .grib import HEADER_LIMIT, GribScanner, find_message
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
 from .tiff import TiffScanner
@@ -49,6 +49,8 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
             fh.seek(at)
             if fh.read(8) == _HDF5_MAGIC:
                 return "hdf5"
+        if find_message(fh, 0, HEADER_LIMIT) >= 0:  # GRIB after a header (WMO bulletin, EBCDIC)
+            return "grib"
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
     return "unknown"

@@ -26,6 +26,7 @@ from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
 from ..plan.series_order import parse_prefer
+from ..plan.slabs import coarse_base
 from ..scan._intern import MetaTexts
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, chunk_table
 from ..schema import (
@@ -50,6 +51,8 @@ __all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan"
 
 View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
 """(source, array) -> (era, chunk-key base of the source's slab on the era's grid): ``Plan.keys``."""
+Steps = dict[tuple[str, str], tuple[int, ...]]
+"""``Plan.steps``: key cells a source chunk spans per dimension (tiles of different layouts)."""
 
 
 class PrewrittenChunks(Protocol):
@@ -60,7 +63,7 @@ class PrewrittenChunks(Protocol):
 
     locations: frozenset[str]
 
-    def fragments(self, view: View) -> tuple[list[Any], int]: ...
+    def fragments(self, view: View, steps: Steps | None = None) -> tuple[list[Any], int]: ...
 
 
 class SourcesNoLongerNew(RuntimeError):
@@ -145,10 +148,11 @@ def _global_keys(
     chunks: pa.Table,
     view: Mapping[tuple[str, str], tuple[int, tuple[int, ...]]],
     metas: Mapping[tuple[str, str], ArrayMeta],
+    steps: Mapping[tuple[str, str], tuple[int, ...]] | None = None,
 ) -> dict[str, pa.Array]:
     """g0..g7 and era for chunk rows (columns ``source``, ``array``, ``k0..k7``):
-    ``k + base`` on the era's grid where the (source, array) is in ``view`` (``Plan.keys``:
-    ``(era, base)``),
+    ``k * step + base`` on the era's grid where the (source, array) is in ``view`` (``Plan.keys``:
+    ``(era, base)``; ``steps``: ``Plan.steps``, 1 where absent),
     NOT_PLACED where it is not. Vectorised: Python only loops over (source, array) pairs."""
     n = chunks.num_rows
     if n == 0:
@@ -163,6 +167,7 @@ def _global_keys(
     ndim = np.zeros(size, np.int64)
     placed = np.zeros(size, bool)
     era = np.zeros(size, np.int32)
+    step = np.ones((size, MAX_DIMS), np.int64)
     for (loc, name), m in metas.items():
         if loc not in s_pos or name not in a_pos:
             continue
@@ -173,12 +178,15 @@ def _global_keys(
             placed[i] = True
             era[i] = v[0]
             dest[i, : m.ndim] = v[1]
+        st = (steps or {}).get((loc, name))
+        if st is not None:
+            step[i, : m.ndim] = st
     idx = src.indices.to_numpy().astype(np.int64) * na + arr.indices.to_numpy().astype(np.int64)
     row_placed = placed[idx]
     out: dict[str, pa.Array] = {}
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
         k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
-        g = np.where(ndim[idx] > d, k + dest[idx, d], NO_DIM)
+        g = np.where(ndim[idx] > d, k * step[idx, d] + dest[idx, d], NO_DIM)
         out[c] = pa.array(np.where(row_placed, g, NOT_PLACED).astype(np.int32), pa.int32())
     out["era"] = pa.array(era[idx], pa.int32())
     return out
@@ -322,6 +330,8 @@ def _load(snap: Snapshot) -> _State:
 
 def _base(g: ArrayMeta, era: int, offset: tuple[int, ...]) -> tuple[int, ...]:
     """The chunk-key base of a slab at ``offset`` (from its era's start) on the recorded grid."""
+    if g.cell and len(offset) == len(g.cell):  # tiles of different layouts: counted in the key cell
+        return coarse_base(offset, g.cell)
     grid = Grid.of(g.era_meta(g.eras[era]) if g.eras and era < len(g.eras) else g)
     if len(offset) != grid.ndim:
         return tuple(offset)
@@ -497,12 +507,13 @@ def _attempt(
         if prewritten.locations & state.sources.keys():
             raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
         view = {k: v for k, v in plan.keys.items() if k[0] in prewritten.locations}
-        extra_fragments, extra_rows = prewritten.fragments(view)
+        steps = {k: v for k, v in plan.steps.items() if k[0] in prewritten.locations}
+        extra_fragments, extra_rows = prewritten.fragments(view, steps) if steps else prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
     scanned = _with_source(results)
-    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.keys, metas))]
+    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.keys, metas, plan.steps))]
     moved: list[tuple[str, str]] = []
     for (loc, name), (m, old_view) in state.vars.items():
         if loc in by_loc or loc in removed or m.status != "ok":
@@ -520,7 +531,8 @@ def _attempt(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
         )
         moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
-        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.keys, moved_metas), held=_held_of(snap, old)))
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.keys, moved_metas, plan.steps),
+                                      held=_held_of(snap, old)))  # fmt: skip
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *removed, *(loc for loc, _ in moved)})
