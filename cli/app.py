@@ -461,6 +461,21 @@ def gc(
                   f"{rep['files_removed']} files, {rep['bytes_removed']} bytes")  # fmt: skip
 
 
+@app.command()
+def repair(as_json: JsonOpt = False) -> None:
+    """Make the newest readable version latest again (one new version) when the latest misses files."""
+    from refstore.table import repair as do_repair
+
+    rep = do_repair(refstore.Collection.open(_collection()))
+    if as_json:
+        _dump(rep)
+    elif rep["restored"] is None:
+        out.print(f"version {rep['version']} reads: nothing to repair")
+    else:
+        out.print(f"version {rep['version']}: restored version {rep['restored']} "
+                  f"(versions {rep['unreadable']} cannot be read; gc removes them)")  # fmt: skip
+
+
 def _hold_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> Any:
     from refstore.plan import parse_window
     from refstore.plan.region import parse_bbox, parse_time_range
