@@ -147,6 +147,11 @@ def scan(
         typer.Option("--checksum/--no-checksum", help="Record a SHA-256 of each file and use it to detect changes "
                      "at rescan and read (kept for later scans).", show_default=False),
     ] = None,
+    follow_links: Annotated[
+        bool,
+        typer.Option("--follow-links", help="In a folder, also follow symbolic links that lead out of it "
+                     "(and linked folders); without it they are reported as failed and not read."),
+    ] = False,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -181,7 +186,7 @@ def scan(
         report = refstore.scan(
             uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
             mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
-            checksum=checksum,
+            checksum=checksum, follow_links=follow_links,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())

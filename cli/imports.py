@@ -24,6 +24,17 @@ import_app = typer.Typer(
 app.add_typer(import_app, name="import")
 
 
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="PREFIX",
+        help="Also read referenced files under this folder or URL prefix (repeatable); by default only the "
+        "store's own folder (or bucket) is trusted.",
+    ),
+]
+
+
 def _report(rep: ImportReport, as_json: bool) -> None:
     if as_json:
         _dump(rep.to_json())
@@ -47,6 +58,7 @@ def kerchunk_cmd(
             "object-store URL.",
         ),
     ],
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import kerchunk references: arrays, references, inline chunks, codecs, fill values and attributes."""
@@ -55,7 +67,8 @@ def kerchunk_cmd(
     col = refstore.Collection.open(_collection())
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_kerchunk(col, refs, progress=lambda done, total: p.update(task, completed=done, total=total))
+        rep = import_kerchunk(col, refs, allow=allow or (),
+                              progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
 
 
@@ -65,6 +78,7 @@ def icechunk_cmd(
     branch: Annotated[str | None, typer.Option("--branch", help="Branch to import (default: main).")] = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Tag to import.")] = None,
     snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to import.")] = None,
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import one snapshot of an Icechunk repository: virtual chunks as references, inline ones as inline rows."""
@@ -73,6 +87,6 @@ def icechunk_cmd(
     col = refstore.Collection.open(_collection())
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot,
+        rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
                               progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
