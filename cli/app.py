@@ -557,17 +557,18 @@ from . import report as _report  # noqa: E402, F401  (registers coverage and rep
 def main() -> None:
     import warnings
 
+    from refstore._quote import one_line
     from refstore.errors import StaleSourceWarning
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        err.print(f"refstore: warning: {message}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: warning: {one_line(str(message))}", markup=False, highlight=False, soft_wrap=True)
 
     warnings.showwarning = show
     warnings.simplefilter("always", StaleSourceWarning)
     try:
         app()
     except RefstoreError as e:
-        err.print(f"refstore: error: {e}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: error: {one_line(str(e))}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("refstore: interrupted (nothing was committed)", markup=False)

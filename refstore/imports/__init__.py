@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._quote import quote
+from ..errors import BadInputError
 from ._commit import ImportReport, commit_import
 
 if TYPE_CHECKING:
@@ -33,7 +35,10 @@ def import_kerchunk(
     ``progress(done, total)`` is called as referenced files are identified."""
     from .kerchunk import read_kerchunk
 
-    return commit_import(collection, read_kerchunk(refs), allow=allow, progress=progress)
+    try:
+        return commit_import(collection, read_kerchunk(refs), allow=allow, progress=progress)
+    except RecursionError:  # JSON (or attributes in it) nested deeper than Python recurses
+        raise BadInputError(f"{quote(refs)}: not a kerchunk reference spec (nested too deeply)") from None
 
 
 def import_icechunk(
@@ -54,5 +59,8 @@ def import_icechunk(
     reader authorizes Icechunk's virtual chunk containers."""
     from .icechunk import read_icechunk
 
-    parsed = read_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot)
-    return commit_import(collection, parsed, allow=allow, progress=progress)
+    try:
+        parsed = read_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot)
+        return commit_import(collection, parsed, allow=allow, progress=progress)
+    except RecursionError:  # metadata nested deeper than Python recurses
+        raise BadInputError(f"{quote(repo)}: metadata nested too deeply") from None

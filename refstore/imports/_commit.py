@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_OFFSET, SOURCE_KEY_COLUMNS
+from .._quote import quoted
 from ..errors import BadInputError, SourceMissingError, SourceReadError
 from ..scan._sources import normalize_location
 from ..schema import Kind
@@ -283,7 +284,7 @@ def _check_ranges(parsed: ParsedStore, sources: dict[str, _Source], chunk_rows: 
     if len(bad):
         i = int(bad[0])
         raise BadInputError(
-            f"{parsed.location}: a chunk of {t.column('array')[i].as_py()!r} references bytes "
+            f"{parsed.location}: a chunk of {quoted(t.column('array')[i].as_py())} references bytes "
             f"{t.column('offset')[i].as_py()}-{int(end[i])} of {t.column('source')[i].as_py()}, "
             f"which has {int(size[i])} bytes"
         )

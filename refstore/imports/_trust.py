@@ -18,17 +18,21 @@ location (in the store's order) is named; nothing is read from it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import _objstore
+from .._quote import quote
 from ..errors import BadInputError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 __all__ = ["Trusted", "check_locations", "store_place"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 _SYSTEM = ("/dev", "/proc", "/sys")
 """Local trees never read as sources: devices and the kernel's views (``/proc/self/environ``...)."""
@@ -75,8 +79,9 @@ class Trusted:
         for prefix in (store_place(store), *allow):
             if not prefix:
                 raise BadInputError("--allow: give a folder or URL prefix, not an empty string")
-            if _climbs(prefix):
-                raise BadInputError(f"--allow {prefix}: a prefix with '..' segments is refused; name the folder itself")
+            if _climbs(prefix) or _CONTROL.search(prefix):
+                raise BadInputError(f"--allow {quote(prefix)}: a prefix with '..' segments or control characters "
+                                  "is refused; name the folder itself")  # fmt: skip
             path = _local(prefix)
             if path is None:
                 remote.append(prefix)
@@ -87,6 +92,8 @@ class Trusted:
 
     def refusal(self, location: str) -> str | None:
         """Why ``location`` may not be read (None: it may)."""
+        if _CONTROL.search(location):
+            return "a location with control characters (a NUL byte, a newline)"
         if _climbs(location):
             return "a path that climbs out with '..'"
         path = _local(location)
@@ -114,6 +121,6 @@ def check_locations(store: str, locations: Iterable[str], allow: Sequence[str] =
         why = trusted.refusal(loc)
         if why is not None:
             raise BadInputError(
-                f"{store}: references {loc}, {why}; only the store's own folder or bucket "
-                f"({store_place(store)}) and prefixes given with --allow are read"
+                f"{quote(store)}: references {quote(loc)}, {why}; only the store's own folder or bucket "
+                f"({quote(store_place(store))}) and prefixes given with --allow are read"
             )
