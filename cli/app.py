@@ -167,6 +167,25 @@ def scan(
             "again. Without a rule such files are refused.",
         ),
     ] = None,
+    order_by: Annotated[
+        str | None,
+        typer.Option(
+            "--order-by",
+            metavar="VAR",
+            help="Order the files by the values of VAR, a variable along --concat-dim (e.g. a CF time such as "
+            "time_centered), instead of the dimension's own coordinate. Recorded: rescans apply it again.",
+        ),
+    ] = None,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            metavar="HOW",
+            help="'name': order the files by file name; 'given': as given (recorded files first); 'coordinate' "
+            "(default): by the --concat-dim coordinate, or a CF time along it where that does not tell the files "
+            "apart. Recorded: rescans apply it again.",
+        ),
+    ] = None,
     prune: Annotated[
         bool,
         typer.Option("--prune", help="Also remove recorded sources under the scanned paths that no longer exist."),
@@ -232,6 +251,7 @@ def scan(
 
         report = refstore.Collection.open(uri).scan(
             sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+            order=order, order_by=order_by,
             mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
             checksum=checksum, follow_links=follow_links,
         )  # fmt: skip
@@ -266,7 +286,10 @@ def scan(
             for d in m["dropped"]:
                 err.print(f"[yellow]note[/yellow] {d['array']} left out of the mosaic: {escape(d['reason'])}",
                           soft_wrap=True)  # fmt: skip
-        if j["ordered_by"] == "given":
+        if j["ordered_by"] not in (None, "coordinate", "given", "name", order_by):
+            err.print(f"[yellow]note[/yellow] the '{j['concat_dim']}' coordinate does not tell the files apart: "
+                      f"ordered by the CF time '{j['ordered_by']}' along it", soft_wrap=True)  # fmt: skip
+        if j["ordered_by"] == "given" and order != "given":
             err.print(f"[yellow]note[/yellow] no source has a coordinate variable '{j['concat_dim']}': "
                       "sources are placed in the order given (files of a folder by name, new sources after "
                       "recorded ones)", soft_wrap=True)  # fmt: skip

@@ -141,6 +141,8 @@ class Collection(_table.Collection):
         concat_dim: str | None = None,
         time_from_name: str | None = None,
         prefer: Sequence[str] | None = None,
+        order: str | None = None,
+        order_by: str | None = None,
         prune: bool = False,
         mosaic: bool = False,
         workers: int | None = None,
@@ -162,7 +164,8 @@ class Collection(_table.Collection):
         """
         items = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
         return _api.scan(self.uri, [os.fspath(s) for s in items], concat_dim=concat_dim,
-                         time_from_name=time_from_name, prefer=prefer, prune=prune, mosaic=mosaic, workers=workers,
+                         time_from_name=time_from_name, prefer=prefer, order=order, order_by=order_by, prune=prune,
+                         mosaic=mosaic, workers=workers,
                          strict=strict, progress=progress, storage_options=self.storage_options, client=client,
                          timeout=timeout, checksum=checksum, follow_links=follow_links)  # fmt: skip
 
