@@ -213,6 +213,11 @@ def scan(
         typer.Option("--checksum/--no-checksum", help="Record a SHA-256 of each file and use it to detect changes "
                      "at rescan and read (kept for later scans).", show_default=False),
     ] = None,
+    follow_links: Annotated[
+        bool,
+        typer.Option("--follow-links", help="In a folder, also follow symbolic links that lead out of it "
+                     "(and linked folders); without it they are reported as failed and not read."),
+    ] = False,
     dask: Annotated[
         str | None,
         typer.Option(
@@ -248,7 +253,7 @@ def scan(
             sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
             order=order, order_by=order_by,
             mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
-            checksum=checksum,
+            checksum=checksum, follow_links=follow_links,
         )  # fmt: skip
     if as_json:
         _dump(report.to_json())
@@ -524,6 +529,19 @@ def gc(
                   f"{rep.files_removed} files, {rep.bytes_removed} bytes", soft_wrap=True)  # fmt: skip
 
 
+@app.command()
+def repair(as_json: JsonOpt = False) -> None:
+    """Make the newest readable version latest again (one new version) when the latest misses files."""
+    rep = _open().repair()
+    if as_json:
+        _dump(rep)
+    elif rep["restored"] is None:
+        out.print(f"version {rep['version']} reads: nothing to repair")
+    else:
+        out.print(f"version {rep['version']}: restored version {rep['restored']} "
+                  f"(versions {rep['unreadable']} cannot be read; gc removes them)")  # fmt: skip
+
+
 def _check_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> None:
     if not (array or bbox or when or window):
         raise BadInputError("select chunks with --array, --bbox, --time and/or --window")
@@ -588,17 +606,19 @@ from . import report as _report  # noqa: E402, F401  (registers coverage and rep
 def main() -> None:
     import warnings
 
+    from refstore._quote import one_line
     from refstore.errors import StaleSourceWarning
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        err.print(f"refstore: warning: {_cli_words(str(message))}", markup=False, highlight=False, soft_wrap=True)
+        text = _cli_words(one_line(str(message)))
+        err.print(f"refstore: warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
     warnings.showwarning = show
     warnings.simplefilter("always", StaleSourceWarning)
     try:
         app()
     except RefstoreError as e:
-        err.print(f"refstore: error: {_cli_words(str(e))}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: error: {_cli_words(one_line(str(e)))}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("refstore: interrupted (nothing was committed)", markup=False)

@@ -22,6 +22,17 @@ import_app = typer.Typer(
 app.add_typer(import_app, name="import")
 
 
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="PREFIX",
+        help="Also read referenced files under this folder or URL prefix (repeatable); by default only the "
+        "store's own folder (or bucket) is trusted.",
+    ),
+]
+
+
 def _report(rep: ImportReport, as_json: bool) -> None:
     if as_json:
         _dump(rep.to_json())
@@ -45,13 +56,15 @@ def kerchunk_cmd(
             "object-store URL.",
         ),
     ],
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import kerchunk references: arrays, references, inline chunks, codecs, fill values and attributes."""
     col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = col.import_kerchunk(refs, progress=lambda done, total: p.update(task, completed=done, total=total))
+        rep = col.import_kerchunk(refs, allow=allow or (),
+                                  progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
 
 
@@ -61,12 +74,13 @@ def icechunk_cmd(
     branch: Annotated[str | None, typer.Option("--branch", help="Branch to import (default: main).")] = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Tag to import.")] = None,
     snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to import.")] = None,
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import one snapshot of an Icechunk repository: virtual chunks as references, inline ones as inline rows."""
     col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = col.import_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot,
+        rep = col.import_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
                                   progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)

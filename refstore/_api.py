@@ -103,6 +103,7 @@ def scan(
     client: Any = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     checksum: bool | None = None,
+    follow_links: bool = False,
 ) -> ScanReport:
     """Scan files/folders into the collection: at most one new version.
 
@@ -140,6 +141,8 @@ def scan(
     only size and mtime) to decide whether a source changed, at rescan and at read; kept for
     later scans of the collection (None: as before). With it, sources recorded without a
     checksum are rescanned once to get one.
+    ``follow_links``: in a folder, follow symbolic links whose target lies outside it (and
+    linked folders); without it such a link is reported as a failed source, not read.
     """
     if timeout and client is None:
         warm_up(1)  # its interpreter starts while this one opens the collection and lists sources
@@ -147,7 +150,7 @@ def scan(
         return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
                      order=order, order_by=order_by,
                      mosaic=mosaic, workers=workers, strict=strict, progress=progress, storage_options=storage_options,
-                     client=client, timeout=timeout, checksum=checksum)  # fmt: skip
+                     client=client, timeout=timeout, checksum=checksum, follow_links=follow_links)  # fmt: skip
     finally:
         cool_down()
 
@@ -170,6 +173,7 @@ def _scan(
     client: Any,
     timeout: float | None,
     checksum: bool | None,
+    follow_links: bool = False,
 ) -> ScanReport:
     from .table.collection import Collection
     from .table.upsert import commit_scan
@@ -182,7 +186,7 @@ def _scan(
     order_rule = parse_order(order, order_by)
     named = gone_named(sources, known) if prune else []
     rest = [x for x in sources if normalize_location(x) not in named]
-    found = find_sources(rest, failed=failed) if rest else []
+    found = find_sources(rest, failed=failed, follow_links=follow_links) if rest else []
     gone = sorted({*named, *gone_under(rest, {loc for loc, _ in found}, known)})
     dim = concat_dim if concat_dim is not None else snap.concat_dim
     pattern = time_from_name if time_from_name is not None else snap.config().get("time_from_name")

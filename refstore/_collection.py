@@ -149,12 +149,14 @@ class Collection(_table.Collection):
         strict: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         checksum: bool | None = None,
+        follow_links: bool = False,
         client: Any = None,
         progress: Progress | None = None,
     ) -> ScanReport:
         """Scan files, folders (by extension, recursively) or URLs: at most one new version.
         Options as :func:`refstore.scan` (``timeout`` in seconds per source, None: no deadline;
-        ``client``: a ``dask.distributed.Client``).
+        ``client``: a ``dask.distributed.Client``; ``follow_links``: follow symbolic links that
+        lead out of a scanned folder).
 
         >>> rep = col.scan(["data/"], concat_dim="time")  # doctest: +SKIP
         >>> rep.to_json()["sources"]                       # doctest: +SKIP
@@ -165,29 +167,34 @@ class Collection(_table.Collection):
                          time_from_name=time_from_name, prefer=prefer, order=order, order_by=order_by, prune=prune,
                          mosaic=mosaic, workers=workers,
                          strict=strict, progress=progress, storage_options=self.storage_options, client=client,
-                         timeout=timeout, checksum=checksum)  # fmt: skip
+                         timeout=timeout, checksum=checksum, follow_links=follow_links)  # fmt: skip
 
-    def import_kerchunk(self, refs: PathLike, *, progress: Progress | None = None) -> ImportReport:
+    def import_kerchunk(self, refs: PathLike, *, allow: Sequence[str] = (),
+                        progress: Progress | None = None) -> ImportReport:  # fmt: skip
         """Import kerchunk references (JSON, spec 0 or 1, or a Parquet reference folder): one version.
+        Locations must lie in the store's own folder or bucket or under an ``allow`` prefix.
 
         >>> col.import_kerchunk("refs.json").version  # doctest: +SKIP
         2
         """
         from .imports import import_kerchunk
 
-        return import_kerchunk(self, os.fspath(refs), progress=progress)
+        return import_kerchunk(self, os.fspath(refs), allow=allow, progress=progress)
 
     def import_icechunk(self, repo: PathLike, *, branch: str | None = None, tag: str | None = None,
-                        snapshot: str | None = None, progress: Progress | None = None) -> ImportReport:  # fmt: skip
+                        snapshot: str | None = None, allow: Sequence[str] = (),
+                        progress: Progress | None = None) -> ImportReport:  # fmt: skip
         """Import one snapshot of an Icechunk repository (``branch``, default main, ``tag`` or
-        ``snapshot`` id): one version.
+        ``snapshot`` id): one version. Virtual chunk locations must lie under an ``allow``
+        prefix or the repository's own folder or bucket.
 
         >>> col.import_icechunk("repo.icechunk", tag="v1").arrays  # doctest: +SKIP
         3
         """
         from .imports import import_icechunk
 
-        return import_icechunk(self, os.fspath(repo), branch=branch, tag=tag, snapshot=snapshot, progress=progress)
+        return import_icechunk(self, os.fspath(repo), branch=branch, tag=tag, snapshot=snapshot, allow=allow,
+                               progress=progress)  # fmt: skip
 
     # ------------------------------------------------------------------ looking
     def info(self, as_of: Ref = None) -> Info:
@@ -318,6 +325,17 @@ class Collection(_table.Collection):
         newest = set(kept[-keep:])
         by_grace = tuple(v for v in kept if v not in tagged and v not in newest)
         return GcReport.of(rep, by_grace)
+
+    def repair(self) -> dict[str, Any]:
+        """Make the newest readable version latest again (one new version) when the latest one
+        misses files; nothing to do when it reads. ``{"version", "restored", "unreadable"}``.
+
+        >>> col.repair()["restored"]  # doctest: +SKIP
+        9
+        """
+        from .table.repair import repair
+
+        return repair(self)
 
     # ------------------------------------------------------------------ held bytes
     def hold(self, *, array: str | Sequence[str] | None = None,

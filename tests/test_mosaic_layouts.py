@@ -275,3 +275,74 @@ def test_a_different_dtype_or_crs_is_still_refused_by_name(mixed, tmp_path: Path
              for i, p in enumerate(sorted(folder.iterdir()))]  # fmt: skip
     with pytest.raises(PlanError, match=r"tile_r1c1\.tif and .*have different CRS \(EPSG:32634 and EPSG:32633\)"):
         make_mosaic_plan(slabs)
+
+
+def test_a_tile_of_another_layout_rekeys_a_uniform_mosaic_and_pruning_it_rekeys_back(tmp_path: Path) -> None:
+    """Five tiles tiled 64 x 64 (one layout: coarse keys not needed), then the missing tile as
+    32 x 48 PackBits tiles: every tile's keys are now counted in the 32 x 16 cell, the top-left
+    tile's too although its key base stays (0, 0); removing the odd tile again (``--prune``)
+    returns to one layout. Each state reads as tifffile places the tiles."""
+    full = _raster()
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    plain = {"tile": (64, 64), "compression": "zlib", "predictor": 2}
+    paths = []
+    for ij in LAYOUTS:
+        if ij != HOLE:
+            saved, LAYOUTS[ij] = LAYOUTS[ij], plain
+            try:
+                paths.append(_write(folder, full, ij))
+            finally:
+                LAYOUTS[ij] = saved
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    one = refstore.open(col)["image"]
+    assert not one.meta.cell
+    assert_same(one[...], _tifffile_mosaic(paths)[0], "one layout")
+    odd = _write(folder, full, HOLE)
+    rep = refstore.scan(col, [str(folder)], timeout=None)
+    img = refstore.open(col)["image"]
+    assert img.meta.cell == (32, 16) and rep.updated > 0
+    assert_same(img[...], full, "the odd tile added")
+    assert_same(img[3:70, 5:90], full[3:70, 5:90], "inside the top-left tile")
+    assert_same(img[0:64, 100:150], full[0:64, 100:150], "the top-left tile's second block column alone")
+    tiles = _chunks([*paths, odd])
+    for r in img._snap.rows("chunk", ["source", "k0", "k1", "g0", "g1"], "array = 'image'").to_pylist():
+        (oy, ox), _, (bh, bw) = tiles[r["source"]]
+        assert (r["g0"], r["g1"]) == ((oy + r["k0"] * bh) // 32, (ox + r["k1"] * bw) // 16), r
+    odd.unlink()
+    refstore.scan(col, [str(folder)], timeout=None, prune=True)
+    back = refstore.open(col)["image"]
+    assert not back.meta.cell
+    assert_same(back[...], _tifffile_mosaic(paths)[0], "back to one layout")
+
+
+def test_a_mosaic_per_date_of_tiles_of_different_layouts(tmp_path: Path) -> None:
+    """Two dates, each a mosaic of the five layouts (the second date's tiles in the other order),
+    stacked along ``time``; each date reads as tifffile places that date's tiles."""
+    folder = tmp_path / "dated"
+    folder.mkdir()
+    full = _raster()
+    later = (full.astype(np.int64) * 3 % 60000).astype("<u2")
+    order = [ij for ij in LAYOUTS if ij != HOLE]
+    days: list[list[Path]] = [[], []]
+    for day, data, layouts in ((0, full, order), (1, later, order[::-1])):
+        sub = tmp_path / f"d{day}"
+        sub.mkdir()
+        for ij, lay in zip(order, layouts, strict=True):
+            saved, LAYOUTS[ij] = LAYOUTS[ij], LAYOUTS[lay]
+            try:
+                p = _write(sub, data, ij)
+            finally:
+                LAYOUTS[ij] = saved
+            days[day].append(p.rename(folder / f"{p.stem}_2024010{day + 1}.tif"))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    rep = refstore.scan(col, [str(folder)], mosaic=True, concat_dim="time", time_from_name="%Y%m%d", timeout=None)
+    assert rep.mosaic is not None and rep.mosaic["dates"] == 2
+    img = refstore.open(col)["image"]
+    assert img.meta.cell and img.meta.dims == ("time", "y", "x")
+    want = np.stack([_tifffile_mosaic(days[0])[0], _tifffile_mosaic(days[1])[0]])
+    assert_same(img[...], want, "mosaic x time")
+    assert_same(img[1, 100:200, 150:400], want[1, 100:200, 150:400], "a window of the second date")

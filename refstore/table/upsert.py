@@ -26,7 +26,7 @@ from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
 from ..plan.series_order import OrderKey, OrderRule, parse_prefer
-from ..plan.slabs import coarse_base
+from ..plan.slabs import coarse_base, key_steps
 from ..scan._intern import MetaTexts
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, chunk_table
 from ..schema import (
@@ -305,6 +305,8 @@ class _State:
     """(source, array) -> (metadata in that source, (era, offset from the era start) or None)."""
     keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]]
     """(source, array) -> (era, base) as its chunk rows were keyed (``Plan.keys``), placed ones only."""
+    steps: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    """(source, array) -> key steps its chunk rows were keyed with, where not 1 (``Plan.steps``)."""
 
 
 def _load(snap: Snapshot) -> _State:
@@ -323,6 +325,7 @@ def _load(snap: Snapshot) -> _State:
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
     keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = {}
+    steps: dict[tuple[str, str], tuple[int, ...]] = {}
     arrays = snap.arrays()
     var_rows = snap.vars().to_pylist()
     origins = _recorded_origins(snap, arrays, var_rows)
@@ -341,8 +344,10 @@ def _load(snap: Snapshot) -> _State:
             v = (int(r["era"]), tuple(d))
             if g is not None:
                 keys[(r["source"], r["array"])] = (v[0], _base(g, v[0], v[1]))
+                if g.cell and len(g.cell) == m.ndim and any(x != 1 for x in key_steps(m.chunks, g.cell)):
+                    steps[(r["source"], r["array"])] = key_steps(m.chunks, g.cell)
         vars_[(r["source"], r["array"])] = (m, v)
-    return _State(snap, snap.concat_dim, sources, vars_, keys)
+    return _State(snap, snap.concat_dim, sources, vars_, keys, steps)
 
 
 def _base(g: ArrayMeta, era: int, offset: tuple[int, ...]) -> tuple[int, ...]:
@@ -538,7 +543,8 @@ def _attempt(
     for (loc, name), (m, old_view) in state.vars.items():
         if loc in by_loc or loc in removed or m.status != "ok":
             continue
-        if plan.view.get((loc, name)) != old_view or plan.keys.get((loc, name)) != state.keys.get((loc, name)):
+        if (plan.view.get((loc, name)) != old_view or plan.keys.get((loc, name)) != state.keys.get((loc, name))
+                or plan.steps.get((loc, name)) != state.steps.get((loc, name))):  # fmt: skip
             moved.append((loc, name))
     old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "era", "offset", "length",
                 "filter_mask", "inline"]  # fmt: skip

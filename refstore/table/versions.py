@@ -299,14 +299,19 @@ def _held_of(t: pa.Table, idx: pa.ChunkedArray, present: np.ndarray[Any, Any]) -
 def compact(col: Collection) -> dict[str, Any]:
     """Merge small fragments and materialise deletions (Lance ``take`` is much slower until then),
     then build or refresh the scalar indices (``indices.py``)."""
+    from ._commit import check_complete
+    from ._files import needed_files
+
     ds = col._dataset()
     before = int(ds.version)
+    had = needed_files(ds)  # compact_files moves ``ds`` to the version it commits
     try:
         m = ds.optimize.compact_files(materialize_deletions_threshold=0.0)
     except (OSError, ValueError) as e:
         raise StorageError(f"{col.uri}: compaction failed: {str(e).splitlines()[0]}") from None
     from .indices import build_indices
 
+    check_complete(col, col._dataset(), had)  # a gc may have removed the new files before the link
     indexed = build_indices(col)
     after = int(col._dataset().version)
     return {
