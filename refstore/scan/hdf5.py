@@ -263,7 +263,8 @@ class _Dataset(_Object):
     @property
     def fillvalue(self) -> Any:
         arr = np.zeros((1,), dtype=self.dtype)
-        self.cpl.get_fill_value(arr)
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # undefined (H5Pset_fill_value NULL): zeros
+            self.cpl.get_fill_value(arr)
         return arr[0]
 
     def layout(self) -> int:
