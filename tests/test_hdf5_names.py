@@ -175,8 +175,8 @@ def test_soft_and_hard_links_read_as_h5py_and_netcdf_c_show_them(tmp_path: Path)
         assert got.dtype == values.dtype and np.array_equal(got, values), name
         assert set(ds[name].attrs) == set(attrs), name
     for group in (None, "HDFEOS/SWATHS/s/Data Fields", "fields"):
-        got = xr.open_dataset(uri, engine="refstore", group=group)
-        assert_same_view(got, _xr_netcdf4(path, group), str(group))
+        view = xr.open_dataset(uri, engine="refstore", group=group)
+        assert_same_view(view, _xr_netcdf4(path, group), str(group))
 
 
 def test_links_reaching_no_dataset_are_refused_by_name(tmp_path: Path) -> None:
