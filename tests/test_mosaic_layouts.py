@@ -346,3 +346,25 @@ def test_a_mosaic_per_date_of_tiles_of_different_layouts(tmp_path: Path) -> None
     want = np.stack([_tifffile_mosaic(days[0])[0], _tifffile_mosaic(days[1])[0]])
     assert_same(img[...], want, "mosaic x time")
     assert_same(img[1, 100:200, 150:400], want[1, 100:200, 150:400], "a window of the second date")
+
+
+def test_coverage_counts_each_tile_by_its_own_blocks_and_the_report_says_they_differ(mixed, tmp_path: Path) -> None:
+    """Coverage shares from each block's box through its own tile's block shape: referenced =
+    the pixels the tiles cover; the html report shows the first tile's block shape and says the
+    tiles differ."""
+    from refstore.report.coverage import coverage
+
+    cov = coverage(refstore.open(mixed["col"]).snapshot, "image")
+    covered = sum(h * w for _, (h, w), _ in _chunks(mixed["paths"]).values())
+    shares = cov.totals()
+    assert shares["referenced"] == pytest.approx(covered / (300 * 520))
+    assert shares["absent"] == pytest.approx(1 - covered / (300 * 520))
+    cuts: tuple[set[int], set[int]] = ({0, 300}, {0, 520})  # every tile's block edges (tifffile)
+    for (r, c), (h, w), (bh, bw) in _chunks(mixed["paths"]).values():
+        cuts[0].update([*range(r, r + h, bh), r + h])
+        cuts[1].update([*range(c, c + w, bw), c + w])
+    assert cov.y.edges.tolist() == sorted(cuts[0]) and cov.x.edges.tolist() == sorted(cuts[1])
+    pytest.importorskip("matplotlib")
+    r = invoke("-C", mixed["col"], "report", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "<td>256 x 256 (the first tile&#x27;s: tiles differ in layout)</td>" in (tmp_path / "r.html").read_text()
