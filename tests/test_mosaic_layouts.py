@@ -368,3 +368,48 @@ def test_coverage_counts_each_tile_by_its_own_blocks_and_the_report_says_they_di
     r = invoke("-C", mixed["col"], "report", str(tmp_path / "r.html"))
     assert r.returncode == 0, r.stderr
     assert "<td>256 x 256 (the first tile&#x27;s: tiles differ in layout)</td>" in (tmp_path / "r.html").read_text()
+
+
+def test_a_real_geotiff_cut_by_gdal_into_tiles_of_four_layouts(shared_data: Path, tmp_path: Path) -> None:
+    """``debian-rgdal/cea.tif`` (uint8, strips of 15 rows, a user-defined Cylindrical Equal Area
+    CRS) cut by GDAL (rasterio's) into 2 x 2 tiles written as strips, tiled 256 deflate, tiled
+    128 LZW with predictor 2 and tiled 64 ZSTD: the mosaic reads as tifffile reads the original
+    and as GDAL mosaics the tiles."""
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.merge import merge
+    from rasterio.windows import Window
+
+    src = shared_data / "zoo" / "debian-rgdal" / "cea.tif"
+    if not src.exists():
+        pytest.skip(f"{src} is not present")
+    layouts = [{}, {"tiled": True, "blockxsize": 256, "blockysize": 256, "compress": "deflate"},
+               {"tiled": True, "blockxsize": 128, "blockysize": 128, "compress": "lzw", "predictor": 2},
+               {"tiled": True, "blockxsize": 64, "blockysize": 64, "compress": "zstd"}]  # fmt: skip
+    rows, cols = (0, 200, 515), (0, 300, 514)
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    paths = []
+    with rasterio.open(src) as s:
+        for k, (i, j) in enumerate(itertools.product(range(2), range(2))):
+            win = Window(cols[j], rows[i], cols[j + 1] - cols[j], rows[i + 1] - rows[i])
+            prof = {**s.profile, "width": win.width, "height": win.height, "transform": s.window_transform(win)}
+            for key in ("tiled", "blockxsize", "blockysize", "compress", "predictor", "interleave"):
+                prof.pop(key, None)
+            paths.append(folder / f"cea_{i}{j}.tif")
+            with rasterio.open(paths[-1], "w", **{**prof, **layouts[k]}) as d:
+                d.write(s.read(window=win))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    rep = refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    assert rep.new == 4 and rep.mosaic is not None and rep.mosaic["gap_pixels"] == 0
+    img = refstore.open(col)["image"]
+    assert img.meta.cell
+    assert_same(img[...], tifffile.imread(src), "cea.tif")
+    srcs = [rasterio.open(p) for p in paths]
+    try:
+        data, transform = merge(srcs)
+    finally:
+        for s in srcs:
+            s.close()
+    assert_same(img[...], data[0], "rasterio.merge")
+    assert img.attrs["transform"].tolist() == list(transform.to_gdal())
