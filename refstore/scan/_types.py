@@ -316,6 +316,13 @@ class ScanResult:
     groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     format: str | None = None
     """The source's format: ``hdf5``, ``netcdf3``, ``tiff`` or ``grib`` (``scan.auto.sniff``'s names)."""
+    order_keys: dict[str, list[Any]] = field(default_factory=dict)
+    """``{array: [first, last, units, is CF time]}`` for the numeric 1-D arrays along the concat
+    dimension other than its own coordinate (``_series_facts``): what ``--order-by`` and the
+    series order compare when the dimension's coordinate does not tell sources apart."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """``{array: digest}`` of the arrays taken once (without the concat dimension), compared
+    between sources by the plan (``_series_facts``)."""
     layout: dict[str, Any] = field(default_factory=dict)
     """What published forms need to know of the file without opening it again: for a TIFF,
     ``{"ifds": {array name: 0-based IFD number}}`` (the VRT opens IFD n as ``GTIFF_DIR``)."""

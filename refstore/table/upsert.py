@@ -25,7 +25,7 @@ from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
-from ..plan.series_order import parse_prefer
+from ..plan.series_order import OrderKey, OrderRule, parse_prefer
 from ..plan.slabs import coarse_base, key_steps
 from ..scan._intern import MetaTexts
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, chunk_table
@@ -274,9 +274,24 @@ def _source_meta(order: int, r: ScanResult) -> str:
         meta["format"] = r.format
     if r.layout:
         meta["layout"] = r.layout
+    if r.order_keys:
+        meta["order_keys"] = r.order_keys
+    if r.digests:
+        meta["digests"] = r.digests
     if r.source.checksum is not None:
         meta["checksum"] = r.source.checksum
     return json.dumps(meta, sort_keys=True)
+
+
+def _new_order(settings: dict[str, Any], cfg: dict[str, Any]) -> bool:
+    """Whether the scan gives an order rule other than the recorded one (``--order``, ``--order-by``)."""
+    given = settings.get("order")
+    return given is not None and OrderRule.parse(given) != OrderRule.parse(cfg.get("order"))
+
+
+def _order_keys(recorded: dict[str, list[Any]]) -> dict[str, OrderKey]:
+    """A source's ``order_keys`` (``ScanResult``, source row meta) as the series order reads them."""
+    return {name: OrderKey(float(k[0]), float(k[1]), k[2], bool(k[3])) for name, k in recorded.items()}
 
 
 @dataclass
@@ -305,6 +320,8 @@ def _load(snap: Snapshot) -> _State:
             "order": meta.get("order", 0),
             "sort_units": meta.get("sort_units"),
             "sort_last": meta.get("sort_last"),
+            "order_keys": meta.get("order_keys", {}),
+            "digests": meta.get("digests", {}),
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
     keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = {}
@@ -462,7 +479,7 @@ def _attempt(
     results, counts = _still_changed(state, results, counts)
     pending = bool(set(prune) & state.sources.keys()) or (
         settings.get("prefer") is not None and list(settings["prefer"]) != snap.config().get("prefer", [])
-    )  # sources to remove or new --prefer rules: a version even when no file is new
+    ) or _new_order(settings, snap.config())  # sources to remove or new --prefer/--order rules: a version
     if scanned and not results and not pending and not _needs_rekeying(snap):  # a concurrent scan recorded them
         return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
                           failed=tuple(counts["failed"]), missing=tuple(counts.get("missing", ())))  # fmt: skip
@@ -480,6 +497,7 @@ def _attempt(
     removed = sorted(loc for loc in set(prune) if loc in state.sources and loc not in by_loc)
     prefer = settings.get("prefer")
     rules = parse_prefer(prefer if prefer is not None else snap.config().get("prefer", []))
+    order_rule = OrderRule.parse(settings.get("order") or snap.config().get("order"))
     next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
 
     texts = MetaTexts()  # one instance per recorded text: the plan compares by identity, var rows reuse the JSON
@@ -492,19 +510,21 @@ def _attempt(
             continue
         arrays = by_source.get(loc, {})
         slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"], s["sort_last"],
-                                int(s["mtime_ns"])))  # fmt: skip
+                                int(s["mtime_ns"]), order_keys=_order_keys(s["order_keys"]),
+                                digests=s["digests"]))  # fmt: skip
     orders: dict[str, int] = {}
     for i, r in enumerate(results):
         loc = r.source.location
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
         slabs.append(SourceSlab(loc, orders[loc], {a.name: texts.canon(a) for a in r.arrays}, r.sort_value,
-                                r.sort_units, r.sort_last, r.source.mtime_ns))  # fmt: skip
+                                r.sort_units, r.sort_last, r.source.mtime_ns, order_keys=_order_keys(r.order_keys),
+                                digests=r.digests))  # fmt: skip
     mosaic_info: dict[str, Any] | None = None
     if mosaic:
         mp = make_mosaic_plan(slabs, dim, prefer=rules, require_aligned=False)
         plan, mosaic_info = mp.plan, mp.summary()
     else:
-        plan = make_plan(slabs, dim, prefer=rules)
+        plan = make_plan(slabs, dim, prefer=rules, order=order_rule)
     plan = complete_grid(plan, slabs)  # grids and keys for plans that give placements only (mosaics)
     extra_fragments: list[Any] = []
     extra_rows = 0
@@ -583,6 +603,7 @@ def _attempt(
         "removed": removed,
         "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in newly_aside],
         "prefer": [str(r) for r in rules],
+        "order": str(order_rule),
         "ordered_by": plan.ordered_by,
         **({"mosaic": mosaic_info} if mosaic_info is not None else {}),
     }
@@ -668,6 +689,7 @@ def commit_scan(
     settings = settings or {}
     snap0 = col.snapshot()
     new_rules = settings.get("prefer") is not None and list(settings["prefer"]) != snap0.config().get("prefer", [])
+    new_rules = new_rules or _new_order(settings, snap0.config())
     if not results and not prune and not new_rules and not _needs_rekeying(snap0):
         snap = snap0
         if snap.count(Kind.SOURCE) and concat_dim is not None and concat_dim != snap.concat_dim:
