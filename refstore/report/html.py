@@ -64,7 +64,8 @@ def _chunks(a: dict[str, Any]) -> str:
         else:
             runs = [r if isinstance(r, list) else [r, 1] for r in g["chunks"]]
             out.append(f"~{max(int(r[0]) for r in runs)}")
-    return " x ".join(out) or "()"
+    own = " (the first tile's: tiles differ in layout)" if any(g.get("per_tile") for g in grid) else ""
+    return (" x ".join(out) or "()") + own
 
 
 def _arrays_section(snap: Snapshot, info: dict[str, Any]) -> str:
