@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-import refstore
-
-from .app import JsonOpt, _collection, _dump, _progress, app, err, out
+from .app import JsonOpt, _dump, _open, _progress, app, err, out
 
 if TYPE_CHECKING:
     from refstore.imports import ImportReport
@@ -22,6 +20,17 @@ import_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(import_app, name="import")
+
+
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="PREFIX",
+        help="Also read referenced files under this folder or URL prefix (repeatable); by default only the "
+        "store's own folder (or bucket) is trusted.",
+    ),
+]
 
 
 def _report(rep: ImportReport, as_json: bool) -> None:
@@ -47,15 +56,15 @@ def kerchunk_cmd(
             "object-store URL.",
         ),
     ],
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import kerchunk references: arrays, references, inline chunks, codecs, fill values and attributes."""
-    from refstore.imports import import_kerchunk
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_kerchunk(col, refs, progress=lambda done, total: p.update(task, completed=done, total=total))
+        rep = col.import_kerchunk(refs, allow=allow or (),
+                                  progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
 
 
@@ -65,14 +74,13 @@ def icechunk_cmd(
     branch: Annotated[str | None, typer.Option("--branch", help="Branch to import (default: main).")] = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Tag to import.")] = None,
     snapshot: Annotated[str | None, typer.Option("--snapshot", help="Snapshot id to import.")] = None,
+    allow: AllowOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import one snapshot of an Icechunk repository: virtual chunks as references, inline ones as inline rows."""
-    from refstore.imports import import_icechunk
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot,
-                              progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
+        rep = col.import_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
+                                  progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)

@@ -131,6 +131,13 @@ def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- checks
+LAYOUTS_DIFFER = (
+    "array {name!r}: its tiles differ in layout (chunk shape, codecs or strips), each kept as stored; "
+    "{form} has one chunk shape and one codec pipeline"
+)
+"""The refusal of a mosaic whose tiles differ in layout (``ArrayMeta.cell``) by a form with one codec."""
+
+
 def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
@@ -146,6 +153,8 @@ def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
             f"array {meta.name!r} has {len(meta.eras)} eras (codecs, chunks, dtype or encoding attributes change "
             f"at {meta.eras[1].get('first_source')}); a zarr array has one"
         )
+    if meta.cell:
+        raise UnexpressibleError(LAYOUTS_DIFFER.format(name=meta.name, form="a zarr array"))
     if meta.short_edge:
         raise UnexpressibleError(
             f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"

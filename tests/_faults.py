@@ -122,3 +122,23 @@ def pause_before_linking(version: int, col: str, *args: str) -> Paused:
     paused = Paused("openat", manifest(col, version) + "#1", "-C", col, *args)
     assert paused.stopped, "finished without writing that version's manifest"
     return paused
+
+
+_MEASURED = (
+    "import resource, subprocess, sys, time; t = time.monotonic(); "
+    "r = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120); "
+    "sys.stderr.write(r.stderr); sys.stdout.write(r.stdout); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.monotonic() - t, r.returncode, "
+    "file=sys.stderr)"
+)
+
+
+def measured(*args: str, cwd: str | None = None) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """``refstore ARGS`` in its own process: (result, peak resident memory in MiB, seconds). A
+    wrapper process runs it, so the peak is the command's alone (``RUSAGE_CHILDREN``)."""
+    r = subprocess.run([sys.executable, "-c", _MEASURED, *_cli(*args)], capture_output=True, text=True,
+                       timeout=300, cwd=cwd)  # fmt: skip
+    lines = r.stderr.rstrip("\n").split("\n")
+    peak_kib, seconds, code = lines[-1].split()
+    err = "\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else "")
+    return subprocess.CompletedProcess(r.args, int(code), r.stdout, err), int(peak_kib) / 1024, float(seconds)

@@ -50,6 +50,10 @@ def gdal_zarr_lacks(meta: Any, zarray: dict[str, Any]) -> str | None:
     return None
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".")[:2])
+
+
 def _as_array_shape(data: np.ndarray[Any, Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
     """rasterio's (bands, rows, cols) as the array's shape: bands run over the leading
     dimensions in C order, a 1-d array is one row."""
@@ -73,7 +77,7 @@ def test_kerchunk_json_through_rasterio_gdal_312(emit_cases: list[Any], tmp_path
         names = [n for n in metas if n not in rep.skipped]
         small = [n for n in names if math.prod(metas[n].shape) * np.dtype(metas[n].dtype).itemsize <= 64 << 20]
         answer = gdal_reader.run("rasterio-zarr", {"path": str(out), "arrays": small}, tmp_path / f"{i}")
-        assert answer["gdal"].startswith("3.12"), answer["gdal"]
+        assert _release(answer["gdal"]) >= (3, 12), answer["gdal"]  # kerchunk JSON since 3.11
         for name in small:
             why = gdal_zarr_lacks(metas[name], json.loads(refs[f"{name}/.zarray"]))
             got = answer["arrays"][name]
@@ -119,7 +123,7 @@ def test_vrt_through_gdal_wheel_313(emit_cases: list[Any], tmp_path: Path) -> No
         names = [n for n in metas if n not in rep.skipped]
         small = [n for n in names if math.prod(metas[n].shape) * np.dtype(metas[n].dtype).itemsize <= 64 << 20]
         answer = gdal_reader.run("gdal-mdim", {"path": str(out), "arrays": small}, tmp_path / f"{i}")
-        assert answer["gdal"].startswith("3.13"), answer["gdal"]
+        assert _release(answer["gdal"]) >= (3, 13), answer["gdal"]
         for name in small:
             data = gdal_reader.load(answer, name, tmp_path / f"{i}")
             stored = np.dtype(metas[name].dtype).newbyteorder("=")
@@ -171,7 +175,7 @@ def test_sqlite_as_ogr_layers_through_pyogrio(emit_cases: list[Any], tmp_path: P
         want = {n: [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
                 for n in names if (cur := db.execute(f'SELECT * FROM "{n}"')) is not None}  # fmt: skip
     answer = gdal_reader.run("ogr", {"path": str(out), "layers": names}, tmp_path / "ogr")
-    assert answer["gdal"].startswith("3.12"), answer["gdal"]
+    assert _release(answer["gdal"]) >= (3, 12), answer["gdal"]
     assert set(answer["layers"]) == set(names)
     refs = [n for n in names if n.startswith("refs_")]
     assert refs and sum(len(want[n]) for n in refs) > 0

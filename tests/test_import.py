@@ -31,6 +31,17 @@ from ._s3 import S3
 FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk")
 
 
+@pytest.fixture(autouse=True)
+def _trust_local_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests write stores away from the files they reference: every local file is allowed
+    here (``/``; devices and kernel files stay refused). What an import trusts is
+    ``test_trust.py``'s subject."""
+    from refstore.imports import _trust
+
+    real = _trust.check_locations
+    monkeypatch.setattr(_trust, "check_locations", lambda store, locs, allow=(): real(store, locs, (*allow, "/")))
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A 2-day OISST-like series scanned along time, and its three reference forms."""

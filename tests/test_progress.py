@@ -126,7 +126,7 @@ def test_import_shows_its_bar_on_a_terminal(col: str, tmp_path: Path, monkeypatc
     for i, (as_json, want_bar) in enumerate(((False, True), (True, False))):
         target = str(tmp_path / f"imported-{i}")
         refstore.init(target)
-        args = ["-C", target, "import", "kerchunk", str(refs), *(["--json"] if as_json else [])]
+        args = ["-C", target, "import", "kerchunk", str(refs), "--allow", "/", *(["--json"] if as_json else [])]
         code, stdout, shown = _run(monkeypatch, args, terminal=True)
         assert code == 0, stdout
         assert ("identifying sources" in shown) is want_bar, shown

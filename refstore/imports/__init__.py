@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._quote import quote
+from ..errors import BadInputError
 from ._commit import ImportReport, commit_import
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from ..table.collection import Collection
 
@@ -20,14 +22,23 @@ STORE_FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk")
 
 
 def import_kerchunk(
-    collection: Collection, refs: str, *, progress: Callable[[int, int], None] | None = None
+    collection: Collection,
+    refs: str,
+    *,
+    allow: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Import kerchunk references (a JSON file, version 0 or 1 with ``templates``/``gen``, or a
     Parquet reference folder; a local path or an object-store URL) as one new version of
-    ``collection``. ``progress(done, total)`` is called as referenced files are identified."""
+    ``collection``. The references may point only into the store's own folder (or bucket) and
+    the ``allow`` prefixes (``BadInputError`` naming the first other location).
+    ``progress(done, total)`` is called as referenced files are identified."""
     from .kerchunk import read_kerchunk
 
-    return commit_import(collection, read_kerchunk(refs), progress=progress)
+    try:
+        return commit_import(collection, read_kerchunk(refs), allow=allow, progress=progress)
+    except RecursionError:  # JSON (or attributes in it) nested deeper than Python recurses
+        raise BadInputError(f"{quote(refs)}: not a kerchunk reference spec (nested too deeply)") from None
 
 
 def import_icechunk(
@@ -37,13 +48,19 @@ def import_icechunk(
     branch: str | None = None,
     tag: str | None = None,
     snapshot: str | None = None,
+    allow: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Import one snapshot of an Icechunk repository (a local path or ``s3://bucket/prefix``;
     ``branch`` (default ``main``), ``tag`` or ``snapshot`` id) as one new version of
     ``collection``: virtual chunks become references, inline chunks inline rows; a repository
-    holding native chunks is refused naming the array (``design/import.md``)."""
+    holding native chunks is refused naming the array (``design/import.md``). Virtual chunks may
+    point only into the repository's own folder (or bucket) and the ``allow`` prefixes, as a
+    reader authorizes Icechunk's virtual chunk containers."""
     from .icechunk import read_icechunk
 
-    parsed = read_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot)
-    return commit_import(collection, parsed, progress=progress)
+    try:
+        parsed = read_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot)
+        return commit_import(collection, parsed, allow=allow, progress=progress)
+    except RecursionError:  # metadata nested deeper than Python recurses
+        raise BadInputError(f"{quote(repo)}: metadata nested too deeply") from None

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import DEST_COLUMNS, GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_OFFSET, SOURCE_KEY_COLUMNS
+from .._quote import quoted
 from ..errors import BadInputError, SourceMissingError, SourceReadError
 from ..scan._sources import normalize_location
 from ..schema import Kind
@@ -31,7 +32,7 @@ from ..table.upsert import diff_counts
 from ._model import WHOLE_OBJECT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from ..table.collection import Collection, Snapshot
     from ._model import ParsedStore
@@ -283,7 +284,7 @@ def _check_ranges(parsed: ParsedStore, sources: dict[str, _Source], chunk_rows: 
     if len(bad):
         i = int(bad[0])
         raise BadInputError(
-            f"{parsed.location}: a chunk of {t.column('array')[i].as_py()!r} references bytes "
+            f"{parsed.location}: a chunk of {quoted(t.column('array')[i].as_py())} references bytes "
             f"{t.column('offset')[i].as_py()}-{int(end[i])} of {t.column('source')[i].as_py()}, "
             f"which has {int(size[i])} bytes"
         )
@@ -329,12 +330,20 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
 
 
 def commit_import(
-    col: Collection, parsed: ParsedStore, *, progress: Callable[[int, int], None] | None = None
+    col: Collection,
+    parsed: ParsedStore,
+    *,
+    allow: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
-    """Identify the files ``parsed`` references (refusing any that is missing, unreachable, or
-    shorter than a reference into it) and commit the store as one new version."""
+    """Identify the files ``parsed`` references (refusing any outside the store's own folder or
+    bucket and the ``allow`` prefixes (``_trust.py``), missing, unreachable, or shorter than a
+    reference into it) and commit the store as one new version."""
+    from ._trust import check_locations
+
     paths = parsed.refs.column("path").combine_chunks()
     distinct = [p for p in pc.unique(paths).to_pylist() if p is not None]
+    check_locations(parsed.location, distinct, allow)
     canonical = {p: normalize_location(p) for p in distinct}
     locs = pc.take(pa.array([canonical[p] for p in distinct], pa.string()),
                    pc.index_in(paths, pa.array(distinct, pa.string())))  # fmt: skip

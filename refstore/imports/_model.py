@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._keys import GLOBAL_KEY_COLUMNS, MAX_DIMS, NO_DIM
+from .._quote import quoted
 from ..errors import BadInputError
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta], keys
     for i, name in enumerate(codes.dictionary.to_pylist()):
         meta = arrays.get(name)
         if meta is None:
-            raise BadInputError(f"{location}: chunk references for {name!r}, which is not an array of the store")
+            raise BadInputError(f"{location}: chunk references for {quoted(name)}, which is not an array of the store")
         rows = np.flatnonzero(which == i)
         grid = [-(-s // c) if c else 0 for s, c in zip(meta.shape, meta.chunks, strict=True)] or []
         bad = np.zeros(len(rows), bool)
@@ -118,7 +119,7 @@ def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta], keys
             j = int(rows[int(np.flatnonzero(bad)[0])])
             key = [int(refs.column(c)[j].as_py()) for c in GLOBAL_KEY_COLUMNS[: meta.ndim]]
             raise BadInputError(
-                f"{location}: chunk {'.'.join(map(str, key)) or '0'} of {name!r} is outside its chunk grid "
+                f"{location}: chunk {'.'.join(map(str, key)) or '0'} of {quoted(name)} is outside its chunk grid "
                 f"{tuple(grid)} (shape {tuple(meta.shape)}, chunks {tuple(meta.chunks)})"
             )
         cols = [refs.column(c).to_numpy()[rows] for c in GLOBAL_KEY_COLUMNS[: meta.ndim]]
@@ -132,5 +133,5 @@ def check_grid(location: str, refs: pa.Table, arrays: dict[str, ArrayMeta], keys
                 a, b = int(rows[order[m]]), int(rows[order[m + 1]])
                 chunk = ".".join(str(int(k[order][m])) for k in cols) or "0"
                 named = f" ({keys[a]!r} and {keys[b]!r})" if keys is not None else ""
-                raise BadInputError(f"{location}: two references name chunk {chunk} of {name!r}{named}; "
+                raise BadInputError(f"{location}: two references name chunk {chunk} of {quoted(name)}{named}; "
                                     "a chunk has one reference")  # fmt: skip

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from .. import _objstore
 from .._keys import GLOBAL_KEY_COLUMNS, NO_DIM
+from .._quote import quote, quoted
 from ..errors import BadInputError, SourceMissingError, SourceReadError
 from ._model import REFS_SCHEMA, WHOLE_OBJECT, ParsedStore, check_grid
 from ._zarr import group_attrs, v2_meta, v3_meta
@@ -81,7 +82,9 @@ def read_kerchunk(location: str) -> ParsedStore:
     try:
         spec = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as e:
-        raise BadInputError(f"{location}: not a kerchunk reference spec (not JSON: {e})") from None
+        raise BadInputError(f"{location}: not a kerchunk reference spec (not JSON: {quote(e)})") from None
+    except RecursionError:
+        raise _not_spec(location, "JSON nested too deeply") from None
     return _read_json(location, spec)
 
 
@@ -94,9 +97,11 @@ def _meta_value(location: str, key: str, value: Any) -> dict[str, Any]:
         try:
             value = json.loads(base64.b64decode(value[7:]) if value.startswith("base64:") else value)
         except ValueError as e:
-            raise _not_spec(location, f"{key} is not JSON: {e}") from None
+            raise _not_spec(location, f"{quote(key)} is not JSON: {quote(e)}") from None
+        except RecursionError:
+            raise _not_spec(location, f"{quote(key)} is JSON nested too deeply") from None
     if not isinstance(value, dict):
-        raise _not_spec(location, f"{key} is not a JSON object")
+        raise _not_spec(location, f"{quote(key)} is not a JSON object")
     return value
 
 
@@ -105,6 +110,9 @@ def _templates(location: str, spec: dict[str, Any]) -> dict[str, str]:
     t = spec.get("templates") or {}
     if not isinstance(t, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in t.items()):
         raise _not_spec(location, "templates is not a mapping of names to strings")
+    big = next((k for k, v in t.items() if len(v) > MAX_RENDERED), None)
+    if big is not None:
+        raise _not_spec(location, f"template {quote(big)} has {len(t[big]):,} characters (at most {MAX_RENDERED:,})")
     return t
 
 
@@ -116,12 +124,59 @@ def _fill_templates(url: str, templates: dict[str, str]) -> str:
     return url
 
 
+MAX_GEN_KEYS = 10_000_000
+"""References all ``gen`` entries of a store may produce together (counted before expanding)."""
+
+MAX_RENDERED = 65_536
+"""Characters one rendered key, URL, offset or length may have."""
+
+
+def _gen_ranges(location: str, g: Any) -> tuple[list[str], list[range | list[Any]]]:
+    """One ``gen`` entry's dimension names and value ranges (``range`` objects: nothing expanded)."""
+    if not isinstance(g, dict) or not isinstance(g.get("dimensions"), dict):
+        raise _not_spec(location, "a gen entry has no 'dimensions' object")
+    names = list(g["dimensions"])
+    ranges: list[range | list[Any]] = []
+    for name, d in g["dimensions"].items():
+        if isinstance(d, dict):
+            bounds = [d.get("start", 0), d.get("stop"), d.get("step", 1)]
+            if not all(type(b) is int for b in bounds) or bounds[2] == 0:
+                raise _not_spec(location, f"gen dimension {quote(name)} is not integers start, stop, step (step not 0)")
+            ranges.append(range(*bounds))
+        elif isinstance(d, list):
+            ranges.append(d)
+        else:
+            raise _not_spec(location, f"gen dimension {quote(name)} is neither a range nor a list")
+    return names, ranges
+
+
+def _gen_count(location: str, gen: list[Any]) -> None:
+    """Refuse ``gen`` entries that would produce more than ``MAX_GEN_KEYS`` references."""
+    total = 0
+    for g in gen:
+        _, ranges = _gen_ranges(location, g)
+        total += math.prod(len(r) for r in ranges)
+        if total > MAX_GEN_KEYS:
+            raise _not_spec(location, f"its gen entries expand to more than {MAX_GEN_KEYS:,} references "
+                                      f"({total:,} or more)")  # fmt: skip
+
+
+def _render(location: str, template: Any, ctx: dict[str, Any]) -> str:
+    out = str(template.render(**ctx))
+    if len(out) > MAX_RENDERED:
+        raise _not_spec(location, f"a gen template renders {len(out):,} characters (at most {MAX_RENDERED:,}): "
+                                  f"{quote(out)}")  # fmt: skip
+    return out
+
+
 def _expand_gen(location: str, gen: Any, templates: dict[str, str]) -> dict[str, Any]:
-    """fsspec's ``gen`` entries (jinja2 templates over ``dimensions``) as plain references."""
+    """fsspec's ``gen`` entries (jinja2 templates over ``dimensions``) as plain references,
+    counted before they are expanded (``MAX_GEN_KEYS``), each rendering bounded (``MAX_RENDERED``)."""
     if not gen:
         return {}
     if not isinstance(gen, list):
         raise _not_spec(location, "gen is not a list")
+    _gen_count(location, gen)
     try:
         import jinja2
         from jinja2.sandbox import SandboxedEnvironment
@@ -130,24 +185,23 @@ def _expand_gen(location: str, gen: Any, templates: dict[str, str]) -> dict[str,
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined)  # a reference file is data, never code
     out: dict[str, Any] = {}
     for g in gen:
+        names, ranges = _gen_ranges(location, g)
         try:
-            dims = g["dimensions"]
-            names = list(dims)
-            ranges = [list(range(d.get("start", 0), d["stop"], d.get("step", 1))) if isinstance(d, dict) else list(d)
-                      for d in dims.values()]  # fmt: skip
-            key_t = env.from_string(g["key"])
-            url_t = env.from_string(g["url"])
+            key_t = env.from_string(str(g["key"]))
+            url_t = env.from_string(str(g["url"]))
             off_t = env.from_string(str(g["offset"])) if "offset" in g else None
             len_t = env.from_string(str(g["length"])) if "length" in g else None
             for values in itertools.product(*ranges):
                 ctx = {**templates, **dict(zip(names, values, strict=True))}
-                url = url_t.render(**ctx)
+                url = _render(location, url_t, ctx)
+                key = _render(location, key_t, ctx)
                 if off_t is not None and len_t is not None:
-                    out[key_t.render(**ctx)] = [url, int(off_t.render(**ctx)), int(len_t.render(**ctx))]
+                    out[key] = [url, int(_render(location, off_t, ctx)), int(_render(location, len_t, ctx))]
                 else:
-                    out[key_t.render(**ctx)] = [url]
-        except (KeyError, TypeError, ValueError, AttributeError, jinja2.TemplateError) as e:  # SecurityError too
-            raise _not_spec(location, f"a gen entry cannot be expanded: {type(e).__name__}: {e}") from None
+                    out[key] = [url]
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, MemoryError, RecursionError,
+                jinja2.TemplateError) as e:  # fmt: skip  # SecurityError too
+            raise _not_spec(location, f"a gen entry cannot be expanded: {type(e).__name__}: {quote(e)}") from None
     return out
 
 
@@ -157,7 +211,7 @@ def _read_json(location: str, spec: Any) -> ParsedStore:
     version = spec.get("version")
     if version is not None and "refs" in spec:
         if version != 1:
-            raise _not_spec(location, f"version {version!r}; versions 0 and 1 are known")
+            raise _not_spec(location, f"version {quoted(version)}; versions 0 and 1 are known")
         refs = spec["refs"]
         if not isinstance(refs, dict):
             raise _not_spec(location, "refs is not an object")
@@ -197,11 +251,11 @@ def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dic
             try:
                 data = b64(v[7:], validate=True)
             except ValueError:
-                raise _not_spec(location, f"reference {key!r} is not valid base64") from None
+                raise _not_spec(location, f"reference {quoted(key)} is not valid base64") from None
             inline[i], lens[i] = data, len(data)
             continue
         if type(v) is list and v and v[0] is None:  # fsspec's `target` option, not in the file
-            raise _not_spec(location, f"reference {key!r} has no URL (null: the reader's 'target' option)")
+            raise _not_spec(location, f"reference {quoted(key)} has no URL (null: the reader's 'target' option)")
         if type(v) is list and len(v) == 3:
             urls[i], offs[i], lens[i] = v[0], v[1], v[2]
         elif type(v) is str:
@@ -212,7 +266,7 @@ def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dic
         elif isinstance(v, (bytes, bytearray)):
             inline[i], lens[i] = bytes(v), len(v)
         else:
-            raise _not_spec(location, f"reference {key!r} is {json.dumps(v)[:80]}, not [url, offset, length]")
+            raise _not_spec(location, f"reference {quoted(key)} is {json.dumps(v)[:80]}, not [url, offset, length]")
     try:
         url_col = pa.array(urls, pa.string())
         off_col = pa.array(offs, pa.int64())
@@ -221,12 +275,12 @@ def _json_refs(location: str, refs: dict[str, Any], keys: list[str], arrays: dic
         bad = next((k for k in keys if isinstance(refs[k], list) and not (isinstance(refs[k][0], str) and all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63 for x in refs[k][1:]))), keys[0])
         what = json.dumps(refs[bad])[:80]
-        raise _not_spec(location, f"reference {bad!r} is {what}, not [url, offset, length]") from None
+        raise _not_spec(location, f"reference {quoted(bad)} is {what}, not [url, offset, length]") from None
     is_ref = pc.is_valid(url_col).to_numpy(zero_copy_only=False)
     neg = is_ref & ((off_col.to_numpy() < 0) | ((len_col.to_numpy() < 0) & (len_col.to_numpy() != WHOLE_OBJECT)))
     if neg.any():
         bad = keys[int(np.flatnonzero(neg)[0])]
-        raise _not_spec(location, f"reference {bad!r} has a negative offset or length")
+        raise _not_spec(location, f"reference {quoted(bad)} has a negative offset or length")
     if templates and n:
         d = url_col.dictionary_encode()
         filled = pa.array([_fill_templates(u, templates) for u in d.dictionary.to_pylist()], pa.string())
@@ -260,14 +314,14 @@ def _parse_keys(location: str, keys: list[str], arrays: dict[str, Any],
     known = pc.is_in(names, pa.array(sorted(arrays), pa.string())).to_numpy(zero_copy_only=False)
     if not known.all():
         bad = keys[int(np.flatnonzero(~known)[0])]
-        raise BadInputError(f"{location}: reference {bad!r} belongs to no array of the store")
+        raise BadInputError(f"{location}: reference {quoted(bad)} belongs to no array of the store")
     lists = pc.split_pattern(rest, ".")
     try:
         flat = pc.cast(pc.list_flatten(lists), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         ok = pc.match_substring_regex(rest, r"^[0-9]+(\.[0-9]+)*$").to_numpy(zero_copy_only=False)
         bad = keys[int(np.flatnonzero(~ok)[0])] if not ok.all() else keys[0]
-        raise BadInputError(f"{location}: chunk key {bad!r} is not integers separated by its separator") from None
+        raise BadInputError(f"{location}: chunk key {quoted(bad)} is not integers separated by its separator") from None
     starts = lists.offsets.to_numpy()[:-1].astype(np.int64) if n else np.zeros(0, np.int64)
     count = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
     codes = names.dictionary_encode()
@@ -276,11 +330,11 @@ def _parse_keys(location: str, keys: list[str], arrays: dict[str, Any],
     scalar = (ndim == 0) & (count == 1)
     if scalar.any() and (flat[starts[scalar]] != 0).any():
         bad = keys[int(np.flatnonzero(scalar)[np.flatnonzero(flat[starts[scalar]] != 0)[0]])]
-        raise BadInputError(f"{location}: chunk key {bad!r} of a 0-dimensional array is not 0")
+        raise BadInputError(f"{location}: chunk key {quoted(bad)} of a 0-dimensional array is not 0")
     wrong = (count != ndim) & ~scalar
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        raise BadInputError(f"{location}: chunk key {keys[i]!r} has {int(count[i])} indices; its array has "
+        raise BadInputError(f"{location}: chunk key {quoted(keys[i])} has {int(count[i])} indices; its array has "
                             f"{int(ndim[i])} dimensions")  # fmt: skip
     out: dict[str, pa.Array] = {}
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
@@ -289,7 +343,7 @@ def _parse_keys(location: str, keys: list[str], arrays: dict[str, Any],
         kd[has] = flat[starts[has] + d]
         if (kd > np.iinfo(np.int32).max).any():
             i = int(np.flatnonzero(kd > np.iinfo(np.int32).max)[0])
-            raise BadInputError(f"{location}: chunk key {keys[i]!r} is outside its chunk grid")
+            raise BadInputError(f"{location}: chunk key {quoted(keys[i])} is outside its chunk grid")
         out[c] = pa.array(kd.astype(np.int32), pa.int32())
     return names, out
 
@@ -312,13 +366,13 @@ def _read_json_v3(location: str, refs: dict[str, Any], templates: dict[str, str]
             try:
                 arrays[path] = v3_meta(path, meta)
             except (ValueError, KeyError, TypeError) as e:
-                raise _not_spec(location, f"{key}: {e}") from None
+                raise _not_spec(location, f"{quote(key)}: {quote(e)}") from None
             enc = meta.get("chunk_key_encoding") or {}
             name = str(enc.get("name", "default"))
             default_sep = "/" if name == "default" else "."
             encodings[path] = (name, str((enc.get("configuration") or {}).get("separator", default_sep)))
         else:
-            raise _not_spec(location, f"{key}: node_type {meta.get('node_type')!r}")
+            raise _not_spec(location, f"{quote(key)}: node_type {quoted(meta.get('node_type'))}")
     groups.setdefault("", {})
     keys = [k for k in refs if not k.endswith("zarr.json") and not k.rsplit("/", 1)[-1].startswith(".z")]
     col = pa.array(keys, pa.string())
@@ -338,8 +392,8 @@ def _read_json_v3(location: str, refs: dict[str, Any], templates: dict[str, str]
         first: dict[str, str] = {}
         for new, old_key in zip(renamed, keys, strict=True):
             if first.setdefault(new, old_key) != old_key:
-                raise BadInputError(f"{location}: two references name chunk {new!r} ({first[new]!r} and "
-                                    f"{old_key!r}); a chunk has one reference")  # fmt: skip
+                raise BadInputError(f"{location}: two references name chunk {quoted(new)} ({quoted(first[new])} and "
+                                    f"{quoted(old_key)}); a chunk has one reference")  # fmt: skip
     seps = {a: "." for a in arrays}
     refs_t = _json_refs(location, {new: refs[old] for new, old in by_new.items()}, renamed, arrays, seps, templates)
     check_grid(location, refs_t, arrays, keys)
@@ -370,7 +424,7 @@ def _structure(
             try:
                 arrays[parent] = v2_meta(parent, zarray, zattrs)
             except (ValueError, KeyError, TypeError) as e:
-                raise _not_spec(location, f"{key}: {e}") from None
+                raise _not_spec(location, f"{quote(key)}: {quote(e)}") from None
             seps[parent] = str(zarray.get("dimension_separator") or ".")
     if "" not in groups:
         groups[""] = group_attrs(_meta_value(location, ".zattrs", metadata[".zattrs"])) if ".zattrs" in metadata else {}
@@ -389,7 +443,7 @@ def _refs_files(location: str, name: str, count: int) -> list[int]:
         else:
             names = [u.rsplit("/", 1)[-1] for u, *_ in _objstore.list_objects(folder)]
     except (OSError, SourceReadError) as e:
-        raise BadInputError(f"{folder}: cannot list ({e})") from None
+        raise BadInputError(f"{folder}: cannot list ({quote(e)})") from None
     out = []
     for n in names:
         stem = n.removeprefix("refs.").removesuffix(".parq")
@@ -409,7 +463,7 @@ def _read_parquet(location: str) -> ParsedStore:
     except SourceReadError as e:
         raise BadInputError(str(e)) from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise _not_spec(_child(location, ".zmetadata"), f"not JSON: {e}") from None
+        raise _not_spec(_child(location, ".zmetadata"), f"not JSON: {quote(e)}") from None
     if not isinstance(zmeta, dict) or not isinstance(zmeta.get("metadata"), dict):
         raise _not_spec(_child(location, ".zmetadata"), "no 'metadata' object")
     record_size = zmeta.get("record_size")

@@ -15,6 +15,7 @@ import os
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .._ref import tag_name
 from ..errors import StorageError
 from ._write import replace_file
 
@@ -169,7 +170,7 @@ def build_page(col: Collection, *, as_of: int | str | None = None,
     from ..table.versions import list_tags
 
     snap = col.snapshot(as_of)
-    tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
+    tag = tag_name(as_of)
     info = info_report(snap)
     pictured = [n for n, m in snap.arrays().items() if m.status == "ok" and len(m.shape) >= 2]
     total = 4 + min(len(pictured), MAX_PICTURES)

@@ -98,6 +98,7 @@ def find_sources(
     *,
     extensions: tuple[str, ...] = SOURCE_EXTENSIONS,
     failed: list[tuple[str, str]] | None = None,
+    follow_links: bool = False,
 ) -> list[tuple[str, SourceInfo | None]]:
     """Like ``expand_sources``, with the identity of objects found by listing (None where it
     is not known yet): a bucket listing already says size, mtime and etag."""
@@ -111,7 +112,8 @@ def find_sources(
             ]
         else:
             problems: list[tuple[str, str]] = []
-            found = [(x, None) for x in expand_sources([item], extensions=extensions, failed=problems)]
+            found = [(x, None) for x in expand_sources([item], extensions=extensions, failed=problems,
+                                                       follow_links=follow_links)]  # fmt: skip
             for where, why in problems:  # each once, whether found or also given
                 if where not in seen:
                     seen.add(where)
@@ -151,13 +153,15 @@ def expand_sources(
     *,
     extensions: tuple[str, ...] = SOURCE_EXTENSIONS,
     failed: list[tuple[str, str]] | None = None,
+    follow_links: bool = False,
 ) -> list[str]:
     """Files as given, folders walked recursively (sorted) for files with a known extension;
     object-store URLs as given, prefixes listed (sorted) for objects with a known extension.
 
     ``failed``: where ``(location, reason)`` goes for what was found but cannot be scanned: a
     subfolder that cannot be listed, an entry that is not a regular file, a name with control
-    characters. Without it the first of them raises ``BadInputError``."""
+    characters, a symbolic link out of the folder (unless ``follow_links``). Without it the
+    first of them raises ``BadInputError``."""
     problems: list[tuple[str, str]] = []
     out: list[str] = []
     seen: set[str] = set()
@@ -170,7 +174,7 @@ def expand_sources(
                     out.append(info.location)
             continue
         if os.path.isdir(loc):
-            found, walk_problems = _walk(loc, extensions)
+            found, walk_problems = _walk(loc, extensions, follow_links)
             for where, why in walk_problems:  # each once, whether found or also given
                 if where not in seen:
                     seen.add(where)
@@ -196,21 +200,40 @@ def expand_sources(
     return out
 
 
-def _walk(folder: str, extensions: tuple[str, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _walk(
+    folder: str, extensions: tuple[str, ...], follow_links: bool = False
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Files under ``folder`` with a known extension (sorted, hidden ones left out), and the
-    subfolders that could not be listed and entries that are not regular files."""
+    subfolders that could not be listed and entries that are not regular files. A symbolic link
+    whose target lies outside ``folder`` is reported, not followed, unless ``follow_links`` (which
+    also descends into linked folders, each real folder once)."""
     found: list[str] = []
     problems: list[tuple[str, str]] = []
+    real_root = os.path.realpath(folder)
+    visited: set[str] = set()
 
     def unlisted(e: OSError) -> None:
         problems.append((str(e.filename), f"folder cannot be listed ({e.strerror or e}); its files were not scanned"))
 
-    for root, dirs, files in os.walk(folder, onerror=unlisted):
+    for root, dirs, files in os.walk(folder, onerror=unlisted, followlinks=follow_links):
+        if follow_links:  # a link back up would loop: each real folder once
+            here = os.path.realpath(root)
+            dirs[:] = [] if here in visited else dirs
+            visited.add(here)
         dirs.sort()
         for name in sorted(files):
             if not name.lower().endswith(extensions) or name.startswith("."):
                 continue
             path = os.path.join(root, name)
+            real = os.path.realpath(path)
+            if not follow_links and not _inside(real, real_root):
+                problems.append((path, f"a symbolic link out of the scanned folder (to {real}); not followed "
+                                       "(scan --follow-links follows it)"))  # fmt: skip
+                continue
             try:
                 mode = os.stat(path).st_mode
             except OSError:

@@ -4,6 +4,7 @@ from .cleanup import DEFAULT_GRACE, gc
 from .collection import Collection, Snapshot, sql_str
 from .hold import HoldReport, HoldSelection, hold, release
 from .log import LogEntry, log_entries
+from .repair import repair
 from .upsert import ScanReport, commit_scan, diff_counts
 from .versions import DiffReport, compact, create_tag, delete_tag, diff, list_tags
 
@@ -27,5 +28,6 @@ __all__ = [
     "list_tags",
     "log_entries",
     "release",
+    "repair",
     "sql_str",
 ]

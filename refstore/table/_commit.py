@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import lance
 
-from ..errors import ConflictError, NotFoundError, SourceReadError, StorageError
+from ..errors import ConflictError, NotFoundError, RefstoreError, StorageError
 from ..schema import FORMAT_VERSION, Kind
 from ._rows import rows
 
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
     from .collection import Collection, Snapshot
 
-__all__ = ["MAX_ATTEMPTS", "LostCommit", "commit", "head_row", "is_conflict", "retry_on_conflict"]
+__all__ = [
+    "MAX_ATTEMPTS", "LostCommit", "check_complete", "commit", "head_row", "is_conflict", "retry_on_conflict",
+]  # fmt: skip
 
 MAX_ATTEMPTS = 8
 
@@ -70,6 +72,23 @@ def _check_landed(col: Collection, ds: lance.LanceDataset) -> None:
                          f"version {later[-1]} does not contain it")  # fmt: skip
 
 
+def check_complete(col: Collection, ds: lance.LanceDataset, before: lance.LanceDataset | list[str]) -> None:
+    """Raise ``StorageError`` (naming ``refstore repair``) if a file version ``ds`` (just
+    committed) added over ``before`` is gone: a gc whose grace period was shorter than this
+    write took removed them as unreferenced before the manifest was linked. The version is
+    listed and latest, but nothing can read it; repair makes the newest readable version latest again."""
+    from ._files import absent_files, needed_files
+
+    had = before if isinstance(before, list) else needed_files(before)
+    gone = absent_files(col, set(needed_files(ds)) - set(had))
+    if gone:
+        raise StorageError(
+            f"{col.uri}: version {int(ds.version)} was committed, but {len(gone)} of its files are gone "
+            f"({gone[0]}): a gc with a grace period shorter than this write removed them, so it "
+            "cannot be read; run 'refstore repair' to make the newest readable version latest again"
+        )
+
+
 def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, Any], *, parent: Snapshot) -> int:
     """Commit an uncommitted Lance transaction (computed from ``parent``) with refstore's log
     record; the new version, which the latest version descends from (else ``LostCommit``)."""
@@ -80,7 +99,8 @@ def commit(col: Collection, txn: Any, op: str, message: str, record: dict[str, A
         "refstore.parent": str(parent.config().get("head", "")),
     }
     ds = lance.LanceDataset.commit(col.uri, txn, storage_options=col.storage_options)
-    _check_landed(col, ds)
+    _check_landed(col, ds)  # first: a version in a freed number is retried, not repaired
+    check_complete(col, ds, parent.ds)
     return int(ds.version)
 
 
@@ -106,7 +126,7 @@ def retry_on_conflict[T](col: Collection, attempt: Callable[[], T]) -> T:
         except (CommitConflictError, LostCommit):
             time.sleep(random.uniform(0.01, 0.05) * (k + 1))
         except OSError as e:
-            if isinstance(e, SourceReadError):
+            if isinstance(e, RefstoreError):  # refstore's own (a source, a version's files): as it is
                 raise
             if is_conflict(e):
                 time.sleep(random.uniform(0.01, 0.05) * (k + 1))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .collection import Collection
 
 __all__ = [
-    "base_path", "delete_files", "missing_files", "needed_files", "present_files", "unfinished_uploads",
+    "absent_files", "base_path", "delete_files", "missing_files", "needed_files", "present_files", "unfinished_uploads",
     "unlinked_manifests",
 ]  # fmt: skip
 
@@ -70,6 +70,29 @@ def missing_files(ds: lance.LanceDataset) -> list[str]:
     """The files version ``ds`` needs that are gone (a gc interrupted by an older refstore)."""
     present = present_files(ds)
     return sorted(p for p in needed_files(ds) if p not in present)
+
+
+def absent_files(col: Collection, paths: Iterable[str]) -> list[str]:
+    """Those of ``paths`` (relative to the collection) that do not exist: one ``stat`` (or
+    ``HEAD``) each, for the few files a commit just added."""
+    wanted = sorted(set(paths))
+    if _local(col.uri):
+        root = _root(col.uri)
+        return [p for p in wanted if not os.path.exists(os.path.join(root, p))]
+    import obstore
+
+    from .._objstore import store_for
+
+    store, prefix = store_for(col.uri.rstrip("/") + "/")
+    out: list[str] = []
+    for p in wanted:
+        try:
+            obstore.head(store, prefix + p)
+        except FileNotFoundError:
+            out.append(p)
+        except Exception as e:
+            raise StorageError(f"{col.uri}: cannot check {p}: {str(e).splitlines()[0]}") from None
+    return out
 
 
 def unlinked_manifests(col: Collection, grace_s: float) -> list[str]:

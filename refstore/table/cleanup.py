@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError, StorageError
-from ._files import base_path, delete_files, present_files, unfinished_uploads, unlinked_manifests
+from ._files import base_path, delete_files, needed_files, present_files, unfinished_uploads, unlinked_manifests
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -41,6 +41,28 @@ def _candidates(ds: Any, keep_last: int, grace: timedelta, *, unverified: bool) 
     return list(plan.candidate_files)
 
 
+def _refuse_unreadable_latest(col: Collection, ds: Any, present: dict[str, Any]) -> None:
+    """gc keeps the newest ``keep_last`` versions, so with an unreadable latest it would remove
+    the versions that still read (the newest readable one among them): refused, naming repair."""
+    gone = [p for p in needed_files(ds) if p not in present]
+    if gone:
+        raise BadInputError(
+            f"{col.uri}: the latest version {int(ds.version)} cannot be read ({len(gone)} files missing, "
+            f"{gone[0]}); gc would remove the versions that still read: run 'refstore repair' first"
+        )
+
+
+def _new_versions_need(col: Collection, seen: int) -> set[str]:
+    """Files needed by versions committed since gc listed them (newer than ``seen``): a writer
+    whose manifest was linked meanwhile references what gc took for a failed commit's files."""
+    ds = col._dataset()
+    out: set[str] = set()
+    for v in (int(x["version"]) for x in ds.versions()):
+        if v > seen:
+            out.update(needed_files(col._dataset(v)))
+    return out
+
+
 def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE) -> dict[str, Any]:
     """Remove old untagged versions, keeping the newest ``keep_last`` and every version younger
     than ``grace``; tagged versions stay. Files no version references (a failed commit's, a
@@ -52,13 +74,13 @@ def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE)
         raise BadInputError("--grace must not be negative")
     ds = col._dataset()
     before = sorted(int(v["version"]) for v in ds.versions())
+    present = present_files(ds)
+    _refuse_unreadable_latest(col, ds, present)
     now = datetime.now(UTC)
     # files of removed versions are "verified" (a manifest named them): they go whatever their age
     verified = {c.path for c in _candidates(ds, keep_last, grace, unverified=False) if not c.unverified}
-    present = present_files(ds)
     base = base_path(col.uri) + "/"
-    chosen: list[tuple[str, str]] = []
-    removed_bytes = 0
+    chosen: list[tuple[str, str, int]] = []
     for c in _candidates(ds, keep_last, grace, unverified=True):
         rel = c.path[len(base) :] if c.path.startswith(base) else None
         if rel is None or rel.startswith("_refs/"):
@@ -67,9 +89,11 @@ def gc(col: Collection, *, keep_last: int = 1, grace: timedelta = DEFAULT_GRACE)
             modified = present.get(rel)
             if modified is None or now - modified < grace:
                 continue
-        chosen.append((str(c.kind), rel))
-        removed_bytes += int(c.size_bytes)
-    delete_files(col, chosen)
+        chosen.append((str(c.kind), rel, int(c.size_bytes)))
+    linked = _new_versions_need(col, before[-1])
+    chosen = [c for c in chosen if c[1] not in linked]
+    delete_files(col, [(kind, rel) for kind, rel, _ in chosen])
+    removed_bytes = sum(size for _, _, size in chosen)
     unlinked = unlinked_manifests(col, grace.total_seconds())  # after: a freed name is not taken
     delete_files(col, [("unlinked manifest", rel) for rel in unlinked])
     unfinished = unfinished_uploads(col, grace.total_seconds())  # a killed write's, never referenced

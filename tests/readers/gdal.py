@@ -20,7 +20,8 @@ import pytest
 
 PACKAGES = {"rasterio-zarr": ("rasterio", "rasterio==1.5.2"), "gdal-mdim": ("osgeo", "gdal-wheel==3.13.3"),
             "ogr": ("pyogrio", "pyogrio==0.13.0"), "gdal-cli": ("osgeo", "gdal-wheel==3.13.3")}  # fmt: skip
-"""Per mode: the module it imports and the release tested (the README names them)."""
+"""Per mode: the module it imports and the release tested (the README names them; the test
+extras ask for these or newer)."""
 
 CHILD = Path(__file__).with_name("gdal_child.py")
 
