@@ -39,6 +39,9 @@ def coverage_cmd(
     dims = parse_size(size)
     if out_file.is_dir() or not out_file.absolute().parent.is_dir():  # before the work
         raise BadInputError(f"{out_file}: cannot write: {'is a folder' if out_file.is_dir() else 'no such folder'}")
+    from refstore.report._write import check_replaceable, png_own
+
+    check_replaceable(str(out_file), png_own, "a refstore coverage picture")
     snap = refstore.Collection.open(_collection()).snapshot(as_of)
     cov = coverage(snap, array, tag=_tag_of(as_of), time=when)
     pic = render_png(cov, size=dims)

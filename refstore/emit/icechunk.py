@@ -428,9 +428,8 @@ def _row_ranges(grid: tuple[int, ...], split: int | None, rows: np.ndarray[Any, 
     references cost."""
     if split is None or not grid:
         return [None]
-    if rows is None:
-        starts = range(0, grid[0], split)
-    else:
+    starts: range | list[int] = range(0, grid[0], split)
+    if rows is not None:
         starts = sorted({0, *(np.unique(rows // split) * split).tolist()})
     return [(a, min(a + split, grid[0])) for a in starts if a < grid[0]]
 
