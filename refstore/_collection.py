@@ -449,6 +449,9 @@ class Collection(_table.Collection):
         path = os.fspath(out)
         if os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):  # before the work
             raise BadInputError(f"{path}: cannot write: {'is a folder' if os.path.isdir(path) else 'no such folder'}")
+        from .report._write import check_replaceable, png_own
+
+        check_replaceable(path, png_own, "a refstore coverage picture")  # only refstore's own picture is replaced
         cov = coverage(self.snapshot(as_of), array, tag=tag_name(as_of), time=time)
         pic = render_png(cov, size=dims)
         write_png(pic, path)
