@@ -9,8 +9,9 @@ float32 maximum, which is then masked, as cfgrib does. A grid stored column-majo
 (``jPointsAreConsecutive``) or with alternating rows (``alternativeRowScanning``) is put in
 row-major order, every row in the first row's direction (``to_grid_order``), so a chunk is laid
 out as its array's (rows, columns), or (1-D grids) as ecCodes' per-point coordinates run.
-ecCodes is imported when a chunk is decoded, so a missing ``eccodes`` package only affects GRIB arrays (``pip install 'refstore[grib]'``); its own log
-lines are sent to /dev/null (``silence_eccodes``): refstore reports each problem in one line.
+ecCodes is imported when a chunk is decoded, so a missing ``eccodes`` package only affects GRIB
+arrays (``pip install 'refstore[grib]'``); its own log lines are sent to /dev/null
+(``silence_eccodes``): refstore reports each problem in one line.
 """
 
 from __future__ import annotations
