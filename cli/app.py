@@ -537,12 +537,12 @@ def repair(as_json: JsonOpt = False) -> None:
     """Make the newest readable version latest again (one new version) when the latest misses files."""
     rep = _open().repair()
     if as_json:
-        _dump(rep)
-    elif rep["restored"] is None:
-        out.print(f"version {rep['version']} reads: nothing to repair")
+        _dump(rep.to_json())
+    elif rep.restored is None:
+        out.print(f"version {rep.version} reads: nothing to repair")
     else:
-        out.print(f"version {rep['version']}: restored version {rep['restored']} "
-                  f"(versions {rep['unreadable']} cannot be read; gc removes them)")  # fmt: skip
+        out.print(f"version {rep.version}: restored version {rep.restored} "
+                  f"(versions {list(rep.unreadable)} cannot be read; gc removes them)")  # fmt: skip
 
 
 def _check_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> None:
