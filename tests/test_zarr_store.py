@@ -149,6 +149,48 @@ def test_rescan_after_a_chunk_changes_replaces_its_row(tmp_path: Path) -> None:
     assert v.mismatched == 0 and v.held_mismatched == 0
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_zipped_store_is_one_source(tmp_path: Path, fmt: int) -> None:
+    from zarr.storage import ZipStore
+
+    path = tmp_path / "s.zarr.zip"
+    zs = ZipStore(str(path), mode="w")
+    g = zarr.open_group(zs, mode="w", zarr_format=fmt)
+    g.attrs["title"] = "zipped"
+    a = g.create_array("t", shape=(6, 5), chunks=(4, 2), dtype="<f8", fill_value=-1.5)
+    a[:4] = np.arange(20.0).reshape(4, 5)
+    g.create_group("sub").create_array("n", shape=(3,), chunks=(2,), dtype="<u2")[...] = [7, 8, 9]
+    zs.close()
+    col = refstore.init(str(tmp_path / "c"))
+    rep = import_zarr(col, str(path))
+    assert rep.sources == 1 and rep.unsupported == ()
+    rows = col.snapshot().chunk_rows("t", columns=("source", "offset", "length")).to_pylist()
+    assert {r["source"] for r in rows} == {str(path)} and all(r["offset"] > 0 for r in rows)
+    oracle = zarr.open_group(ZipStore(str(path), mode="r"), mode="r")
+    ds = refstore.open(str(tmp_path / "c"))
+    for name in ("t", "sub/n"):
+        want = oracle[name][...]
+        got = ds[name][...]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    v = refstore.verify(col.snapshot())
+    assert v.mismatched == 0 and v.checked == col.snapshot().count("chunk") > 0
+
+
+def test_compressed_zip_entries_refused_by_name(tmp_path: Path) -> None:
+    import zipfile
+
+    store = tmp_path / "s.zarr"
+    _store(store, 2, consolidated=False)
+    path = tmp_path / "s.zip"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(store.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(store).as_posix())
+    with pytest.raises(BadInputError, match="is compressed in the zip"):
+        import_zarr(refstore.init(str(tmp_path / "c")), str(path))
+
+
 def test_sharded_arrays_refused_by_name(tmp_path: Path) -> None:
     store = tmp_path / "s.zarr"
     g = zarr.open_group(str(store), mode="w", zarr_format=3)

@@ -376,7 +376,7 @@ def commit_import(
                                 f"file with etag {recorded}; its etag is now {now or 'unknown'} "
                                 "(modified since)")  # fmt: skip
     store = normalize_location(parsed.location)
-    if store in sources:
+    if store in sources and not (parsed.form == "zarr" and parsed.detail.get("zip")):  # a zipped store: its entries
         raise BadInputError(f"{parsed.location}: references itself")
     inline_ok = pc.and_(pc.is_null(locs), pc.is_in(parsed.refs.column("array"), pa.array(sorted(ok), pa.string())))
     if pc.any(inline_ok).as_py():  # inline chunks: their bytes came from the store

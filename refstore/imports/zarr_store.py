@@ -16,6 +16,8 @@ import json
 import os
 import re
 import stat
+import struct
+import zipfile
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,16 +46,10 @@ def _load(location: str, path: str, key: str) -> dict[str, Any]:
         if os.path.getsize(path) > MAX_METADATA_BYTES:
             raise BadInputError(f"{location}: {quote(key)} is larger than {MAX_METADATA_BYTES:,} bytes")
         with open(path, "rb") as fh:
-            value = json.loads(fh.read())
+            raw = fh.read()
     except OSError as e:
         raise BadInputError(f"{location}: {quote(key)} cannot be read ({e.strerror or e})") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise BadInputError(f"{location}: {quote(key)} is not JSON ({quote(e)})") from None
-    except RecursionError:
-        raise BadInputError(f"{location}: {quote(key)} is JSON nested too deeply") from None
-    if not isinstance(value, dict):
-        raise BadInputError(f"{location}: {quote(key)} is not a JSON object")
-    return value
+    return _parse(location, key, raw)
 
 
 def _objects(location: str, root: str) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
@@ -124,9 +120,9 @@ def _array_of(key: str, arrays: dict[str, re.Pattern[str]]) -> str | None:
 
 
 def root_array_name(root: str) -> str:
-    """The name of the one array of a store whose root is an array: its folder's name (without a
-    ``.zarr`` suffix), as zarr-python names nothing."""
-    return os.path.basename(os.path.abspath(root).rstrip("/")).removesuffix(".zarr") or "data"
+    """The name of the one array of a store whose root is an array: its folder's (or zip's) name
+    without ``.zip`` and ``.zarr`` suffixes, as zarr-python names nothing."""
+    return os.path.basename(os.path.abspath(root).rstrip("/")).removesuffix(".zip").removesuffix(".zarr") or "data"
 
 
 def _as_named(root: str, refs: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +137,54 @@ def _as_named(root: str, refs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_LOCAL_HEADER = struct.Struct("<4s5H3I2H")
+"""A zip entry's local file header: signature ... name length, extra length (30 bytes)."""
+
+
+def _zip_objects(location: str, path: str) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
+    """Metadata documents by key, and every other entry as (key, data offset, size), of a zip of
+    a store. Entries must be stored (zarr-python's ``ZipStore`` writes them so): a compressed
+    entry is no byte range of the file, and is refused naming it."""
+    meta: dict[str, Any] = {}
+    entries: list[tuple[str, int, int]] = []
+    try:
+        with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
+            for info in sorted(zf.infolist(), key=lambda i: i.filename):
+                key = info.filename
+                if key.endswith("/"):
+                    continue
+                name = key.rsplit("/", 1)[-1]
+                if name in _V2_META or name == _V3_META:
+                    if info.file_size > MAX_METADATA_BYTES:
+                        raise BadInputError(f"{location}: {quote(key)} is larger than {MAX_METADATA_BYTES:,} bytes")
+                    meta[key] = _parse(location, key, zf.read(info))
+                    continue
+                if info.compress_type != zipfile.ZIP_STORED:
+                    why = f"is compressed in the zip (method {info.compress_type}); only stored entries are byte ranges"
+                    raise BadInputError(f"{location}: entry {quote(key)} {why}")
+                fh.seek(info.header_offset)
+                head = fh.read(_LOCAL_HEADER.size)
+                if len(head) != _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
+                    raise BadInputError(f"{location}: entry {quote(key)} has no local header where the zip says")
+                fields = _LOCAL_HEADER.unpack(head)
+                entries.append((key, info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1], info.file_size))
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BadInputError(f"{location}: not a readable zip ({quote(e)})") from None
+    return meta, entries
+
+
+def _parse(location: str, key: str, raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadInputError(f"{location}: {quote(key)} is not JSON ({quote(e)})") from None
+    except RecursionError:
+        raise BadInputError(f"{location}: {quote(key)} is JSON nested too deeply") from None
+    if not isinstance(value, dict):
+        raise BadInputError(f"{location}: {quote(key)} is not a JSON object")
+    return value
+
+
 def read_zarr_store(location: str) -> ParsedStore:
     """The store at ``location`` (a local folder) as references: ``BadInputError`` naming it when
     it is not a Zarr store or its metadata cannot be read. Files that are no array's chunk key
@@ -149,18 +193,27 @@ def read_zarr_store(location: str) -> ParsedStore:
     from .kerchunk import _read_json
 
     root = os.path.abspath(location.removeprefix("file://"))
-    if not is_zarr_store(root):
+    zipped = os.path.isfile(root) and zipfile.is_zipfile(root)
+    if zipped:
+        meta, entries = _zip_objects(location, root)
+        found = [(key, [root, offset, size]) for key, offset, size in entries]
+    elif is_zarr_store(root):
+        meta, files = _objects(location, root)
+        found = [(key, [path, 0, size]) for key, path, size in files]
+    else:
+        raise BadInputError(f"{location}: not a Zarr store (no .zgroup, .zarray, .zmetadata or zarr.json at its "
+                            "root, nor a zip of one)")  # fmt: skip
+    if not any(k.rsplit("/", 1)[-1] in (*_V2_META, _V3_META) and "/" not in k for k in meta):
         raise BadInputError(f"{location}: not a Zarr store (no .zgroup, .zarray, .zmetadata or zarr.json at its root)")
-    meta, files = _objects(location, root)
     arrays = _array_patterns(meta)
     refs: dict[str, Any] = dict(meta)
-    for key, path, size in files:
+    for key, ref in found:
         if _array_of(key, arrays) is not None:
-            refs[key] = [path, 0, size]
+            refs[key] = ref
     if "" in arrays:  # a store that is one array: named after its folder, in a root group
         refs = _as_named(root, refs)
     if any(k == _V3_META or k.endswith("/" + _V3_META) for k in meta) and ".zmetadata" in meta:
         del refs[".zmetadata"]  # a v3 store read by its zarr.json documents
     parsed = _read_json(location, refs)
     zarr_format = 3 if parsed.detail.get("zarr_format") == 3 else 2
-    return replace(parsed, form="zarr", location=root, detail={"zarr_format": zarr_format})
+    return replace(parsed, form="zarr", location=root, detail={"zarr_format": zarr_format, "zip": zipped})

@@ -13,6 +13,7 @@ chunks of one array, era and source are read in one box from each side, at most
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -345,7 +346,12 @@ class _ZarrOracle:
     def __init__(self, store: str) -> None:
         import zarr
 
-        node = zarr.open(store, mode="r")
+        if os.path.isfile(store):  # a zip of a store
+            from zarr.storage import ZipStore
+
+            node = zarr.open(ZipStore(store, mode="r"), mode="r")
+        else:
+            node = zarr.open(store, mode="r")
         if isinstance(node, zarr.Array):  # a store that is one array, named after its folder
             from ..imports.zarr_store import root_array_name
 
@@ -556,7 +562,7 @@ class _Run:
         """zarr-python over the store for a chunk object of an imported Zarr store, else the
         format's own reader over the source."""
         store = self.zarr_store
-        if store is not None and src.startswith(store.rstrip("/") + "/"):
+        if store is not None and (src == store or src.startswith(store.rstrip("/") + "/")):
             try:
                 return _ZarrOracle(store)
             except Exception as e:  # zarr-python refuses the store: no counterpart to compare with
