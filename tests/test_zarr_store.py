@@ -241,3 +241,19 @@ def test_zoo_fixture_stores(shared_data: Path, tmp_path: Path, rel: str) -> None
         np.testing.assert_array_equal(got, want)
         checked += 1
     assert checked >= len(members) - 1 >= 0
+
+
+def test_scan_refuses_a_store_by_name(tmp_path: Path) -> None:
+    from zarr.storage import ZipStore
+
+    store = tmp_path / "s.zarr"
+    _store(store, 3, consolidated=False)
+    refstore.init(str(tmp_path / "c"))
+    res = run("-C", str(tmp_path / "c"), "scan", str(store))
+    assert "a Zarr store: not scanned" in res.stderr and "import zarr" in res.stderr  # a failed source, named
+    zs = ZipStore(str(tmp_path / "z.zip"), mode="w")
+    zarr.open_group(zs, mode="w").create_array("a", shape=(2,), dtype="<i4")[...] = [1, 2]
+    zs.close()
+    res = run("-C", str(tmp_path / "c"), "scan", str(tmp_path / "z.zip"))
+    assert "a zip file: not scanned" in res.stderr and "import zarr" in res.stderr
+    assert refstore.Collection.open(str(tmp_path / "c")).snapshot().count("chunk") == 0
