@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import refstore
+from refstore._ref import LATEST
 from refstore.errors import BadInputError, RefstoreError
 
 __all__ = ["app", "main"]
@@ -54,8 +56,19 @@ class _State:
 _state = _State()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"refstore {refstore.__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(collection: CollectionOpt = None) -> None:
+def _root(
+    collection: CollectionOpt = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the refstore version.")
+    ] = False,
+) -> None:
     _state.collection = collection
 
 
@@ -69,6 +82,11 @@ def _collection(required_existing: bool = True) -> str:
     if not required_existing or os.path.isdir(os.path.join(cwd, "_versions")):
         return cwd
     raise BadInputError(f"{cwd}: not a collection; give -C PATH or set $REFSTORE_COLLECTION")
+
+
+def _open() -> refstore.Collection:
+    """The collection the command acts on (``-C``, ``$REFSTORE_COLLECTION`` or the current folder)."""
+    return refstore.Collection.open(_collection())
 
 
 def _progress(*, quiet: bool = False) -> Progress:
@@ -87,6 +105,35 @@ def _progress(*, quiet: bool = False) -> Progress:
 
 def _dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def _print_table(t: Table) -> None:
+    """``t`` at its natural width when stdout is not a terminal (a pipe, a file): never cut to 80 columns."""
+    if out.is_terminal:
+        out.print(t)
+    else:  # rich cuts cells to the console's width (80 columns, or $COLUMNS, off a terminal)
+        Console(file=sys.stdout, width=1 << 20, no_color=True).print(t)
+
+
+def _fill_text(fill: Any, dtype: str) -> str:
+    """A fill value as a user reads it: bytes dtypes' fill (base64 in JSON) as a bytes literal."""
+    import base64
+    import binascii
+
+    if isinstance(fill, str) and dtype[1:2] in ("S", "V"):
+        try:
+            return repr(base64.b64decode(fill, validate=True))
+        except (binascii.Error, ValueError):
+            return fill
+    return str(fill)
+
+
+_PY_STALE = re.compile(r"on_stale='(\w+)'(?: or '(\w+)')?")
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the command line's words: ``on_stale='warn'`` is ``--on-stale warn``."""
+    return _PY_STALE.sub(lambda m: f"--on-stale {m.group(1)}" + (f" or {m.group(2)}" if m.group(2) else ""), message)
 
 
 # ------------------------------------------------------------------------ commands
@@ -118,6 +165,25 @@ def scan(
             "mtime), a file-name glob ('*_final.nc') or '!GLOB' for the files NOT matching "
             "it ('!*_preliminary*'); repeat to try rules in order; 'none' clears them. Recorded: rescans apply it "
             "again. Without a rule such files are refused.",
+        ),
+    ] = None,
+    order_by: Annotated[
+        str | None,
+        typer.Option(
+            "--order-by",
+            metavar="VAR",
+            help="Order the files by the values of VAR, a variable along --concat-dim (e.g. a CF time such as "
+            "time_centered), instead of the dimension's own coordinate. Recorded: rescans apply it again.",
+        ),
+    ] = None,
+    order: Annotated[
+        str | None,
+        typer.Option(
+            "--order",
+            metavar="HOW",
+            help="'name': order the files by file name; 'given': as given (recorded files first); 'coordinate' "
+            "(default): by the --concat-dim coordinate, or a CF time along it where that does not tell the files "
+            "apart. Recorded: rescans apply it again.",
         ),
     ] = None,
     prune: Annotated[
@@ -183,8 +249,9 @@ def scan(
         def tick(done: int, total: int) -> None:
             p.update(task, completed=done, total=total)
 
-        report = refstore.scan(
-            uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+        report = refstore.Collection.open(uri).scan(
+            sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+            order=order, order_by=order_by,
             mosaic=mosaic, workers=workers, strict=strict, progress=tick, client=client, timeout=timeout or None,
             checksum=checksum, follow_links=follow_links,
         )  # fmt: skip
@@ -219,7 +286,10 @@ def scan(
             for d in m["dropped"]:
                 err.print(f"[yellow]note[/yellow] {d['array']} left out of the mosaic: {escape(d['reason'])}",
                           soft_wrap=True)  # fmt: skip
-        if j["ordered_by"] == "given":
+        if j["ordered_by"] not in (None, "coordinate", "given", "name", order_by):
+            err.print(f"[yellow]note[/yellow] the '{j['concat_dim']}' coordinate does not tell the files apart: "
+                      f"ordered by the CF time '{j['ordered_by']}' along it", soft_wrap=True)  # fmt: skip
+        if j["ordered_by"] == "given" and order != "given":
             err.print(f"[yellow]note[/yellow] no source has a coordinate variable '{j['concat_dim']}': "
                       "sources are placed in the order given (files of a folder by name, new sources after "
                       "recorded ones)", soft_wrap=True)  # fmt: skip
@@ -228,14 +298,13 @@ def scan(
 @app.command()
 def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
     """Arrays (dims, shape, chunks, dtype, fill, codecs, attributes) and counts."""
-    from refstore._report import info_report
-
-    rep = info_report(refstore.Collection.open(_collection()).snapshot(as_of))
+    rep = _open().info(as_of).to_json()
     if as_json:
         _dump(rep)
         return
     out.print(f"[bold]{_collection()}[/bold] version {rep['version']}: {rep['sources']} sources, "
-              f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes")  # fmt: skip
+              f"{rep['refs']} refs, held {rep['held']['chunks']} chunks / {rep['held']['bytes']} bytes",
+              soft_wrap=True)  # fmt: skip
     if rep.get("concat_dim"):
         out.print(f"concatenated along [bold]{rep['concat_dim']}[/bold]")
     if rep.get("mosaic"):
@@ -248,7 +317,10 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
         grid = a.get("chunk_grid") or [{"kind": "regular", "chunk": c} for c in a["chunks"]]
         chunks = "x".join(f"~{max(_lengths(g['chunks']))}" if g["kind"] == "rectilinear" else str(g["chunk"])
                           for g in grid)  # fmt: skip
-        if grid and all(g["kind"] == "none" for g in grid):
+        if grid and all(g["kind"] == "none" for g in grid) and grid[0].get("per_tile"):
+            rect.append(f"{name}: no chunk grid (its tiles differ in chunk shape or codecs: each chunk placed "
+                        "and decoded by its tile; chunks and codecs shown are the first tile's)")  # fmt: skip
+        elif grid and all(g["kind"] == "none" for g in grid):
             rect.append(f"{name}: no chunk grid (tiles placed off each other's chunk edges: each chunk "
                         "placed by its tile)")  # fmt: skip
         for g in grid:
@@ -258,10 +330,10 @@ def info(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
                             f"{runs if len(runs) <= 120 else runs[:117] + '...'}")  # fmt: skip
         t.add_row(
             name, ",".join(a["dims"]), "x".join(map(str, a["shape"])) or "()", chunks or "()",
-            a["dtype"], str(a["fill_value"]), ",".join(c["id"] for c in a["codecs"]) or "-",
+            a["dtype"], _fill_text(a["fill_value"], a["dtype"]), ",".join(c["id"] for c in a["codecs"]) or "-",
             a["status"] if a["status"] == "ok" else f"{a['status']}: {a['reason']}",
         )  # fmt: skip
-    out.print(t)
+    _print_table(t)
     for line in rect:
         out.print(line, soft_wrap=True)
 
@@ -285,17 +357,17 @@ def read(
 
     import numpy as np
 
-    from refstore.plan import parse_window
     from refstore.report._write import NPY_OWN, check_replaceable, npy_own, replace_file
 
-    check_replaceable(str(out_file), npy_own, NPY_OWN)  # before the read
+    check_replaceable(str(out_file), npy_own, NPY_OWN)  # before the read: only refstore's own .npy is replaced
     opts = refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes, on_stale=on_stale)
-    ds = refstore.open(_collection(), as_of, options=opts)
-    data = ds[array][parse_window(window)]
+    col = _open()
+    version = col.resolve(as_of)
+    data = col.read(array, window, as_of=version, options=opts)
     buf = io.BytesIO()
     np.save(buf, data, allow_pickle=False)
     replace_file(str(out_file), buf.getvalue(), ".npy", npy_own, NPY_OWN)
-    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {ds.version})")
+    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {version})")
 
 
 @app.command()
@@ -311,23 +383,26 @@ def verify(
 ) -> None:
     """Compare chunks read through the table with the format's own reader, held chunks also with their checksum;
     exit 1 on a mismatch, 2 when a source is gone (its chunks not held)."""
-    snap = refstore.Collection.open(_collection()).snapshot(as_of)
+    col = _open()
+    version = col.resolve(as_of)
     with _progress(quiet=as_json) as p:
         task = p.add_task("verifying", total=None)
-        rep = refstore.verify(
-            snap, arrays=array, sample=sample, seed=seed, options=refstore.ReadOptions(on_stale=on_stale),
-            progress=lambda d, t: p.update(task, completed=d, total=t),
-        )  # fmt: skip
+        rep = col.verify(version, array=array, sample=sample, seed=seed, on_stale=on_stale,
+                         progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     if as_json:
         _dump(rep.to_json())
     else:
-        for m in rep.mismatches[:20]:
-            err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
+        for m, n in _per_source(rep.mismatches)[:20]:
+            why = escape(_cli_words(str(m["reason"])))
+            if n == 1:
+                err.print(f"[red]mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {why}")
+            else:  # one line per source when its chunks fail for one reason (a source changed since scan)
+                err.print(f"[red]mismatch[/red] {escape(str(m['source']))}: {n} chunks: {why}", soft_wrap=True)
         for m in rep.held_mismatches[:20]:
             err.print(f"[red]held mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
         for src, n in sorted(rep.missing.items()):
             err.print(f"[yellow]missing source[/yellow] {src}: {n} chunks not verified (not held)")
-        out.print(f"checked {rep.checked} chunks at version {snap.version}: {rep.mismatched} mismatched")
+        out.print(f"checked {rep.checked} chunks at version {version}: {rep.mismatched} mismatched")
         if rep.held_checked:
             only = f" ({rep.held_checksum_only} by checksum only)" if rep.held_checksum_only else ""
             out.print(f"held chunks: {rep.held_checked} checked{only}: {rep.held_mismatched} mismatched")
@@ -337,17 +412,25 @@ def verify(
         raise typer.Exit(rep.exit_code)
 
 
+def _per_source(mismatches: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Mismatches with the same source and reason as one (the first) with their count, in order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for m in mismatches:
+        groups.setdefault((str(m["source"]), str(m["reason"])), []).append(m)
+    return [(ms[0], len(ms)) for ms in groups.values()]
+
+
 @app.command()
 def log(as_json: JsonOpt = False) -> None:
     """Versions, newest first: number, time, what the operation did, tags."""
-    entries = refstore.log_entries(refstore.Collection.open(_collection()))
+    entries = _open().log()
     if as_json:
         _dump([e.to_json() for e in entries])
         return
     t = Table("version", "timestamp", "operation", "what", "tags")
     for e in entries:
         t.add_row(str(e.version), e.timestamp, e.operation, e.message, ",".join(e.tags))
-    out.print(t)
+    _print_table(t)
 
 
 @app.command()
@@ -358,34 +441,29 @@ def tag(
     as_json: JsonOpt = False,
 ) -> None:
     """Name a version (default latest); tags are immutable snapshots. --delete NAME removes one."""
-    from refstore.table import create_tag, delete_tag
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     if delete is not None:
         if name is not None:
             raise BadInputError("give either NAME or --delete NAME, not both")
-        v = delete_tag(col, delete)
-        result = {"deleted": delete, "version": v}
-        _dump(result) if as_json else out.print(f"deleted tag {delete} (was version {v})")
+        gone = col.delete_tag(delete)
+        _dump(gone.to_json()) if as_json else out.print(f"deleted tag {delete} (was version {gone.version})")
         return
     if name is None:
         raise BadInputError("give a tag NAME (or --delete NAME)")
-    v = create_tag(col, name, as_of)
-    _dump({"name": name, "version": v}) if as_json else out.print(f"tagged version {v} as {name}")
+    made = col.tag(name, as_of)
+    _dump(made.to_json()) if as_json else out.print(f"tagged version {made.version} as {name}")
 
 
 @app.command()
 def tags(as_json: JsonOpt = False) -> None:
     """Tags and the versions they name."""
-    from refstore.table import list_tags
-
-    found = list_tags(refstore.Collection.open(_collection()))
+    found = _open().tags()
     if as_json:
-        _dump(found)
+        _dump([x.to_json() for x in found])
         return
     t = Table("tag", "version")
     for x in found:
-        t.add_row(x["name"], str(x["version"]))
+        t.add_row(x.name, str(x.version))
     out.print(t)
 
 
@@ -397,20 +475,20 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """What changed from A to B: references per array, metadata, sources, remap rules."""
-    from refstore.table import diff as diff_versions
-
-    rep = diff_versions(refstore.Collection.open(_collection()), a, b)
+    rep = _open().diff(a, b if b is not None else LATEST)
     if as_json:
         _dump(rep.to_json())
     else:
         out.print(f"version {rep.a} -> {rep.b}: {'differs' if rep.differs else 'no difference'}")
-        t = Table("array", "added", "removed", "changed", "metadata")
-        for name, d in rep.arrays.items():
-            if d["added"] or d["removed"] or d["changed"] or d["metadata_changed"]:
+        t = Table("array", "added", "removed", "changed", "metadata", "held")
+        for name, d in rep.to_json()["arrays"].items():
+            h = d["held"]
+            if d["added"] or d["removed"] or d["changed"] or d["metadata_changed"] or h["added"] or h["removed"]:
+                held = f"+{h['added']} -{h['removed']} ({h['bytes']} bytes)" if h["added"] or h["removed"] else ""
                 t.add_row(name, str(d["added"]), str(d["removed"]), str(d["changed"]),
-                          "changed" if d["metadata_changed"] else "")  # fmt: skip
+                          "changed" if d["metadata_changed"] else "", held)  # fmt: skip
         if t.row_count:
-            out.print(t)
+            _print_table(t)
         for label, items in (("added", rep.sources_added), ("removed", rep.sources_removed),
                              ("changed", rep.sources_changed)):  # fmt: skip
             for src in items:
@@ -424,27 +502,11 @@ def diff(
 @app.command()
 def compact(as_json: JsonOpt = False) -> None:
     """Merge small fragments and materialise deletions (keeps reads fast after many rescans)."""
-    from refstore.table import compact as do_compact
-
-    rep = do_compact(refstore.Collection.open(_collection()))
+    rep = _open().compact()
     if as_json:
-        _dump(rep)
+        _dump(rep.to_json())
     else:
-        out.print(
-            f"compacted: version {rep['version']}, fragments -{rep['fragments_removed']} +{rep['fragments_added']}"
-        )
-
-
-def _duration(text: str) -> Any:
-    """``0``, ``90s``, ``10m``, ``1h``, ``7d`` as a timedelta."""
-    import re
-    from datetime import timedelta
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if m is None:
-        raise BadInputError(f"--grace {text!r}: give a duration such as 0, 90s, 10m, 1h or 7d")
-    unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    return timedelta(seconds=float(m.group(1)) * unit)
+        out.print(f"compacted: version {rep.version}, fragments -{rep.fragments_removed} +{rep.fragments_added}")
 
 
 @app.command()
@@ -458,44 +520,34 @@ def gc(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove old untagged versions (tagged versions are always kept and stay readable)."""
-    from refstore.table import gc as do_gc
+    from refstore._duration import parse_duration
 
-    rep = do_gc(refstore.Collection.open(_collection()), keep_last=keep_last, grace=_duration(grace))
+    rep = _open().gc(keep_last=keep_last, grace=parse_duration(grace, name="--grace"))
     if as_json:
-        _dump(rep)
+        _dump(rep.to_json())
     else:
-        out.print(f"removed versions {rep['versions_removed'] or 'none'}; kept {rep['versions_kept']}; "
-                  f"{rep['files_removed']} files, {rep['bytes_removed']} bytes")  # fmt: skip
+        young = (f" ({', '.join(map(str, rep.kept_by_grace))} younger than --grace {grace}: kept)"
+                 if rep.kept_by_grace else "")  # fmt: skip
+        out.print(f"removed versions {list(rep.versions_removed) or 'none'}; kept {list(rep.versions_kept)}{young}; "
+                  f"{rep.files_removed} files, {rep.bytes_removed} bytes", soft_wrap=True)  # fmt: skip
 
 
 @app.command()
 def repair(as_json: JsonOpt = False) -> None:
     """Make the newest readable version latest again (one new version) when the latest misses files."""
-    from refstore.table import repair as do_repair
-
-    rep = do_repair(refstore.Collection.open(_collection()))
+    rep = _open().repair()
     if as_json:
-        _dump(rep)
-    elif rep["restored"] is None:
-        out.print(f"version {rep['version']} reads: nothing to repair")
+        _dump(rep.to_json())
+    elif rep.restored is None:
+        out.print(f"version {rep.version} reads: nothing to repair")
     else:
-        out.print(f"version {rep['version']}: restored version {rep['restored']} "
-                  f"(versions {rep['unreadable']} cannot be read; gc removes them)")  # fmt: skip
+        out.print(f"version {rep.version}: restored version {rep.restored} "
+                  f"(versions {list(rep.unreadable)} cannot be read; gc removes them)")  # fmt: skip
 
 
-def _hold_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> Any:
-    from refstore.plan import parse_window
-    from refstore.plan.region import parse_bbox, parse_time_range
-    from refstore.table import HoldSelection
-
+def _check_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> None:
     if not (array or bbox or when or window):
         raise BadInputError("select chunks with --array, --bbox, --time and/or --window")
-    return HoldSelection(
-        arrays=tuple(array or ()),
-        bbox=parse_bbox(bbox) if bbox else None,
-        time=parse_time_range(when) if when else None,
-        window=parse_window(window) if window else None,
-    )
 
 
 ArrayOpt = Annotated[
@@ -510,13 +562,12 @@ WindowOpt = Annotated[str | None, typer.Option("--window", help="numpy-style win
 def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
          as_json: JsonOpt = False) -> None:  # fmt: skip
     """Copy the bytes of the selected chunks into the collection (one new version)."""
-    from refstore.table import hold as do_hold
-
-    sel = _hold_selection(array, bbox, when, window)
+    _check_selection(array, bbox, when, window)
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("holding", total=None)
-        rep = do_hold(refstore.Collection.open(_collection()), sel,
-                      progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
+        rep = col.hold(array=array, bbox=bbox or None, time=when or None, window=window or None,
+                       progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     _dump(rep.to_json()) if as_json else out.print(
         f"held {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
     )
@@ -526,9 +577,8 @@ def hold(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, win
 def release(array: ArrayOpt = None, bbox: BboxOpt = None, when: TimeOpt = None, window: WindowOpt = None,
             as_json: JsonOpt = False) -> None:  # fmt: skip
     """Drop held bytes of the selected chunks (one new version; older versions keep them)."""
-    from refstore.table import release as do_release
-
-    rep = do_release(refstore.Collection.open(_collection()), _hold_selection(array, bbox, when, window))
+    _check_selection(array, bbox, when, window)
+    rep = _open().release(array=array, bbox=bbox or None, time=when or None, window=window or None)
     _dump(rep.to_json()) if as_json else out.print(
         f"released {rep.chunks} chunks, {rep.bytes} bytes (version {rep.version})"
     )
@@ -563,14 +613,15 @@ def main() -> None:
     from refstore.errors import StaleSourceWarning
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
-        err.print(f"refstore: warning: {one_line(str(message))}", markup=False, highlight=False, soft_wrap=True)
+        text = _cli_words(one_line(str(message)))
+        err.print(f"refstore: warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
     warnings.showwarning = show
     warnings.simplefilter("always", StaleSourceWarning)
     try:
         app()
     except RefstoreError as e:
-        err.print(f"refstore: error: {one_line(str(e))}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"refstore: error: {_cli_words(one_line(str(e)))}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("refstore: interrupted (nothing was committed)", markup=False)

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-import refstore
-
-from .app import JsonOpt, _collection, _dump, _progress, app, err, out
+from .app import JsonOpt, _dump, _open, _progress, app, err, out
 
 if TYPE_CHECKING:
     from refstore.imports import ImportReport
@@ -62,13 +60,11 @@ def kerchunk_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Import kerchunk references: arrays, references, inline chunks, codecs, fill values and attributes."""
-    from refstore.imports import import_kerchunk
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_kerchunk(col, refs, allow=allow or (),
-                              progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
+        rep = col.import_kerchunk(refs, allow=allow or (),
+                                  progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
 
 
@@ -82,11 +78,9 @@ def icechunk_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Import one snapshot of an Icechunk repository: virtual chunks as references, inline ones as inline rows."""
-    from refstore.imports import import_icechunk
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("identifying sources", total=None)
-        rep = import_icechunk(col, repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
-                              progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
+        rep = col.import_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
+                                  progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)

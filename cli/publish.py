@@ -7,9 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-import refstore
-
-from .app import AsOfOpt, JsonOpt, OnStaleOpt, _collection, _dump, _progress, app, out
+from .app import AsOfOpt, JsonOpt, OnStaleOpt, _dump, _open, _progress, app, out
 
 __all__ = ["remap_app"]
 
@@ -45,13 +43,11 @@ def emit(
 
     Held chunks go into the form as bytes (the VRT cannot carry them); every source the form
     points at must still be the file the version recorded, else the emit is refused (--on-stale)."""
-    from refstore.emit import emit as _emit
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task(f"emitting {fmt}", total=None)
-        rep = _emit(
-            col, fmt, dest, as_of=as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible, on_stale=on_stale,
+        rep = col.emit(
+            fmt, dest, as_of, remap=not no_remap, skip_unexpressible=skip_unexpressible, on_stale=on_stale,
             progress=lambda d, t: p.update(task, completed=d, total=t),
         )  # fmt: skip
     if as_json:
@@ -69,21 +65,17 @@ def remap_add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add (or replace) a rule: one new version."""
-    from refstore.table.remap import add_rule
-
-    v = add_rule(refstore.Collection.open(_collection()), prefix, replacement)
+    rep = _open().remap_add(prefix, replacement)
     if as_json:
-        _dump({"version": v})
+        _dump(rep.to_json())
     else:
-        out.print(f"remap rule set (version {v})")
+        out.print(f"remap rule set (version {rep.version})")
 
 
 @remap_app.command("list")
 def remap_list(as_of: AsOfOpt = None, as_json: JsonOpt = False) -> None:
     """The rules of a version (default latest)."""
-    from refstore.table.remap import remap_rules
-
-    rules = remap_rules(refstore.Collection.open(_collection()).snapshot(as_of))
+    rules = _open().remap_list(as_of)
     if as_json:
         _dump([r.to_json() for r in rules])
         return
@@ -99,13 +91,11 @@ def remap_remove(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove a rule: one new version."""
-    from refstore.table.remap import remove_rule
-
-    v = remove_rule(refstore.Collection.open(_collection()), prefix)
+    rep = _open().remap_remove(prefix)
     if as_json:
-        _dump({"version": v})
+        _dump(rep.to_json())
     else:
-        out.print(f"remap rule removed (version {v})")
+        out.print(f"remap rule removed (version {rep.version})")
 
 
 @app.command("catalog")
@@ -126,13 +116,14 @@ def catalog_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a STAC Collection for one version: extents, datacube dimensions/variables, one asset per form."""
-    from refstore.emit.stac import catalog, parse_assets
+    from refstore.emit.stac import parse_assets
 
     assets = parse_assets(asset or [])
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("cataloguing", total=None)
-        rep = catalog(refstore.Collection.open(_collection()), dest, as_of=as_of, assets=assets, remap=not no_remap,
-                      progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
+        rep = col.catalog(dest, as_of, assets=assets, remap=not no_remap,
+                          progress=lambda d, t: p.update(task, completed=d, total=t))  # fmt: skip
     if as_json:
         _dump(rep.to_json())
         return

@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
-import refstore
-from refstore.errors import BadInputError
-
-from .app import AsOfOpt, JsonOpt, _collection, _dump, _progress, app, out
+from .app import AsOfOpt, JsonOpt, _dump, _open, _progress, app, out
 
 __all__: list[str] = []
-
-
-def _tag_of(as_of: str | None) -> str | None:
-    return as_of if as_of is not None and not as_of.isdigit() else None
 
 
 @app.command("coverage")
@@ -33,21 +26,10 @@ def coverage_cmd(
 ) -> None:
     """A picture of chunk states (absent / referenced / inline / held) over the array's two spatial
     dimensions; for a series, each cell mixes the colours by the share of time steps in each state."""
-    from refstore.report.coverage import coverage
-    from refstore.report.picture import parse_size, render_png, write_png
-
-    dims = parse_size(size)
-    if out_file.is_dir() or not out_file.absolute().parent.is_dir():  # before the work
-        raise BadInputError(f"{out_file}: cannot write: {'is a folder' if out_file.is_dir() else 'no such folder'}")
-    from refstore.report._write import check_replaceable, png_own
-
-    check_replaceable(str(out_file), png_own, "a refstore coverage picture")
-    snap = refstore.Collection.open(_collection()).snapshot(as_of)
-    cov = coverage(snap, array, tag=_tag_of(as_of), time=when)
-    pic = render_png(cov, size=dims)
-    write_png(pic, str(out_file))
+    rep = _open().coverage(array, out_file, as_of=as_of, time=when, size=size)
+    cov = rep.coverage
     if as_json:
-        _dump({"out": str(out_file), **cov.to_json(), "picture": pic.to_json()})
+        _dump(rep.to_json())
         return
     shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in cov.totals().items())
     out.print(f"wrote {out_file}: {array} at version {cov.version}, {cov.shares.shape[0]} x {cov.shares.shape[1]} "
@@ -62,14 +44,12 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML page: arrays (shape, chunks, codecs, eras), sources, versions and tags,
     the diff between the last two tags, and coverage pictures inline."""
-    from refstore.report.html import write_report
-
-    col = refstore.Collection.open(_collection())
+    col = _open()
     with _progress(quiet=as_json) as p:
         task = p.add_task("reporting", total=None)
-        rep = write_report(col, str(dest), as_of=as_of, progress=lambda d, t: p.update(task, completed=d, total=t))
+        rep = col.report(str(dest), as_of, progress=lambda d, t: p.update(task, completed=d, total=t))
     if as_json:
-        _dump(rep)
+        _dump(rep.to_json())
         return
-    out.print(f"wrote {dest}: version {rep['version']}, {len(rep['arrays'])} arrays, "
-              f"{rep['pictures']} coverage pictures", soft_wrap=True)  # fmt: skip
+    out.print(f"wrote {dest}: version {rep.version}, {len(rep.arrays)} arrays, "
+              f"{rep.pictures} coverage pictures", soft_wrap=True)  # fmt: skip

@@ -10,7 +10,7 @@ from . import _objstore
 from ._checksum import current_checksum
 from ._gc import young_only
 from .errors import ScanError
-from .plan.series_order import parse_prefer
+from .plan.series_order import parse_order, parse_prefer
 from .read.array import Array, ReadOptions
 from .read.fetch import Fetcher, change_since_scan
 from .scan import AutoScanner, ScanResult, SourceInfo, scan_many
@@ -19,7 +19,8 @@ from .scan._parallel import DEFAULT_TIMEOUT, cool_down, warm_up
 from .scan._sources import find_sources, normalize_location, source_info
 
 if TYPE_CHECKING:  # the table layer imports Lance: loaded on first use only
-    from .table.collection import Collection, Snapshot
+    from ._collection import Collection
+    from .table.collection import Snapshot
     from .table.upsert import ScanReport
 
 if TYPE_CHECKING:
@@ -60,9 +61,13 @@ class Dataset:
         return f"<refstore.Dataset {self.snapshot.collection.uri} v{self.version}: {len(self.arrays)} arrays>"
 
 
-def init(uri: str, *, storage_options: dict[str, str] | None = None) -> Collection:
-    """Create an empty collection at ``uri``."""
-    from .table.collection import Collection
+def init(uri: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None) -> Collection:
+    """Create an empty collection at ``uri`` (a folder, empty or not there yet, or an
+    object-store URL) and return it (:class:`refstore.Collection`).
+
+    >>> col = refstore.init("oisst.refstore")  # doctest: +SKIP
+    """
+    from ._collection import Collection
 
     return Collection.create(uri, storage_options=storage_options)
 
@@ -87,6 +92,8 @@ def scan(
     concat_dim: str | None = None,
     time_from_name: str | None = None,
     prefer: Sequence[str] | None = None,
+    order: str | None = None,
+    order_by: str | None = None,
     prune: bool = False,
     mosaic: bool = False,
     workers: int | None = None,
@@ -112,6 +119,11 @@ def scan(
     mtime), a file-name glob (``"*_final.nc"``) or its negation (``"!*_preliminary*"``);
     ``["none"]`` clears them. Without rules such duplicates are refused. Kept for later rescans
     (None keeps the recorded rules).
+    ``order``/``order_by``: how the series is ordered along the concat dimension: ``order_by``
+    names a variable along it whose values order the files; ``order`` is ``"name"`` (by file
+    name), ``"given"`` (as given) or ``"coordinate"`` (the default: the dimension's coordinate,
+    or a CF time along it where that does not tell the files apart). Kept for later rescans
+    (None keeps the recorded order).
     ``mosaic``: place GeoTIFF tiles on their common pixel grid by their transforms (one
     ``image``, ``overview_N``... over the whole grid; with ``concat_dim``, a mosaic per date
     stacked along it); ``prefer`` rules then choose between overlapping tiles when one lies
@@ -136,6 +148,7 @@ def scan(
         warm_up(1)  # its interpreter starts while this one opens the collection and lists sources
     try:
         return _scan(uri, sources, concat_dim=concat_dim, time_from_name=time_from_name, prefer=prefer, prune=prune,
+                     order=order, order_by=order_by,
                      mosaic=mosaic, workers=workers, strict=strict, progress=progress, storage_options=storage_options,
                      client=client, timeout=timeout, checksum=checksum, follow_links=follow_links)  # fmt: skip
     finally:
@@ -149,6 +162,8 @@ def _scan(
     concat_dim: str | None,
     time_from_name: str | None,
     prefer: Sequence[str] | None,
+    order: str | None,
+    order_by: str | None,
     prune: bool,
     mosaic: bool,
     workers: int | None,
@@ -168,6 +183,7 @@ def _scan(
     snap = col.snapshot()
     known = {r["source"]: r for r in snap.sources().to_pylist()}
     rules = None if prefer is None else [str(r) for r in parse_prefer(list(prefer))]
+    order_rule = parse_order(order, order_by)
     named = gone_named(sources, known) if prune else []
     rest = [x for x in sources if normalize_location(x) not in named]
     found = find_sources(rest, failed=failed, follow_links=follow_links) if rest else []
@@ -205,7 +221,8 @@ def _scan(
 
     scanner = AutoScanner(concat_dim=dim, time_pattern=pattern, checksum=use_checksum)
     settings: dict[str, Any] = {"time_from_name": pattern, "checksum": use_checksum or None, "prefer": rules,
-                                "mosaic": True if mosaic else None}  # fmt: skip
+                                "mosaic": True if mosaic else None,
+                                "order": None if order_rule is None else str(order_rule)}  # fmt: skip
     if client is not None:
         from .table.distributed import scan_on_dask
 

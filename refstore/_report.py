@@ -30,11 +30,13 @@ def _chunk_grid(m: ArrayMeta) -> list[dict[str, Any]]:
     """Per dimension, the global chunk grid: ``{"dim", "kind": "regular", "chunk"}`` or
     ``{"dim", "kind": "rectilinear", "count", "chunks": run-length lengths}`` (``plan/grid.py``),
     or ``{"dim", "kind": "none", "chunk"}`` for a gridless array (chunks placed by their slab:
-    ``plan/slabs.py``)."""
+    ``plan/slabs.py``; ``"per_tile": true`` with the first tile's chunk when its tiles differ in
+    layout)."""
     if m.status != "ok":
         return []
     if m.gridless:
-        return [{"dim": d, "kind": "none", "chunk": int(c)} for d, c in zip(m.dims, m.chunks, strict=True)]
+        own = {"per_tile": True} if m.cell else {}
+        return [{"dim": d, "kind": "none", "chunk": int(c), **own} for d, c in zip(m.dims, m.chunks, strict=True)]
     try:
         desc = Grid.whole(m).describe()
     except ValueError:

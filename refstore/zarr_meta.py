@@ -26,13 +26,18 @@ if TYPE_CHECKING:
     from .scan._types import ArrayMeta
 
 __all__ = [
+    "NCZARR_ATTR",
+    "V2_COMPRESSORS",
+    "attr_types",
     "attr_value",
     "attr_values",
+    "is_vlen_utf8",
     "plain_attrs",
     "plain_value",
     "register_codecs",
     "v2_array",
     "v2_attrs",
+    "v2_codecs",
     "v2_filters",
     "v3_array",
     "v3_codecs",
@@ -74,6 +79,31 @@ def attr_values(attrs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {k: attr_value(v) for k, v in sorted(attrs.items())}
 
 
+NCZARR_ATTR = "_nczarr_attr"
+"""The zarr v2 ``.zattrs`` key of NCZarr's attribute types (netCDF-C's ``{"types": {name: "<f4"}}``);
+readers hide it (xarray drops ``_nc*`` attributes, netCDF-C reads it as the types)."""
+
+
+def attr_types(attrs: dict[str, dict[str, Any]], *, stored_fill: Any = None) -> dict[str, Any] | None:
+    """What the plain JSON values of ``attrs`` (:func:`attr_value`) lose, as NCZarr spells it:
+    ``{"types": {name: numpy dtype string}}`` for every numeric attribute; plus, under
+    ``"refstore"``, what NCZarr has no word for: ``shapes`` (an attribute's recorded shape, as a
+    one-element ``[x]`` is written as ``x``) and ``fill_value`` (``stored_fill``: the stored fill
+    value when ``.zarray``'s ``fill_value`` says another one; typed JSON of ``_values``). None
+    when there is nothing to say. Sorted: the same attributes give the same bytes."""
+    types = {k: "|b1" if e["type"] == "bool" else np.dtype(e["type"]).str
+             for k, e in sorted(attrs.items()) if e["type"] not in ("str", "bytes")}  # fmt: skip
+    extra: dict[str, Any] = {}
+    shapes = {k: list(e["shape"]) for k, e in sorted(attrs.items()) if "shape" in e}
+    if shapes:
+        extra["shapes"] = shapes
+    if stored_fill is not None:
+        extra["fill_value"] = stored_fill
+    if not types and not extra:
+        return None
+    return {"types": types, **({"refstore": extra} if extra else {})}
+
+
 def plain_attrs(meta: ArrayMeta) -> dict[str, Any]:
     """The array's attributes as plain JSON values (see :func:`attr_value`), sorted by name."""
     return attr_values(meta.attrs)
@@ -102,6 +132,13 @@ def _json_fill(value: Any, dtype: np.dtype[Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- checks
+LAYOUTS_DIFFER = (
+    "array {name!r}: its tiles differ in layout (chunk shape, codecs or strips), each kept as stored; "
+    "{form} has one chunk shape and one codec pipeline"
+)
+"""The refusal of a mosaic whose tiles differ in layout (``ArrayMeta.cell``) by a form with one codec."""
+
+
 def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
@@ -117,6 +154,8 @@ def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
             f"array {meta.name!r} has {len(meta.eras)} eras (codecs, chunks, dtype or encoding attributes change "
             f"at {meta.eras[1].get('first_source')}); a zarr array has one"
         )
+    if meta.cell:
+        raise UnexpressibleError(LAYOUTS_DIFFER.format(name=meta.name, form="a zarr array"))
     if meta.short_edge:
         raise UnexpressibleError(
             f"array {meta.name!r}: its last chunk (a TIFF strip) is stored short; zarr chunks are all full size"
@@ -132,8 +171,14 @@ def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
             f"array {meta.name!r} has a rectilinear chunk grid along {', '.join(map(repr, rect))} (sources placed "
             "off their chunk boundaries); a regular zarr grid cannot express it"
         )
-    if np.dtype(meta.dtype).kind not in "biufcSV":
+    if np.dtype(meta.dtype).kind not in "biufcSV" and not is_vlen_utf8(meta):
         raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr form")
+
+
+def is_vlen_utf8(meta: ArrayMeta) -> bool:
+    """Variable-length strings held inline as one ``vlen-utf8`` chunk (zarr v2's object dtype
+    with the ``vlen-utf8`` filter; zarr v3's ``string`` data type with its ``vlen-utf8`` codec)."""
+    return np.dtype(meta.dtype).kind == "O" and [c["id"] for c in meta.codecs] == ["vlen-utf8"]
 
 
 # --------------------------------------------------------------------------- zarr v2
@@ -169,6 +214,8 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
                 "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
     if cid == "refstore.grib":  # decodes with refstore's codec only (registered by register_codecs)
         return {"id": "refstore.grib", "dtype": dt.str}
+    if cid == "vlen-utf8":
+        return {"id": "vlen-utf8"}
     if cid == "spacepad":
         raise UnexpressibleError(f"array {meta.name!r}: space-padded HDF5 strings (read with NULs for the trailing "
                                  "spaces) have no zarr form")  # fmt: skip
@@ -186,10 +233,25 @@ def v2_filters(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, 
     return [_v2_codec(meta, c) for c in meta.codecs]
 
 
+V2_COMPRESSORS = frozenset({"zlib", "zstd", "blosc"})
+"""numcodecs ids written as zarr v2's ``compressor`` when last in the pipeline: GDAL's Zarr
+driver decodes them as compressors (as a filter, zlib fails on chunks that did not shrink)."""
+
+
+def v2_codecs(meta: ArrayMeta) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """``(compressor, filters)`` of ``.zarray``: the last codec (in encode order) as the
+    compressor when it is one of :data:`V2_COMPRESSORS`, the rest as filters. zarr v2 decodes
+    the compressor first, then the filters in reverse: the same pipeline as all filters."""
+    filters = v2_filters(meta)
+    if filters and filters[-1]["id"] in V2_COMPRESSORS:
+        return filters[-1], filters[:-1]
+    return None, filters
+
+
 def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
     """``.zarray`` of the array. ``fill_value`` "auto": the CF ``_FillValue`` when the array has
     one (zarr v2 readers such as xarray mask it), else the stored fill value."""
-    filters = v2_filters(meta)
+    compressor, filters = v2_codecs(meta)
     dt = np.dtype(meta.dtype)
     if fill_value == "auto":
         if "_FillValue" in meta.attrs:
@@ -198,7 +260,7 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
             fill_value = decode_fill(meta.fill_value, dt)
     return {
         "chunks": [int(c) for c in meta.chunks],
-        "compressor": None,
+        "compressor": compressor,
         "dimension_separator": ".",
         "dtype": dt.str,  # bool: "|b1"
         "fill_value": _json_fill(fill_value, dt),
@@ -231,6 +293,8 @@ def _v3_dtype(meta: ArrayMeta, dtype: np.dtype[Any] | None = None) -> str | dict
     """The zarr v3 ``data_type``; fixed-size bytes (netCDF ``char``) as zarr-python's
     ``null_terminated_bytes`` (an extension: zarr-python warns it is not in the v3 spec)."""
     dt = np.dtype(meta.dtype) if dtype is None else dtype
+    if dt.kind == "O" and is_vlen_utf8(meta):
+        return "string"
     if dt.kind == "S":
         return {"name": "null_terminated_bytes", "configuration": {"length_bytes": dt.itemsize}}
     name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
@@ -262,6 +326,8 @@ def v3_codecs(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, A
             array_bytes = {"name": "imagecodecs_lerc", "configuration": {}}
         elif cid == "refstore.grib":
             array_bytes = {"name": "refstore.grib", "configuration": {}}
+        elif cid == "vlen-utf8":
+            array_bytes = {"name": "vlen-utf8", "configuration": {}}
         elif cid == "jpeg":
             raise UnexpressibleError(f"array {meta.name!r}: JPEG tiles with shared tables have no zarr v3 form here")
         else:
@@ -295,7 +361,7 @@ def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None, recti
         "data_type": _v3_dtype(meta),
         "chunk_grid": v3_chunk_grid(meta),
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "fill_value": "" if is_vlen_utf8(meta) else _json_fill(decode_fill(meta.fill_value, dt), dt),
         "codecs": codecs,
         "attributes": attributes,
         "dimension_names": list(meta.dims),

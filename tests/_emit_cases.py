@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _oracle
 from ._oracle import assert_same
-from .conftest import SHARED_DATA, hdf5_files_in_shared, netcdf3_files_in_shared
+from .conftest import SHARED_DATA, hdf5_files_in_shared, netcdf3_files_in_shared, shared_files
 
 __all__ = ["STRIP_SERIES", "Case", "assert_same", "build_cases", "case_ids", "write_era_series", "write_onebit_tiff",
            "write_strip_series"]
@@ -89,10 +89,7 @@ def write_strip_series(folder: Path, *, seed: int = 7) -> dict[str, list[Path]]:
 
 
 def tiff_files_in_shared() -> list[Path]:
-    if not SHARED_DATA.is_dir():
-        return []
-    return sorted(p for p in SHARED_DATA.rglob("*") if p.is_file() and p.suffix.lower() in (".tif", ".tiff")
-                  and "seaflux-series" not in str(p))  # fmt: skip
+    return [p for p in shared_files() if p.suffix.lower() in (".tif", ".tiff") and "seaflux-series" not in str(p)]
 
 
 @dataclass

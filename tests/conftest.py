@@ -23,12 +23,19 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("REFSTORE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
-def hdf5_files_in_shared() -> list[Path]:
+def shared_files() -> list[Path]:
+    """The files of ../shared/data outside its zoo (``zoo/`` is the conformance matrix's corpus,
+    ``./dev conform``, which classifies every array of every zoo file; CI runs it after the tests)."""
     if not SHARED_DATA.is_dir():
         return []
+    zoo = SHARED_DATA / "zoo"
+    return [p for p in sorted(SHARED_DATA.rglob("*")) if p.is_file() and not p.is_relative_to(zoo)]
+
+
+def hdf5_files_in_shared() -> list[Path]:
     out = []
-    for p in sorted(SHARED_DATA.rglob("*")):
-        if p.is_file() and p.suffix.lower() in (".nc", ".h5", ".hdf5", ".he5", ".nc4", ".cdf"):
+    for p in shared_files():
+        if p.suffix.lower() in (".nc", ".h5", ".hdf5", ".he5", ".nc4", ".cdf"):
             with open(p, "rb") as fh:
                 if fh.read(8) == b"\x89HDF\r\n\x1a\n":
                     out.append(p)
@@ -36,15 +43,12 @@ def hdf5_files_in_shared() -> list[Path]:
 
 
 def netcdf3_files_in_shared() -> list[Path]:
-    if not SHARED_DATA.is_dir():
-        return []
     out = []
-    for p in sorted(SHARED_DATA.rglob("*")):
-        if p.is_file():
-            with open(p, "rb") as fh:
-                head = fh.read(4)
-            if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
-                out.append(p)
+    for p in shared_files():
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+        if head[:3] == b"CDF" and head[3:4] in (b"\x01", b"\x02", b"\x05"):
+            out.append(p)
     return out
 
 

@@ -166,3 +166,25 @@ def test_dask_scan_of_a_mosaic_equals_local_scan(client, tmp_path: Path, new_col
     img = refstore.open(remote)["image"]
     assert img.meta.gridless == (layout == "staggered") and bool(img.meta.edges) == (layout == "misaligned")
     assert_same(img[...], tifffile.imread(src), f"{layout} mosaic scanned by dask workers")
+
+
+def test_dask_scan_of_tiles_of_different_layouts_equals_local_scan(client, tmp_path: Path, new_collection) -> None:
+    """Tiles that keep their own block shapes and codecs (keys counted in the gcd cell,
+    ``Plan.steps``) are keyed by the workers exactly as a local scan keys them, before and after
+    a rescan adds the missing tile; the mosaic reads as tifffile places the tiles."""
+    from .test_mosaic_layouts import HOLE, LAYOUTS, _raster, _tifffile_mosaic, _write
+
+    full = _raster()
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    paths = [_write(folder, full, ij) for ij in LAYOUTS if ij != HOLE]
+    local, remote = new_collection("local"), new_collection("dask")
+    refstore.scan(local, [str(folder)], mosaic=True, workers=1)
+    refstore.scan(remote, [str(folder)], mosaic=True, client=client)
+    assert _rows(remote) == _rows(local)
+    assert_same(refstore.open(remote)["image"][...], _tifffile_mosaic(paths)[0], "mixed layouts by dask workers")
+    _write(folder, full, HOLE)
+    refstore.scan(local, [str(folder)], workers=1)
+    b = refstore.scan(remote, [str(folder)], client=client)
+    assert b.new == 1 and _rows(remote) == _rows(local)
+    assert_same(refstore.open(remote)["image"][...], full, "every tile")

@@ -24,6 +24,7 @@ import pytest
 from refstore.scan import hdf5 as scanner
 
 from ._hdf5_paths import scan
+from ._netcdf_names import netcdf_dims
 from .test_hdf5_metadata import _hl_attrs, _same_attrs
 
 if TYPE_CHECKING:
@@ -122,35 +123,32 @@ def _scaled_file(path: Path, *, second_link: bool = False) -> Path:
     return path
 
 
-def _h5py_dims(ds: Any) -> tuple[str, ...]:
-    """The first scale h5py lists for each dimension, by its base name; else the README's
-    ``phony_dim_<size>`` (``_1``, ``_2``... for repeats within the array)."""
-    names: list[str] = []
-    for d, n in zip(ds.dims, ds.shape, strict=True):
-        if len(d):
-            names.append(d[0].name.rsplit("/", 1)[-1])
-        else:
-            k = sum(1 for m in names if m == f"phony_dim_{n}" or m.startswith(f"phony_dim_{n}_"))
-            names.append(f"phony_dim_{n}" if k == 0 else f"phony_dim_{n}_{k}")
-    return tuple(names)
+def _nc_dims(path: Path) -> dict[str, tuple[str, ...]]:
+    """netCDF-C's dimension names of every variable (the oracle for refstore's names)."""
+    got = netcdf_dims(path)
+    assert got is not None
+    return got
 
 
 def test_dimension_names_come_from_the_header_bytes_when_each_dataset_has_one_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every dataset with one hard link: the scales' names come from the ``DIMENSION_LIST``
-    bytes and the walk's address -> name map, HDF5's ``H5DSiterate_scales`` never called; with
-    a dataset linked twice (whose name the map cannot tell) HDF5 is asked. Either way the
-    names are h5py's."""
+    """The scales attached come from the ``DIMENSION_LIST`` bytes (object addresses, matched
+    to the scales' own), HDF5's ``H5DSiterate_scales`` never called, also with a scale linked
+    twice; the names are h5py's scales' names. ``w``'s second dimension has no scale while its
+    first has one: netCDF-C cannot open such a file (netCDF4-python fails on it); it gets a
+    phony dimension as netCDF-C gives one where no scale is attached (the next number)."""
     calls = _spy(monkeypatch, h5py.h5ds, "iterate", lambda args: args[1])
-    for second_link, asked in ((False, False), (True, True)):
+    for second_link in (False, True):
         src = _scaled_file(tmp_path / f"s{second_link}.h5", second_link=second_link)
         calls.clear()
         got = {a.name: a for a in scan(src, "bytes").arrays}
-        assert bool(calls) is asked, second_link
+        assert not calls, second_link
         with h5py.File(src, "r") as f:
-            for name in ("v", "w"):
-                assert got[name].dims == _h5py_dims(f[name]), (second_link, name)
+            scales = [f["v"].dims[i][0].name.rsplit("/", 1)[-1] for i in range(2)]
+            assert got["v"].dims == tuple(scales), second_link
+            phony = f"phony_dim_{3 if second_link else 2}"  # (/alias/lat is a dimension of its group too)
+            assert got["w"].dims == (f["w"].dims[0][0].name.rsplit("/", 1)[-1], phony), second_link
 
 
 def test_the_header_reader_reads_through_a_ranged_read_function_as_through_the_path(tmp_path: Path) -> None:
@@ -203,13 +201,15 @@ def test_a_scale_whose_name_is_not_utf8_names_its_dimension_as_its_array(tmp_pat
         want = scale.rsplit(b"/", 1)[-1].decode("utf-8", "replace")
     got = {a.name: a for a in scan(src, kind).arrays}
     assert set(got) == {"v", want}
-    assert got["v"].dims == (want, "phony_dim_2")
+    assert got["v"].dims == (want, "phony_dim_1")
 
 
 @pytest.mark.parametrize("kind", ["bytes", "hdf5"])
-def test_dimensions_without_scales_are_numbered_by_size_both_ways(tmp_path: Path, kind: str) -> None:
-    """Dimensions of one size without a scale are ``phony_dim_<size>``, ``_1``, ``_2``..., each
-    size counted apart, around a dimension that has one: from the header bytes and from HDF5."""
+def test_dimensions_without_scales_are_named_as_netcdf_c_names_them_both_ways(tmp_path: Path, kind: str) -> None:
+    """Dimensions without a scale (or an array without one on its first axis) get netCDF-C's
+    phony dimensions, from the header bytes and from HDF5 alike: a dimension of the group of
+    that length and unlimitedness not yet used by the array (a scale's too), else a new
+    ``phony_dim_<n>``, ``n`` the file's next dimension number."""
     src = tmp_path / "p.h5"
     with h5py.File(src, "w") as f:
         s = f.create_dataset("s", data=np.arange(3.0))
@@ -217,12 +217,13 @@ def test_dimensions_without_scales_are_numbered_by_size_both_ways(tmp_path: Path
         f.create_dataset("same", data=np.zeros((4, 4, 3, 4), "<i2"))
         m = f.create_dataset("mixed", data=np.zeros((3, 3, 3, 2, 3), "<i2"))
         m.dims[1].attach_scale(s)
+        f.create_dataset("grown", data=np.zeros((4, 3), "<i2"), maxshape=(None, 3))
     got = {a.name: a.dims for a in scan(src, kind).arrays}
-    with h5py.File(src, "r") as f:
-        for name in ("same", "mixed"):
-            assert got[name] == _h5py_dims(f[name]), name
-    assert got["same"] == ("phony_dim_4", "phony_dim_4_1", "phony_dim_3", "phony_dim_4_2")
-    assert got["mixed"] == ("phony_dim_3", "s", "phony_dim_3_1", "phony_dim_2", "phony_dim_3_2")
+    want = _nc_dims(src)
+    assert got == want
+    # (the oracle's own words: a phony dimension is reused by another array, never twice by one)
+    assert want["same"] == ("phony_dim_6", "phony_dim_7", "s", "phony_dim_8")
+    assert want["grown"][0] not in want["same"]  # an unlimited dimension is another one
 
 
 @pytest.mark.parametrize("userblock", [0, 512])

@@ -189,7 +189,7 @@ def test_plan_refusals_name_the_array_and_both_sources() -> None:
         make_plan([_slab(0, {"x": _meta(2), "z": _meta(4, name="z")})], "time")
     with pytest.raises(PlanError, match=r"array 'x' has shape \[2, 4\] in s1\.nc but \[2, 3\] in s0\.nc"):
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2, other=4)})], "time")
-    with pytest.raises(PlanError, match=r"array 'x' is in both s0\.nc and s1\.nc; scan with --concat-dim"):
+    with pytest.raises(PlanError, match=r"array 'x' is in both s0\.nc and s1\.nc and refstore cannot compare"):
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2)})], None)
     flat = lambda dt: ArrayMeta("c", ("y",), (3,), (3,), dt, None)
     with pytest.raises(PlanError, match=r"array 'c' is taken once .* differs between s0\.nc .* and s1\.nc"):
@@ -596,11 +596,12 @@ def test_plan_edge_cases_of_the_placement_loop() -> None:
 
 def test_plan_messages_are_whole() -> None:
     with pytest.raises(PlanError, match=r"^s1\.nc: has no coordinate variable 'time' while other sources do; "
-                                        r"cannot order it along the concat dimension$"):  # fmt: skip
+                                        r"cannot order it along the concat dimension \(--order name or --order "
+                                        r"given place files by name or as given\)$"):  # fmt: skip
         make_plan([_slab(0, {"x": _meta(2)}), SourceSlab("s1.nc", 1, {"x": _meta(2)})], "time")
-    with pytest.raises(PlanError, match=r"^array 'x' is in both s0\.nc and s1\.nc; scan with --concat-dim DIM to "
-                                        r"combine sources into one array \(without it, each array must come from "
-                                        r"one source\)$"):  # fmt: skip
+    with pytest.raises(PlanError, match=r"^array 'x' is in both s0\.nc and s1\.nc and refstore cannot compare "
+                                        r"them \(recorded without a digest: rescan them\); scan with --concat-dim "
+                                        r"DIM to place such sources along a dimension$"):  # fmt: skip
         make_plan([_slab(0, {"x": _meta(2)}), _slab(1, {"x": _meta(2)})], None)
 
 

@@ -171,7 +171,8 @@ def test_order_without_a_concat_dim_or_coordinates_is_the_given_one() -> None:
     with pytest.raises(PlanError) as e:
         order_sources([_src("b", 1, 2.0), _src("a", 0, None), _src("c", 2, None)], "time")
     assert str(e.value) == ("a: has no coordinate variable 'time' while other sources do; "
-                            "cannot order it along the concat dimension")  # fmt: skip
+                            "cannot order it along the concat dimension (--order name or --order given place "
+                            "files by name or as given)")  # fmt: skip
     with pytest.raises(PlanError) as e:
         order_sources([_src("a", 0, 1.0, units="u"), _src("b", 1, 2.0, units="u"), _src("c", 2, 3.0, units="v"),
                        _src("d", 3, 4.0, units="w")], "time")  # fmt: skip
@@ -192,8 +193,10 @@ def test_refusals_show_unix_seconds_as_dates_and_other_units_as_numbers() -> Non
     with pytest.raises(PlanError) as e:
         order_sources(same, "time")
     assert str(e.value) == (
-        "a.nc and b.nc have the same 'time' coordinate (2024-01-02T00:00:00Z); both cannot be placed: "
-        "scan with --prefer newest or --prefer GLOB (e.g. --prefer '!*_preliminary*') to choose one"
+        "a.nc and b.nc have the same 'time' coordinate (2024-01-02T00:00:00Z) and nothing along 'time' tells "
+        "them apart; if they are different steps, give their order with --order-by VAR (a variable along 'time'), "
+        "--order name or --order given; if one replaces the other (same data), choose it with --prefer GLOB "
+        "(e.g. --prefer '!*_preliminary*') or --prefer newest"
     )
     with pytest.raises(PlanError) as e:
         order_sources(same, "time", prefer=parse_prefer(["newest", "*.nc"]))
@@ -202,11 +205,11 @@ def test_refusals_show_unix_seconds_as_dates_and_other_units_as_numbers() -> Non
     with pytest.raises(PlanError) as e:
         order_sources([_src("a.nc", 0, 2.5, units="days since 2000-01-01"), _src("b.nc", 1, 2.5,
                        units="days since 2000-01-01")], "time")  # fmt: skip
-    assert str(e.value).startswith("a.nc and b.nc have the same 'time' coordinate (2.5 days since 2000-01-01); both")
-    with pytest.raises(PlanError, match=r"^a\.nc and b\.nc have the same 'time' coordinate \(0\); both"):
+    assert str(e.value).startswith("a.nc and b.nc have the same 'time' coordinate (2.5 days since 2000-01-01) and ")
+    with pytest.raises(PlanError, match=r"^a\.nc and b\.nc have the same 'time' coordinate \(0\) and nothing"):
         order_sources([_src("a.nc", 0, 0.0, units=None), _src("b.nc", 1, 0.0, units=None)], "time")
     # a value no date holds: shown as a number with its units
-    with pytest.raises(PlanError, match=r"coordinate \(1e\+300 seconds since 1970-01-01\); both"):
+    with pytest.raises(PlanError, match=r"coordinate \(1e\+300 seconds since 1970-01-01\) and nothing"):
         order_sources([_src("a.nc", 0, 1e300, units=UNIX), _src("b.nc", 1, 1e300, units=UNIX)], "time")
     # an overlap: both ranges shown
     lo = [_src("a.nc", 0, t0, 2, last=t0 + day, units=UNIX), _src("b.nc", 1, t0 + day, 1, units=UNIX)]
@@ -412,7 +415,7 @@ def test_make_plan_applies_prefer_and_records_what_it_set_aside() -> None:
     assert plan.order == ("/d/x.nc", "/d/y.nc")
     assert plan.set_aside == (SetAside("/d/x_p.nc", "/d/x.nc", "!*_p.nc"),)
     assert plan.placements == {("/d/x.nc", "x"): (0, 0), ("/d/y.nc", "x"): (2, 0)}
-    with pytest.raises(PlanError, match=r"^/d/x_p\.nc and /d/x\.nc have the same 'time' coordinate \(1 u\); both"):
+    with pytest.raises(PlanError, match=r"^/d/x_p\.nc and /d/x\.nc have the same 'time' coordinate \(1 u\) and "):
         make_plan(srcs, "time")
     assert make_plan(srcs[2:], None).concat_dim is None
 

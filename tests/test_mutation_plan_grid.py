@@ -489,13 +489,20 @@ def test_mosaic_structure_differences_are_named() -> None:
     t0, t1 = (0.0, 1.0, 0.0, 0.0, 0.0, -1.0), (8.0, 1.0, 0.0, 0.0, 0.0, -1.0)
     a = _img("image", t0)
     b = _img("image", t1)
+    agree = "tiles of one mosaic must agree in dtype, bands and nodata"
     for what, other in [("dtype", dataclasses.replace(b, dtype="<i2")),
-                        ("block shape", dataclasses.replace(b, chunks=(8, 8))),
                         ("dimensions", dataclasses.replace(b, dims=("y", "x_1"))),
-                        ("strip layout", dataclasses.replace(b, short_edge=True))]:  # fmt: skip
+                        ("nodata", dataclasses.replace(b, fill_value=7))]:  # fmt: skip
         with pytest.raises(PlanError) as e:
             make_mosaic_plan([_slab("a.tif", 0, a), _slab("b.tif", 1, other)])
-        assert str(e.value) == f"b.tif and a.tif: 'image' has a different {what}; tiles of one mosaic must agree"
+        assert str(e.value) == f"b.tif and a.tif: 'image' has a different {what}; {agree}"
+    # a different layout is kept per tile: the key cell is the gcd of the block shapes
+    for other, cell in [(dataclasses.replace(b, chunks=(6, 4)), (2, 4)),
+                        (dataclasses.replace(b, short_edge=True), a.chunks),
+                        (dataclasses.replace(b, codecs=({"id": "zlib"},)), a.chunks)]:  # fmt: skip
+        g = make_mosaic_plan([_slab("a.tif", 0, a), _slab("b.tif", 1, other)]).plan.arrays["image"]
+        assert g.cell == cell and g.chunks == a.chunks, other
+    assert make_mosaic_plan([_slab("a.tif", 0, a), _slab("b.tif", 1, b)]).plan.arrays["image"].cell == ()
     banded = [dataclasses.replace(m, dims=("band", *m.dims), shape=(n, *m.shape), chunks=(1, *m.chunks))
               for m, n in ((a, 3), (b, 4))]  # fmt: skip
     with pytest.raises(PlanError, match=r"^b\.tif and a\.tif: 'image' has a different bands; "):
@@ -504,8 +511,7 @@ def test_mosaic_structure_differences_are_named() -> None:
     o0, o1 = (0.0, 2.0, 0.0, 0.0, 0.0, -2.0), (8.0, 2.0, 0.0, 0.0, 0.0, -2.0)
     ov_b = dataclasses.replace(_img("overview_1", o1, 4, 4), dtype="<f4")
     mp = make_mosaic_plan([_slab("a.tif", 0, a, _img("overview_1", o0, 4, 4)), _slab("b.tif", 1, b, ov_b)])
-    assert mp.dropped == (("overview_1", "b.tif and a.tif: 'overview_1' has a different dtype; tiles of one mosaic "
-                                         "must agree"),)  # fmt: skip
+    assert mp.dropped == (("overview_1", f"b.tif and a.tif: 'overview_1' has a different dtype; {agree}"),)
 
 
 @pytest.mark.parametrize(("loser", "winner"), [((16, 0), (0, 0)), ((0, 16), (0, 0)), ((0, 0), (16, 0)),

@@ -16,9 +16,9 @@ from refstore.read.verify import tiff_window
 from refstore.scan.tiff import time_from_name
 
 from ._oracle import TIFF_WHOLE_MAX, assert_same, tiff_names, tiff_read, tiff_series_read, unix_seconds
-from .conftest import SHARED_DATA
+from .conftest import SHARED_DATA, shared_files
 
-TIFFS = sorted(SHARED_DATA.rglob("*.tif")) if SHARED_DATA.is_dir() else []
+TIFFS = [p for p in shared_files() if p.suffix == ".tif"]
 BIG = TIFF_WHOLE_MAX  # elements: larger arrays are checked by windows (tifffile's zarr store) and sampled verify
 
 
@@ -174,3 +174,24 @@ def test_one_bit_masks_and_an_unsupported_four_bit_overview(tmp_path: Path, new_
         assert_same(ds[name][...], tiff_read(p, name), name)
         assert_same(ds[name][5:40, 3:17], tiff_read(p, name, (slice(5, 40), slice(3, 17))), f"{name} window")
     assert ds["overview_1"].meta.status == "unsupported"
+
+
+def test_complex_integer_samples_are_refused_by_name(tmp_path: Path, new_collection) -> None:
+    """SampleFormat 5 (complex integers, Sentinel-1 SLC's CInt16): tifffile widens the pairs to
+    complex floats, so the stored bytes have no numpy dtype; refused by name, never served wrong."""
+    import numpy as np
+
+    p = tmp_path / "cint16.tif"
+    tifffile.imwrite(p, np.arange(64, dtype="<i4").reshape(8, 8), rowsperstrip=4, compression="zlib")
+    with tifffile.TiffFile(p) as tif:
+        at = tif.pages.first.tags["SampleFormat"].valueoffset
+    with open(p, "r+b") as fh:  # SampleFormat 2 (int) -> 5 (complex int): 2 x int16 per sample
+        fh.seek(at)
+        fh.write((5).to_bytes(2, "little"))
+    with tifffile.TiffFile(p) as tif:
+        assert tif.pages.first.sampleformat == 5 and tif.pages.first.dtype == np.complex64
+    col = new_collection()
+    rep = refstore.scan(col, [str(p)])
+    assert rep.failed == ()
+    [(_, name, why)] = rep.unsupported
+    assert name == "image" and "complex integer samples" in why

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._ref import tag_name
 from ..errors import BadInputError, UnexpressibleError
 from ._input import EmitReport, EmitSource
 
@@ -76,7 +77,7 @@ def emit(
     """
     form = _form(fmt)
     snap = col.snapshot(as_of)
-    tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
+    tag = tag_name(as_of)
     src = EmitSource(snap, tag=tag, remap=remap, on_stale=on_stale)
     from ._common import check_out
 

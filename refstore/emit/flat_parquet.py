@@ -43,6 +43,7 @@ from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import UnexpressibleError
 from ..plan.grid import edges_to_json
 from ..plan.remap import to_url
+from ..zarr_meta import LAYOUTS_DIFFER
 from ._common import atomic_output
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ def check(src: EmitSource, meta: ArrayMeta) -> None:
     masks are all expressible here."""
     if meta.status != "ok":
         raise UnexpressibleError(f"array {meta.name!r}: {meta.reason}")
+    if meta.cell:  # each era has one codec pipeline and one chunk shape here
+        raise UnexpressibleError(LAYOUTS_DIFFER.format(name=meta.name, form="a flat Parquet era"))
 
 
 def _eras(src: EmitSource, meta: ArrayMeta) -> list[dict[str, Any]]:

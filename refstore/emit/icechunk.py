@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, StorageError
 from ..plan.grid import Grid
-from ..zarr_meta import attr_values, register_codecs, v3_array
+from ..zarr_meta import attr_types, attr_values, register_codecs, v3_array
 from ._common import atomic_output, check_zarr
 from ._icechunk_plan import (
     NATIVE,
@@ -741,6 +741,16 @@ def write(
         raise StorageError(f"{out}: Icechunk: {first}") from e
 
 
+def _attr_types(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, Any]:
+    """Per node (``""`` for the root group), the attribute types and shapes their JSON values
+    lose (``zarr_meta.attr_types``), for the snapshot's metadata: zarr v3 attributes are plain
+    JSON and xarray shows every one, so the types go beside them, where ``import icechunk``
+    finds them."""
+    groups = src.group_attrs()
+    nodes = {g: groups.get(g) or {} for g in _groups(src, arrays)} | {m.name: m.attrs for m in arrays}
+    return {k: t for k, attrs in sorted(nodes.items()) if (t := attr_types(attrs)) is not None}
+
+
 def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callable[[int, int], None] | None,
           *, fresh: bool) -> dict[str, Any]:  # fmt: skip
     import icechunk as ic
@@ -799,6 +809,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "tags": tag_names,
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
+        "attr_types": _attr_types(src, arrays),
     }
     # staged (committed in parts) when an array is split or the arrays' grids together could hold
     # more than a part: many unsplit arrays would otherwise all be pending in one session

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._ref import tag_name
 from ..errors import BadInputError
 from ..table.hold import _attr, _coord_kind, _unpacked
 from . import FORMATS
@@ -487,7 +488,7 @@ def catalog(
     except ImportError:
         raise BadInputError("catalog needs pystac: pip install 'refstore[catalog]'") from None
     snap = col.snapshot(as_of)
-    tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
+    tag = tag_name(as_of)
     src = EmitSource(snap, tag=tag, remap=remap)
     check_out(src, "catalog", out)  # replaces only a catalog refstore wrote (``FILE_FORMS``)
     d, rep = build(src, dict(assets or {}), progress=progress)

@@ -88,7 +88,8 @@ def extend_plan(end: SeriesEnd, new: Sequence[SourceSlab], concat_dim: str) -> P
                 return None  # a new array, or an unsupported one: make_plan's rules decide
             g = known
             if name not in along:
-                if concat_dim in meta.dims or meta.shape != g.shape or meta.dtype != g.dtype:
+                if (concat_dim in meta.dims or meta.shape != g.shape or meta.dtype != g.dtype
+                        or s.digests.get(name) != last.digests.get(name)):  # fmt: skip
                     return None  # taken once; make_plan refuses one that differs
                 continue
             axis = g.dims.index(concat_dim)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PlanError
 from .grid import edges_to_json, slab_lengths
-from .series_order import PreferRule, SetAside, order_sources
+from .series_order import BY_COORDINATE, OrderKey, OrderRule, PreferRule, SetAside, order_sources
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -37,6 +37,11 @@ class SourceSlab:
     """Last coordinate value along the concat dim (same units as ``sort_value``); None: unknown."""
     mtime_ns: int = -1
     """Modification time (ns since the epoch, -1 unknown): what ``--prefer newest`` compares."""
+    order_keys: Mapping[str, OrderKey] = field(default_factory=dict)
+    """First and last values of the 1-D arrays along the concat dim other than its coordinate
+    (``scan/_series_facts``): what ``--order-by`` and the CF time fallback order by."""
+    digests: Mapping[str, str] = field(default_factory=dict)
+    """Digests of the arrays taken once (``scan/_series_facts``); absent: not compared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,9 @@ class Plan:
     """``keys[(location, array)] = (era, base)``: the global chunk key of a source chunk is
     ``k + base`` on its era's grid (``base = offset // chunk`` on a regular grid; on a rectilinear
     one the number of chunks before the slab)."""
+    steps: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    """``steps[(location, array)]``: key cells one source chunk spans per dimension, where it is
+    not 1 (tiles of different layouts: ``plan/slabs.py``); the global key is ``k * step + base``."""
     set_aside: tuple[SetAside, ...] = ()
     """Sources not placed because another with the same coordinate was preferred."""
     ordered_by: str | None = None
@@ -93,12 +101,16 @@ def _check_dim(sources: Sequence[SourceSlab], concat_dim: str) -> None:
     )
 
 
-def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: Sequence[PreferRule] = ()) -> Plan:
+def make_plan(
+    sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: Sequence[PreferRule] = (),
+    order: OrderRule = BY_COORDINATE,
+) -> Plan:
     """Place every source's arrays in the global arrays, or raise PlanError naming the source.
-    ``prefer``: rules choosing among sources with the same coordinate (``series_order``)."""
+    ``prefer``: rules choosing among sources with the same coordinate; ``order``: how the
+    series is ordered (``series_order``)."""
     if concat_dim is not None:
         _check_dim(sources, concat_dim)
-    ordering = order_sources(sources, concat_dim, prefer=prefer)
+    ordering = order_sources(sources, concat_dim, prefer=prefer, order=order)
     ordered = list(ordering.sources)
     plan = Plan(
         concat_dim=concat_dim, order=tuple(s.location for s in ordered), set_aside=ordering.set_aside,
@@ -107,10 +119,15 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
 
     starts: dict[str, int] = {}
     total = 0
+    leader = dict(ordering.partners)
     if concat_dim is not None:
         for s in ordered:
+            if s.location in leader:  # holds other variables of its leader's step: the same place
+                starts[s.location] = starts[leader[s.location]]
+                continue
             starts[s.location] = total
             total += _dim_extent(s, concat_dim) or 0
+    shadowed = _shadowed(ordered, leader)
 
     first: dict[str, tuple[SourceSlab, ArrayMeta]] = {}
     for s in ordered:
@@ -132,17 +149,8 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
                     f"array '{name}' has dimensions {list(meta.dims)} in {s.location} but {list(m0.dims)} in "
                     f"{s0.location}; such sources cannot share one array"
                 )
-            if concat_dim is None:
-                raise PlanError(
-                    f"array '{name}' is in both {s0.location} and {s.location}; scan with --concat-dim DIM to "
-                    "combine sources into one array (without it, each array must come from one source)"
-                )
-            if not along and (m0.shape != meta.shape or m0.dtype != meta.dtype):
-                raise PlanError(
-                    f"array '{name}' is taken once (it has no '{concat_dim}' dimension) but differs between "
-                    f"{s0.location} (shape {list(m0.shape)}, {m0.dtype}) and {s.location} "
-                    f"(shape {list(meta.shape)}, {meta.dtype})"
-                )
+            if not along:
+                _check_taken_once(name, (s0, m0), (s, meta), concat_dim)
 
     for name, (s0, m0) in first.items():
         unsupported = next(
@@ -160,7 +168,7 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
             continue
         assert concat_dim is not None
         axis = m0.dims.index(concat_dim)
-        holders = [s for s in ordered if name in s.arrays]
+        holders = [s for s in ordered if name in s.arrays and (s.location, name) not in shadowed]
         for s in holders:
             meta = s.arrays[name]
             other = tuple(n for i, n in enumerate(meta.shape) if i != axis)
@@ -235,6 +243,56 @@ def make_plan(sources: Sequence[SourceSlab], concat_dim: str | None, *, prefer: 
         edges = _axis_edges(m0.ndim, axis, rect[0]) if 0 in rect and not described else ()
         plan.arrays[name] = m0.with_shape(tuple(shape), described, holes, axis, edges)
     return plan
+
+
+def _shadowed(ordered: Sequence[SourceSlab], leader: Mapping[str, str]) -> set[tuple[str, str]]:
+    """``(source, array)`` pairs not placed because an earlier source of the same step (a
+    leader and its partners, ``series_order._partners``) holds that array: their shared
+    coordinate along the concat dimension and its bounds, equal by digest."""
+    held: dict[str, set[str]] = {}
+    out: set[tuple[str, str]] = set()
+    for s in ordered:
+        step = leader.get(s.location, s.location)
+        seen = held.setdefault(step, set())
+        out.update((s.location, n) for n in s.arrays if n in seen)
+        seen.update(s.arrays)
+    return out
+
+
+def _check_taken_once(
+    name: str, first: tuple[SourceSlab, ArrayMeta], other: tuple[SourceSlab, ArrayMeta], concat_dim: str | None
+) -> None:
+    """An array held by several sources and taken once (from the first) must be the same in
+    each: dimensions, shape and dtype, and values as far as the sources' digests
+    (``scan/_series_facts``) tell; refused naming both sources otherwise. Without a concat
+    dimension this is how files holding different variables on one grid merge (their shared
+    coordinates taken once); an array whose digests are unknown cannot be merged."""
+    (s0, m0), (s, meta) = first, other
+    where = f"it has no '{concat_dim}' dimension" if concat_dim is not None else "no --concat-dim"
+    if (m0.dims, m0.shape, m0.dtype) != (meta.dims, meta.shape, meta.dtype):
+        raise PlanError(
+            f"array '{name}' is taken once ({where}) but differs between {s0.location} (dims {list(m0.dims)}, "
+            f"shape {list(m0.shape)}, {m0.dtype}) and {s.location} (dims {list(meta.dims)}, shape "
+            f"{list(meta.shape)}, {meta.dtype})" + _concat_hint(concat_dim)
+        )
+    d0, d = s0.digests.get(name), s.digests.get(name)
+    if d0 is not None and d is not None and d0[:2] == d[:2]:
+        if d0 == d:
+            return
+        what = "values" if d.startswith("v:") else "stored chunks"
+        raise PlanError(
+            f"array '{name}' is taken once ({where}) but its {what} differ between {s0.location} and "
+            f"{s.location}; one array cannot hold both" + _concat_hint(concat_dim)
+        )
+    if concat_dim is None:
+        raise PlanError(
+            f"array '{name}' is in both {s0.location} and {s.location} and refstore cannot compare them "
+            "(recorded without a digest: rescan them)" + _concat_hint(concat_dim)
+        )
+
+
+def _concat_hint(concat_dim: str | None) -> str:
+    return "; scan with --concat-dim DIM to place such sources along a dimension" if concat_dim is None else ""
 
 
 def _era_lengths(slabs: list[tuple[int, int]], extent: int, chunk: int) -> list[int]:

@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import PlanError
 from .concat import Plan
 from .series_order import SetAside
+from .slabs import key_cell
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -257,16 +258,74 @@ def _footprint(loc: str, meta: ArrayMeta) -> Footprint | None:
 
 
 def _structure(meta: ArrayMeta, yx: tuple[int, int]) -> tuple[Any, ...]:
-    """What must agree between tiles of one level (sizes along y and x may differ)."""
+    """What must agree between tiles of one level (sizes along y and x may differ; the layout,
+    ``_layout``, may too)."""
     other = tuple(n for i, n in enumerate(meta.shape) if i not in yx)
-    return (meta.dtype, meta.chunks, json.dumps(meta.codecs, sort_keys=True), meta.dims, other,
-            json.dumps(meta.fill_value), meta.short_edge)  # fmt: skip
+    return (meta.dtype, meta.dims, other, json.dumps(meta.fill_value))
+
+
+def _layout(meta: ArrayMeta) -> tuple[Any, ...]:
+    """How a tile stores its chunks: block shape, codecs, short last strip. Tiles of one level
+    that differ here keep their own (``ArrayMeta.cell``, ``plan/slabs.py``)."""
+    return (meta.chunks, json.dumps(meta.codecs, sort_keys=True), meta.short_edge)
 
 
 def _differs(a: ArrayMeta, b: ArrayMeta, yx: tuple[int, int]) -> str:
     sa, sb = _structure(a, yx), _structure(b, yx)
-    what = ("dtype", "block shape", "codecs", "dimensions", "bands", "nodata", "strip layout")
+    what = ("dtype", "dimensions", "bands", "nodata")
     return next(w for w, x, y in zip(what, sa, sb, strict=True) if x != y)
+
+
+def _mixed(holders: Sequence[ArrayMeta]) -> tuple[int, ...]:
+    """The coarse key cell (``plan/slabs.key_cell``) when the tiles of a level differ in layout,
+    else ``()``."""
+    first = _layout(holders[0])
+    if all(_layout(m) == first for m in holders[1:]):
+        return ()
+    return key_cell([m.chunks for m in holders])
+
+
+MAX_AXIS_CHUNKS = 1 << 22
+"""Chunks along one axis of a mosaic's grid (of the first tile's block size) above which it is
+refused: rectilinear grids, the zarr grid and reports list the chunks of an axis."""
+MAX_SPREAD = 10_000
+"""How many chunks of its grid a mosaic may have per chunk its tiles hold (above
+``SPREAD_FLOOR``) before it is refused as spread out absurdly (a tile moved 2^31 pixels)."""
+SPREAD_FLOOR = 1 << 20
+"""Grids of up to this many chunks are never refused as spread out (they are cheap anyway)."""
+MAX_KEY = (1 << 31) - 1
+"""Chunk keys are int32."""
+
+
+def extent_problem(level: str, grid: LevelGrid,
+                   tiles: Sequence[tuple[str, tuple[int, int], tuple[int, int]]]) -> str | None:  # fmt: skip
+    """Why a level's grid is absurd relative to its tiles, or None. ``tiles``: ``(location,
+    (rows, cols), (block rows, block cols))``; the first tile's blocks count the grid's chunks,
+    the greatest common divisor of every tile's (the key cell of tiles of different layouts)
+    must keep chunk keys in int32. Arithmetic on extents only: no per-pixel or per-chunk
+    structure is built (``design/mosaic.md``, "Extent")."""
+    c0 = [max(1, int(c)) for c in tiles[0][2]]
+    cell = key_cell([[max(1, int(c)) for c in t[2]] for t in tiles])
+    axis = [-(-n // c) for n, c in zip(grid.shape, c0, strict=True)]
+    far = _far_tile(grid, tiles)
+    for d, what in enumerate(("rows", "columns")):
+        if axis[d] > MAX_AXIS_CHUNKS or grid.shape[d] // cell[d] > MAX_KEY:
+            return (f"{far}: '{level}' would make the mosaic {grid.shape[d]} {what} long ({axis[d]} chunks of "
+                    f"{c0[d]}; at most {MAX_AXIS_CHUNKS}); is its georeferencing right?")  # fmt: skip
+    total = axis[0] * axis[1]
+    held = sum(-(-r // max(1, b0)) * -(-c // max(1, b1)) for _, (r, c), (b0, b1) in tiles)
+    if total > max(SPREAD_FLOOR, MAX_SPREAD * held):
+        return (f"{far}: '{level}' would spread the mosaic over {grid.shape[0]} x {grid.shape[1]} pixels, "
+                f"{total} chunks for the {held} its {len(tiles)} tiles hold (at most {MAX_SPREAD} per chunk "
+                "held); is its georeferencing right? Tiles that far apart make separate mosaics")  # fmt: skip
+    return None
+
+
+def _far_tile(grid: LevelGrid, tiles: Sequence[tuple[str, tuple[int, int], tuple[int, int]]]) -> str:
+    """The tile farthest from the others' median corner (the one most likely misplaced)."""
+    at = np.asarray([grid.offsets[loc] for loc, _, _ in tiles], np.float64).reshape(len(tiles), 2)
+    mid = np.median(at, axis=0)
+    return tiles[int(np.argmax(np.abs(at - mid).sum(axis=1)))][0]
 
 
 def _inside(inner: np.ndarray[Any, Any], outer: np.ndarray[Any, Any]) -> bool:
@@ -366,6 +425,9 @@ def make_mosaic_plan(
 
     # the image grid, overlaps within each date (set aside by --prefer), then the grid of the rest
     grid = common_grid([image[s.location][1] for s in tiles], level="image", tolerance=tolerance)
+    far = extent_problem("image", grid, _extents(tiles, "image"))
+    if far is not None:
+        raise PlanError(far)
     set_aside: list[SetAside] = []
     for d in dates:
         group = by_date[d]
@@ -381,8 +443,8 @@ def make_mosaic_plan(
     for s in placed[1:]:
         m = image[s.location][0]
         if _structure(m, yx0) != _structure(m0, yx0):
-            raise PlanError(f"{s.location} and {placed[0].location}: 'image' has a different "
-                            f"{_differs(m, m0, yx0)}; tiles of one mosaic must agree")  # fmt: skip
+            raise PlanError(f"{s.location} and {placed[0].location}: 'image' has a different {_differs(m, m0, yx0)}; "
+                            "tiles of one mosaic must agree in dtype, bands and nodata")  # fmt: skip
 
     t_index = {d: i for i, d in enumerate(dates)}
     date_of = {s.location: t_index[d] for d, g in by_date.items() for s in g}
@@ -421,7 +483,9 @@ def make_mosaic_plan(
             assert concat_dim is not None
             shape[m0.dims.index(concat_dim)] = len(dates)
         attrs = {**m0.attrs, "transform": {"type": "<f8", "value": list(level.transform), "shape": [6]}}
-        plan.arrays[name] = dataclasses.replace(m0, shape=tuple(shape), attrs=attrs)
+        cell = _mixed([s.arrays[name] for s in holders])
+        short = any(s.arrays[name].short_edge for s in holders)
+        plan.arrays[name] = dataclasses.replace(m0, shape=tuple(shape), attrs=attrs, cell=cell, short_edge=short)
         for s in holders:
             dest = [0] * m0.ndim
             dest[yx[0]], dest[yx[1]] = level.offsets[s.location]
@@ -454,7 +518,7 @@ def _level_problem(
         m = s.arrays[name]
         if _structure(m, yx) != _structure(m0, yx):
             return (f"{s.location} and {holders[0].location}: '{name}' has a different {_differs(m, m0, yx)}; "
-                    "tiles of one mosaic must agree")  # fmt: skip
+                    "tiles of one mosaic must agree in dtype, bands and nodata")  # fmt: skip
     prints: dict[str, Footprint] = {}
     for s in holders:
         fp = _footprint(s.location, s.arrays[name])
@@ -465,6 +529,9 @@ def _level_problem(
         level = common_grid(list(prints.values()), level=name, tolerance=tolerance)
     except PlanError as e:
         return str(e)
+    far = extent_problem(name, level, _extents(holders, name))
+    if far is not None:
+        return far
     for group in by_date.values():
         sub = [prints[s.location] for s in group if s.location in prints]
         pairs = overlaps(level, sub)
@@ -485,6 +552,17 @@ def _level_problem(
                         "off the block grid are refused with require_aligned"
                     )
     return level
+
+
+def _extents(tiles: Sequence[SourceSlab], name: str) -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
+    """``(location, (rows, cols), (block rows, block cols))`` of each tile's level ``name``."""
+    out = []
+    for s in tiles:
+        m = s.arrays[name]
+        yx = _yx(m)
+        assert yx is not None
+        out.append((s.location, (m.shape[yx[0]], m.shape[yx[1]]), (m.chunks[yx[0]], m.chunks[yx[1]])))
+    return out
 
 
 def _place_once(

@@ -14,6 +14,8 @@ only placements; ``complete_grid`` then chooses each array's global grid and key
   2-D offsets: a brick layout), no grid expresses the placement: the array is marked
   ``gridless``, each slab keyed by its coarse base ``offset // chunk`` (``slabs.py``), and
   readers place each chunk by its slab (``design/schema.md``, "Placements no grid expresses").
+- tiles of different layouts (``ArrayMeta.cell``: chunk shapes or codecs differ) are gridless
+  too, each keeping its own chunks: keys counted in the cell (``Plan.steps``, ``slabs.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .grid import slab_lengths
-from .slabs import coarse_base
+from .slabs import coarse_base, key_steps
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,11 +61,10 @@ def dimension_edges(
 
 def _split_chunk(slabs: Sequence[tuple[int, int]], lengths: tuple[int, ...], chunk: int) -> int | None:
     """The first slab one of whose chunks spans more than one chunk of ``lengths``, else None."""
-    starts = set(np.concatenate([[0], np.cumsum(lengths)]).tolist())
-    for i, (o, n) in enumerate(slabs):
-        own = set(range(o, o + n, chunk)) | {o + n}
-        inside = {s for s in starts if o < s < o + n}
-        if not inside <= own:
+    starts = np.concatenate([[0], np.cumsum(np.asarray(lengths, np.int64))])
+    for i, (o, n) in enumerate(slabs):  # per slab only the starts inside it (no set of every start)
+        inside = starts[np.searchsorted(starts, o, side="right") : np.searchsorted(starts, o + n, side="left")]
+        if ((inside - o) % chunk).any():
             return i
     return None
 
@@ -82,6 +83,14 @@ def complete_grid(plan: Plan, slabs: Sequence[SourceSlab]) -> Plan:
         if g.status != "ok" or g.eras:
             for loc, offset in placed:
                 plan.keys[(loc, name)] = (0, tuple(0 for _ in offset))
+            continue
+        if g.cell:  # tiles of different layouts: each keeps its own, placed by its slab
+            for loc, offset in placed:
+                plan.keys[(loc, name)] = (0, coarse_base(offset, g.cell))
+                step = key_steps(metas[(loc, name)].chunks, g.cell)
+                if any(x != 1 for x in step):
+                    plan.steps[(loc, name)] = step
+            plan.arrays[name] = dataclasses.replace(g, edges=(), gridless=True)
             continue
         chunks = tuple(int(c) for c in g.chunks)
         bases = [[0] * g.ndim for _ in placed]

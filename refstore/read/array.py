@@ -279,6 +279,7 @@ class Array:
         # the full chunk shape and is cropped by the slices above
         self._edges = [tuple(e) for e in size.tolist()]
         decoder = make_decoder(self.meta.codecs, self.meta.dtype, self.chunks)  # of this era
+        decoders = self._slab_decoders(rows)  # tiles of different layouts: each chunk its tile's
         masks = pc.fill_null(rows.column("filter_mask"), 0).to_numpy()
 
         steps = sel.step
@@ -293,7 +294,7 @@ class Array:
         is_inline = rows.column("offset").to_numpy() == NO_OFFSET
         for i in np.flatnonzero(is_inline).tolist():
             raw = inline[i].as_py()
-            place(i, self._decode(decoder, raw, 0, i, rows, inline=True))
+            place(i, self._decode(decoders(i) if decoders else decoder, raw, 0, i, rows, inline=True))
 
         # held bytes first: they are the chunk's bytes as of this version, whatever the source is now
         is_held = np.zeros(n, bool)
@@ -306,7 +307,7 @@ class Array:
             for i, (_addr, raw) in zip(held_rows.tolist(), blobs, strict=True):
                 if raw is None:
                     raise SourceReadError(f"{self.name}: a held chunk has no bytes (collection damaged?)")
-                place(i, self._decode(decoder, raw, int(masks[i]), i, rows))
+                place(i, self._decode(decoders(i) if decoders else decoder, raw, int(masks[i]), i, rows))
 
         referenced = np.flatnonzero(~is_inline & ~is_held)
         if not len(referenced):
@@ -320,6 +321,7 @@ class Array:
         for s_i, src in enumerate(names.tolist()):
             check(src)
             idx = order[bounds[s_i] : bounds[s_i + 1]]
+            dec = decoders(int(referenced[idx[0]])) if decoders else decoder  # one tile: one layout
             runs = coalesce(offsets[idx], lengths[idx], max_gap=self.options.max_gap, max_bytes=self.options.max_bytes)
             data = self._fetcher.get_ranges(src, runs.start.tolist(), runs.end.tolist())
             items: list[tuple[int, Any]] = []
@@ -327,19 +329,33 @@ class Array:
                 lo = int(offsets[j] - runs.start[r])
                 items.append((int(referenced[j]), data[r][lo : lo + int(lengths[j])]))
 
-            def decode_place(part: list[tuple[int, Any]]) -> None:
+            def decode_place(part: list[tuple[int, Any]], dec: Any = dec) -> None:
                 for row, raw in part:
-                    place(row, self._decode(decoder, raw, int(masks[row]), row, rows))
+                    place(row, self._decode(dec, raw, int(masks[row]), row, rows))
 
-            items = place_raw(out, items, decoder, masks, sl, sh, dl, steps)  # uncompressed: vectorised
+            items = place_raw(out, items, dec, masks, sl, sh, dl, steps)  # uncompressed: vectorised
             _run_parallel(decode_place, items)
+
+    def _slab_decoders(self, rows: pa.Table) -> Any:
+        """Row -> the decoder of its tile's own layout, for an array whose tiles differ in layout
+        (``ArrayMeta.cell``); None otherwise (one decoder for every chunk)."""
+        if not self.meta.per_slab or not rows.num_rows:
+            return None
+        lay = self.slabs
+        slab = lay.slab_of(rows.column("source"))
+
+        def at(row: int) -> Any:
+            i = int(slab[row])
+            return make_decoder(lay.codecs[i], self.meta.dtype, lay.chunks_of(i))
+
+        return at
 
     def _decode(
         self, decoder: Any, raw: Any, mask: int, row: int, rows: pa.Table, *, inline: bool = False
     ) -> np.ndarray[Any, Any]:
         try:
             if inline and not decoder.steps:  # scanned inline chunks: raw values (their arrays have no codecs)
-                return np.frombuffer(raw, dtype=np.dtype(self.meta.dtype)).reshape(self.chunks)
+                return np.frombuffer(raw, dtype=np.dtype(self.meta.dtype)).reshape(decoder.shape)
             return decoder(raw, mask, self._edges[row] if self._edges is not None else None)  # type: ignore[no-any-return]
         except Exception as e:
             where = rows.column("source")[row].as_py()

@@ -48,10 +48,12 @@ __all__ = [
     "RefstoreDataStore",
     "chars_joined",
     "decode_eras",
+    "decoded_attrs",
     "decoded_dtype",
     "decodes_here",
     "era_packing",
     "packing_differs",
+    "stackable_dims",
 ]
 
 PACKING = DECODED_BY_XARRAY
@@ -93,6 +95,8 @@ def _packing(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    if dtype.kind == "O":  # variable-length strings: xarray's vlen string dtype, as its netCDF4 backend gives
+        return np.dtype("O", metadata={"element_type": str})
     return dtype.newbyteorder("=") if dtype.kind in "biufc" else dtype
 
 
@@ -131,8 +135,31 @@ class RefstoreBackendArray(BackendArray):
 
 
 def chars_joined(meta: ArrayMeta, decode: dict[str, Any]) -> bool:
-    """Whether xarray's decoding joins the last (character) dimension of ``meta``."""
-    return bool(decode.get("concat_characters", True)) and np.dtype(meta.dtype) == np.dtype("S1") and meta.ndim > 0
+    """Whether xarray's decoding joins the last (character) dimension of ``meta`` (``decode``'s
+    ``stack_char_dim``: whether that dimension is stackable in its group, see ``stackable_dims``)."""
+    return (bool(decode.get("concat_characters", True)) and bool(decode.get("stack_char_dim", True))
+            and np.dtype(meta.dtype) == np.dtype("S1") and meta.ndim > 0)  # fmt: skip
+
+
+def stackable_dims(arrays: Mapping[str, ArrayMeta]) -> set[str]:
+    """The dimensions xarray's ``decode_cf_variables`` joins characters along, in one group:
+    no array is named after it, and every array using it is a byte string with it last."""
+    used: dict[str, list[ArrayMeta]] = {}
+    for m in arrays.values():
+        for d in m.dims:
+            used.setdefault(d, []).append(m)
+    return {d for d, ms in used.items()
+            if d not in arrays and all(np.dtype(m.dtype).kind == "S" and m.dims[-1] == d for m in ms)}  # fmt: skip
+
+
+def decoded_attrs(meta: ArrayMeta, attrs: dict[str, Any], decode: dict[str, Any]) -> set[str]:
+    """The attributes of ``attrs`` xarray's ``decode_cf_variable`` moves to ``encoding`` for
+    ``meta`` (``units`` of a time, not of a temperature), decided by xarray's coders themselves."""
+    empty = np.zeros((0,) * meta.ndim, dtype=np.dtype(meta.dtype))
+    import xarray as xr
+
+    var = xr.conventions.decode_cf_variable(meta.name, Variable(meta.dims, empty, dict(attrs)), **decode)
+    return set(attrs) - set(var.attrs)
 
 
 def decodes_here(meta: ArrayMeta) -> bool:
@@ -184,6 +211,22 @@ def decoded_dtype(meta: ArrayMeta, decode: dict[str, Any]) -> np.dtype[Any]:
     return dtype
 
 
+def _blank_holes(raw: np.ndarray[Any, Any], out: slice, holes: tuple[slice, ...], axis: int) -> np.ndarray[Any, Any]:
+    """``raw`` (the part of the result at ``out``) with zeros where no source holds a value: the
+    stored fill there is not decoded (a time coder would overflow on it); those positions are
+    set missing afterwards."""
+    cuts = [(max(h.start, out.start) - out.start, min(h.stop, out.stop) - out.start) for h in holes]
+    cuts = [(a, b) for a, b in cuts if b > a]
+    if not cuts:
+        return raw
+    raw = np.array(raw)
+    for a, b in cuts:
+        idx: list[slice] = [slice(None)] * raw.ndim
+        idx[axis] = slice(a, b)
+        raw[tuple(idx)] = np.zeros((), raw.dtype)
+    return raw
+
+
 def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[str, Any]) -> np.ndarray[Any, Any]:
     """The values of ``sel``, each era's part read raw and decoded with its own attributes by
     xarray's coders (``decode``: ``decode_cf_variable`` options), as ``dtype``; positions no
@@ -205,6 +248,7 @@ def decode_eras(arr: Array, sel: Selection, dtype: np.dtype[Any], decode: dict[s
         era = eras[part.era]
         # each era read in its own dtype (an era's _Unsigned applies to its own bits)
         raw = arr.era_array(part.era).read(part.local) if meta.eras else arr.read(part.local)
+        raw = _blank_holes(raw, part.out, layout.hole_positions(whole), layout.axis)
         dst: list[slice] = [slice(None)] * len(shape)
         dst[layout.axis] = part.out
         out[tuple(dst)] = np.asarray(_era_variable(meta, era, raw, decode).values)
@@ -237,6 +281,7 @@ class RefstoreDataStore(AbstractDataStore):
             name[len(prefix) :]: meta for name, meta in self.snapshot.arrays().items()
             if name.startswith(prefix) and "/" not in name[len(prefix) :] and meta.status == "ok"
         }  # fmt: skip
+        self.stackable = stackable_dims(self.arrays)
         groups = {g for g in self._group_attrs()} | {n.rsplit("/", 1)[0] for n in self.snapshot.arrays() if "/" in n}
         if self.group and self.group not in groups:
             raise BadInputError(f"{self.uri}: no group {self.group!r}")
@@ -250,9 +295,11 @@ class RefstoreDataStore(AbstractDataStore):
         decode = None
         encoding: dict[str, Any] = {}
         if decodes_here(meta):
-            decode = self.decode  # eras differ in encoding, or sources lack it: decoded here, per era
-            encoding.update(_packing(attrs))
-            attrs = {k: v for k, v in attrs.items() if k not in PACKING}
+            # eras differ in encoding, or sources lack it: decoded here, per era
+            decode = {**self.decode, "stack_char_dim": bool(meta.dims) and meta.dims[-1] in self.stackable}
+            moved = decoded_attrs(meta, attrs, decode)
+            encoding.update({k: v for k, v in attrs.items() if k in moved})
+            attrs = {k: v for k, v in attrs.items() if k not in moved}
             encoding["eras"] = [{"start": e["start"], "stop": e["stop"], **_packing(_attrs(e["attrs"]))}
                                 for e in meta.eras]  # fmt: skip
         backend = RefstoreBackendArray(self.uri, self.version, name, on_stale=self.on_stale,
@@ -263,7 +310,9 @@ class RefstoreDataStore(AbstractDataStore):
             encoding["char_dim_name"] = dims[-1]
             dims, chunks = dims[:-1], chunks[:-1]
         encoding.update({
-            "dtype": backend.dtype if decode is not None else np.dtype(meta.dtype),
+            # variable-length strings: ``str``, as xarray's netCDF4 backend says (its coders then give "<U")
+            "dtype": str if np.dtype(meta.dtype).kind == "O" else backend.dtype if decode is not None
+            else np.dtype(meta.dtype),
             "chunksizes": chunks,
             "preferred_chunks": dict(zip(dims, chunks, strict=True)),
             "source": self.uri,

@@ -298,10 +298,10 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
     def make_axis(i: int) -> Axis:
         d = meta.dims[i]
         n = meta.shape[i]
-        if meta.gridless:  # every tile's own chunk edges (``plan/slabs.py``)
+        if meta.gridless:  # every tile's own chunk edges, of its own chunk shape (``plan/slabs.py``)
             slabs = snap.slab_layout(name)
-            segments = [(int(o), tuple(slab_lengths(int(e), int(meta.chunks[i]))))
-                        for o, e in zip(slabs.offset[:, i].tolist(), slabs.extent[:, i].tolist(), strict=True)]
+            spans = zip(slabs.offset[:, i].tolist(), slabs.extent[:, i].tolist(), strict=True)
+            segments = [(int(o), tuple(slab_lengths(int(e), slabs.chunks_of(j)[i]))) for j, (o, e) in enumerate(spans)]
         elif layout is None:
             segments = [(0, Grid.of(meta).dim_lengths(i))]
         elif layout.axis == i:  # eras along this axis: each era's grid starts at the era

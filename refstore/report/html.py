@@ -15,6 +15,7 @@ import os
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .._ref import tag_name
 from ..errors import StorageError
 from ._write import check_replaceable, html_own, replace_file
 
@@ -63,7 +64,8 @@ def _chunks(a: dict[str, Any]) -> str:
         else:
             runs = [r if isinstance(r, list) else [r, 1] for r in g["chunks"]]
             out.append(f"~{max(int(r[0]) for r in runs)}")
-    return " x ".join(out) or "()"
+    own = " (the first tile's: tiles differ in layout)" if any(g.get("per_tile") for g in grid) else ""
+    return (" x ".join(out) or "()") + own
 
 
 def _arrays_section(snap: Snapshot, info: dict[str, Any]) -> str:
@@ -169,7 +171,7 @@ def build_page(col: Collection, *, as_of: int | str | None = None,
     from ..table.versions import list_tags
 
     snap = col.snapshot(as_of)
-    tag = as_of if isinstance(as_of, str) and not as_of.isdigit() else None
+    tag = tag_name(as_of)
     info = info_report(snap)
     pictured = [n for n, m in snap.arrays().items() if m.status == "ok" and len(m.shape) >= 2]
     total = 4 + min(len(pictured), MAX_PICTURES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
-__all__ = ["cf_seconds"]
+__all__ = ["cf_seconds", "is_cf_time"]
 
 _UNIT_SECONDS = {
     "microsecond": 1e-6, "microseconds": 1e-6, "us": 1e-6,
@@ -56,3 +56,14 @@ def cf_seconds(value: float, units: str, calendar: str = "standard") -> float | 
     except ValueError:
         return None
     return (ref - _EPOCH).total_seconds() + float(value) * scale
+
+
+def is_cf_time(attrs: dict[str, dict[str, object]]) -> bool:
+    """Whether typed attributes (``_values``) describe a CF time coordinate: ``standard_name``
+    ``time``, ``axis`` ``T`` or units ``<unit> since <date>``."""
+
+    def text(name: str) -> str:
+        value = attrs.get(name, {}).get("value")
+        return value.strip() if isinstance(value, str) else ""
+
+    return text("standard_name") == "time" or text("axis").upper() == "T" or _SINCE.match(text("units")) is not None

@@ -226,11 +226,12 @@ class HeaderReader:
             return None
         return attr.data[:size].startswith(prefix) if len(attr.data) >= size else None
 
-    def first_scales(self, addr: int, num_attrs: int, ndim: int) -> list[int | None] | None:
-        """Per dimension, the object address of the first dimension scale attached (None: no
-        scale), read from the ``DIMENSION_LIST`` attribute (a variable-length list of object
-        references per dimension, kept in the global heap) as ``H5DSiterate_scales`` reads it;
-        None when only HDF5 can tell (any other form of ``DIMENSION_LIST``)."""
+    def first_scales(self, addr: int, num_attrs: int, ndim: int, *, last: bool = False) -> list[int | None] | None:
+        """Per dimension, the object address of the first dimension scale attached (``last``:
+        the last one, which netCDF-C keeps) (None: no scale), read from the ``DIMENSION_LIST``
+        attribute (a variable-length list of object references per dimension, kept in the
+        global heap) as ``H5DSiterate_scales`` reads it; None when only HDF5 can tell (any
+        other form of ``DIMENSION_LIST``)."""
         attrs = self._attributes(addr, num_attrs)
         if attrs is None:
             return None
@@ -251,7 +252,7 @@ class HeaderReader:
                 obj = self._heap_object(heap, index)
                 if obj is None or len(obj) < 8 * count:
                     return None
-                out.append(struct.unpack_from("<Q", obj)[0])
+                out.append(struct.unpack_from("<Q", obj, 8 * (count - 1) if last else 0)[0])
         except (struct.error, IndexError, ValueError, OSError):
             return None
         return out

@@ -32,7 +32,7 @@ key size), so the caller asks HDF5. Pure parsing over a ``read(address, size)`` 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,6 +87,7 @@ class DatasetLayout:
     size: int = 0
     chunks: tuple[int, ...] = ()
     compact: bytes = b""
+    unlimited: tuple[bool, ...] = ()  # per dimension, whether its maximum size is unlimited
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +126,20 @@ def decode_dataset(messages: list[tuple[int, int, bytes, bytes]]) -> DatasetLayo
         filters = _filters(pipeline) if pipeline is not None else ()
         if fill is None or filters is None:
             return None
-        return _layout(layout, shape, dtype, fill, filters)
+        out = _layout(layout, shape, dtype, fill, filters)
+        return None if out is None else replace(out, unlimited=_unlimited(space))
     except (struct.error, IndexError, ValueError):
         return None
+
+
+def _unlimited(body: bytes) -> tuple[bool, ...]:
+    """Per dimension, whether the dataspace's maximum size is unlimited (flag bit 0: maximum
+    sizes follow the current ones; all False without them)."""
+    version, rank, flags = body[0], body[1], body[2]
+    if not flags & 0x01 or rank == 0:
+        return (False,) * rank
+    at = (8 if version == 1 else 4) + 8 * rank
+    return tuple(m == UNDEFINED for m in struct.unpack_from(f"<{rank}Q", body, at))
 
 
 def _shape(body: bytes) -> tuple[int, ...] | None:

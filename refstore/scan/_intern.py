@@ -52,7 +52,7 @@ class MetaTexts:
         try:
             key: bytes | str = pickle.dumps(
                 (m.name, m.dims, m.shape, m.chunks, m.dtype, m.fill_value, m.codecs, m.attrs, m.status, m.reason,
-                 m.eras, m.short_edge, m.holes, m.holes_axis, m.edges, m.gridless), 5,
+                 m.eras, m.short_edge, m.holes, m.holes_axis, m.edges, m.gridless, m.cell), 5,
             )  # fmt: skip
         except (pickle.PicklingError, TypeError, AttributeError):
             key = self.text(meta)

@@ -173,10 +173,21 @@ class ArrayMeta:
     other's chunk edges: a brick layout). Each chunk sits at its slab's offset (the var row's
     ``d0..``) plus ``k * chunks``, cut by the slab's extent (``plan/slabs.py``); the chunk rows'
     ``g`` keys are coarse: the regular-grid cell of the chunk's origin (``k + d // chunks``)."""
+    cell: tuple[int, ...] = ()
+    """Gridless arrays whose tiles differ in layout (chunk shape, codecs or strip layout: tiles
+    reprocessed over the years): the cell of the coarse keys per dimension, the greatest common
+    divisor of the tiles' chunk sizes, so a chunk's key is the cell of its origin, ``(d + k * c) //
+    cell``. Each chunk then decodes with its own tile's ``chunks``, ``codecs`` and ``short_edge``
+    (its var row); ``chunks`` and ``codecs`` here are the first tile's. Empty: one layout."""
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def per_slab(self) -> bool:
+        """Whether each slab's own layout (its var row) decodes its chunks (``cell``)."""
+        return bool(self.cell)
 
     @property
     def np_dtype(self) -> np.dtype[Any]:
@@ -208,6 +219,8 @@ class ArrayMeta:
             extra["chunk_edges"] = edges_to_json(self.edges)
         if self.gridless:
             extra["gridless"] = True
+        if self.cell:
+            extra["key_cell"] = list(self.cell)
         return json.dumps(
             {
                 **extra,
@@ -255,6 +268,7 @@ class ArrayMeta:
             holes_axis=int(d.get("holes", {}).get("axis", 0)),
             edges=edges_from_json(d.get("chunk_edges")),
             gridless=bool(d.get("gridless", False)),
+            cell=tuple(int(c) for c in d.get("key_cell", ())),
         )
 
     def with_shape(
@@ -302,6 +316,13 @@ class ScanResult:
     groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     format: str | None = None
     """The source's format: ``hdf5``, ``netcdf3``, ``tiff`` or ``grib`` (``scan.auto.sniff``'s names)."""
+    order_keys: dict[str, list[Any]] = field(default_factory=dict)
+    """``{array: [first, last, units, is CF time]}`` for the numeric 1-D arrays along the concat
+    dimension other than its own coordinate (``_series_facts``): what ``--order-by`` and the
+    series order compare when the dimension's coordinate does not tell sources apart."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """``{array: digest}`` of the arrays taken once (without the concat dimension), compared
+    between sources by the plan (``_series_facts``)."""
     layout: dict[str, Any] = field(default_factory=dict)
     """What published forms need to know of the file without opening it again: for a TIFF,
     ``{"ifds": {array name: 0-based IFD number}}`` (the VRT opens IFD n as ``GTIFF_DIR``)."""

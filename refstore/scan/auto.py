@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, BinaryIO
 from .._checksum import file_checksum
 from ..errors import ScanError
 from ._parallel import heartbeat
+from ._series_facts import with_series_facts
 from ._sources import open_source
-from .grib import GribScanner
+from .grib import HEADER_LIMIT, GribScanner, find_message
 from .hdf5 import HDF5Scanner
 from .netcdf3 import NetCDF3Scanner
 from .tiff import TiffScanner
 
 if TYPE_CHECKING:
-    from ._types import ScanResult
+    from ._types import ScanResult, SourceInfo
 
 __all__ = ["AutoScanner", "sniff", "sniff_file"]
 
@@ -49,6 +50,8 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
             fh.seek(at)
             if fh.read(8) == _HDF5_MAGIC:
                 return "hdf5"
+        if find_message(fh, 0, HEADER_LIMIT) >= 0:  # GRIB after a header (WMO bulletin, EBCDIC)
+            return "grib"
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
     return "unknown"
@@ -76,13 +79,16 @@ class AutoScanner:
 
     def _scan(self, location: str) -> ScanResult:
         with open_source(location) as (fh, info):
-            kind = sniff_file(fh, location)
-            if kind == "netcdf3":
-                return NetCDF3Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
-            if kind == "hdf5":
-                return HDF5Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
-            if kind == "tiff":
-                return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern).scan_file(fh, info)
-            if kind == "grib":
-                return GribScanner(concat_dim=self.concat_dim).scan_file(fh, info)
+            return with_series_facts(self._scan_file(fh, info, location), fh, self.concat_dim)
+
+    def _scan_file(self, fh: BinaryIO, info: SourceInfo, location: str) -> ScanResult:
+        kind = sniff_file(fh, location)
+        if kind == "netcdf3":
+            return NetCDF3Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
+        if kind == "hdf5":
+            return HDF5Scanner(concat_dim=self.concat_dim).scan_file(fh, info)
+        if kind == "tiff":
+            return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern).scan_file(fh, info)
+        if kind == "grib":
+            return GribScanner(concat_dim=self.concat_dim).scan_file(fh, info)
         raise ScanError(location, "not a netCDF3, netCDF4/HDF5, TIFF or GRIB file (unrecognised signature)")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from .._grib import CODEC_ID, MISSING, import_eccodes
+from .._grib import CODEC_ID, GRID_2D, MISSING, grid_order, import_eccodes, to_grid_order
 from .._values import encode_attr, encode_fill
 from ..errors import ScanError, UnsupportedArrayError
 from ._sources import GRIB_EXTENSIONS, open_source
@@ -37,8 +37,7 @@ _STEP_UNIT_SECONDS = {0: 60, 1: 3600, 2: 86400, 10: 10800, 11: 21600, 12: 43200,
 """ecCodes' stepUnits code -> seconds (cfgrib's table)."""
 
 _DIM_GRIDS = frozenset({"regular_ll", "regular_gg"})
-_YX_GRIDS = frozenset({"rotated_ll", "rotated_gg", "lambert", "lambert_azimuthal_equal_area", "albers",
-                       "polar_stereographic"})  # fmt: skip
+"""Grids with 1-D ``latitude``/``longitude`` dimensions; the others of ``GRID_2D`` have ``y``/``x``."""
 _DECREASING = frozenset({"isobaricInhPa", "isobaricInPa"})
 
 _VAR_KEYS = ("paramId", "dataType", "numberOfPoints", "typeOfLevel", "stepUnits", "stepType", "gridType",
@@ -90,21 +89,18 @@ _COORD_ATTRS: dict[str, dict[str, str]] = {
 
 # ---------------------------------------------------------------------------- framing
 def frame_messages(fh: BinaryIO, location: str, size: int) -> Iterator[tuple[int, bytes]]:
-    """(offset, bytes) of every GRIB message in the file, in order. Bytes between messages
-    (padding) are skipped; a message whose length runs past the file or does not end in
-    ``7777`` raises ``ScanError`` naming its offset."""
+    """(offset, bytes) of every GRIB message in the file, in order. Bytes before the first and
+    between messages (a WMO bulletin or EBCDIC header, padding) are skipped, as ecCodes skips
+    them: a message starts at ``GRIB`` followed by edition 1 or 2. A message whose length runs
+    past the file or does not end in ``7777`` raises ``ScanError`` naming its offset."""
     pos = 0
     n = 0
     while pos < size:
+        pos = find_message(fh, pos, size)
+        if pos < 0:
+            break
         fh.seek(pos)
         head = fh.read(16)
-        if head[:4] != b"GRIB":
-            found = _find(fh, pos, size)
-            if found < 0:
-                break
-            pos = found
-            fh.seek(pos)
-            head = fh.read(16)
         if len(head) < 8:
             raise ScanError(location, f"GRIB message at byte {pos} is truncated (section 0 incomplete)")
         edition = head[7]
@@ -116,8 +112,6 @@ def frame_messages(fh: BinaryIO, location: str, size: int) -> Iterator[tuple[int
             if len(head) < 16:
                 raise ScanError(location, f"GRIB2 message at byte {pos} is truncated (section 0 incomplete)")
             length = int.from_bytes(head[8:16], "big")
-        else:
-            raise ScanError(location, f"GRIB message at byte {pos}: unknown edition {edition}")
         end = pos + length
         if length < 16 or end > size:
             raise ScanError(location, f"GRIB message {n} at byte {pos}: wrong message length {length} "
@@ -151,17 +145,32 @@ def _grib2_fields(msg: bytes) -> int:
     return fields if pos == end else 0
 
 
-def _find(fh: BinaryIO, pos: int, size: int, block: int = 1 << 16) -> int:
-    """Offset of the next ``GRIB`` at or after ``pos``, -1 if none."""
+HEADER_LIMIT = 1 << 20
+"""How far into a file sniffing looks for its first GRIB message (headers before it: a WMO
+bulletin heading of some 20-40 bytes, EBCDIC tape headers of a few kB)."""
+
+
+def find_message(fh: BinaryIO, pos: int, size: int, block: int = 1 << 16) -> int:
+    """Offset of the next GRIB message start (``GRIB``, then edition 1 or 2 at its 8th byte) at
+    or after ``pos`` and before ``size``, -1 if none; a ``GRIB`` in the file's last 7 bytes is one
+    too (a truncated message, named by the framing). Reads ``block`` bytes at a time."""
     while pos < size:
         fh.seek(pos)
-        buf = fh.read(block + 3)
-        if not buf:
-            return -1
+        want = min(block, size - pos) + 7
+        buf = fh.read(want)
+        at_end = len(buf) < want
         i = buf.find(b"GRIB")
-        if i >= 0:
-            return pos + i
-        pos += block
+        while i >= 0:
+            if i + 8 > len(buf):
+                if at_end:
+                    return pos + i
+                break
+            if buf[i + 7] in (1, 2):
+                return pos + i
+            i = buf.find(b"GRIB", i + 1)
+        if at_end or len(buf) <= 7:
+            return -1
+        pos += len(buf) - 7
     return -1
 
 
@@ -190,6 +199,17 @@ def _get(ec: Any, h: Any, key: str, ktype: Any = None) -> Any:
     except ec.GribInternalError:  # KeyValueNotFoundError and the other ecCodes errors
         return None
     return None if isinstance(v, str) and v in ("undef", "unknown") else v
+
+
+def _get_raw(ec: Any, h: Any, key: str) -> Any:
+    """A scalar key's native value as cfgrib's ``read_data_var_attrs`` reads it (``unknown``
+    kept); None when undefined or an array."""
+    try:
+        if ec.codes_get_size(h, key) > 1:
+            return None
+        return ec.codes_get(h, key)
+    except ec.GribInternalError:
+        return None
 
 
 def _seconds(date: int, time: int, location: str, offset: int) -> int:
@@ -284,6 +304,7 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     ec = import_eccodes()
     groups: dict[tuple[Any, ...], _Group] = {}
     known: dict[bytes, tuple[Any, ...]] = {}  # a message's identity -> its group key
+    grids: dict[tuple[Any, ...], dict[str, Any]] = {}  # (gridType, md5GridSection, numberOfPoints) -> grid
     global_values: dict[str, set[Any]] = {k: set() for k in _GLOBAL_KEYS}
     for offset, msg in frame_messages(fh, location, size):
         h = _handle(ec, msg, offset, location, headers_only=True)
@@ -308,11 +329,14 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
                 key = tuple(_get(ec, full, k, t) for k, t in _GROUP_KEYS)
                 if key[-1] is None:  # numberOfPoints: sections 3-7 missing or damaged
                     raise ScanError(location, f"GRIB message at byte {offset}: ecCodes reads no grid in it")
+                _check_grid(ec, full, int(key[-1]), location, offset)
                 if ident is not None:
                     known[ident] = key
                 g = groups.get(key)
                 if g is None:  # the first message of an array: its attributes and grid
-                    g = groups[key] = _Group(key, *_var_attrs(ec, full))
+                    grid = grids.get(key[len(_KEY_FIELDS):])  # one grid, many parameters: coordinates once
+                    attrs, grid = _var_attrs(ec, full, _Where(location, offset, len(msg)), grid)
+                    g = groups[key] = _Group(key, attrs, grids.setdefault(key[len(_KEY_FIELDS):], grid))
                     for k in _GLOBAL_KEYS:
                         global_values[k].add(_get(ec, full, k))
             finally:
@@ -329,13 +353,50 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     return list(groups.values()), glob
 
 
-def _var_attrs(ec: Any, h: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The data variable's attributes (cfgrib's) and its grid description from the first message."""
+MAX_POINTS = 1 << 28
+"""The most grid points one message may declare (decoding it takes 12 bytes a point)."""
+COORD_POINTS = 1 << 24
+"""Per-point coordinates (and distinct ones) are computed at scan time for up to this many
+points, or as many as the message has bits: past that a tiny message could make the scan
+allocate gigabytes for a grid it cannot hold (a constant field still can: it is refused)."""
+
+
+def _check_grid(ec: Any, h: Any, points: int, location: str, offset: int) -> None:
+    """Refuse a message whose declared grid no message could hold (a damaged or hostile
+    header: ``Ni`` = 0xFFFF, the GRIB1 "missing"), before anything is allocated for it."""
+    where = f"GRIB message at byte {offset}"
+    if points <= 0 or points > MAX_POINTS:
+        raise ScanError(location, f"{where} declares {points} grid points (refstore reads 1 to {MAX_POINTS})")
+    gtype = _get(ec, h, "gridType", str)
+    ny, nx = _get(ec, h, "Ny", int), _get(ec, h, "Nx", int)
+    if gtype in GRID_2D and ny is not None and nx is not None and ny * nx != points:
+        raise ScanError(location, f"{where}: its {gtype} grid of {nx} x {ny} points does not have the "
+                                  f"{points} points it declares")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    location: str
+    offset: int
+    length: int
+
+
+def _budget(count: int, where: _Where) -> None:
+    """Refuse computing ``count`` coordinates for a message of ``where.length`` bytes (``COORD_POINTS``)."""
+    if count > max(COORD_POINTS, 8 * where.length):
+        raise ScanError(where.location, f"GRIB message at byte {where.offset}: its grid of {count} points is more "
+                        f"than its {where.length} bytes can hold (refstore computes coordinates for at most "
+                        f"{COORD_POINTS} points, or one a bit of the message)")  # fmt: skip
+
+
+def _var_attrs(ec: Any, h: Any, where: _Where, grid: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The data variable's attributes (cfgrib's) and its grid description from the first message
+    (``grid``: the one already made for the same grid section)."""
     var = {k: _get(ec, h, k) for k in _VAR_KEYS}
     attrs: dict[str, Any] = {f"GRIB_{k}": v for k, v in var.items() if v is not None}
     grid_type = var["gridType"]
     for k in sorted((*_EXTRA_KEYS, *_GRID_KEYS.get(grid_type, ()))):
-        v = _get(ec, h, k)
+        v = _get_raw(ec, h, k)
         if v is not None:
             attrs[f"GRIB_{k}"] = v
     attrs["GRIB_missingValue"] = MISSING
@@ -343,21 +404,58 @@ def _var_attrs(ec: Any, h: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     attrs["units"] = attrs.get("GRIB_units", "1")
     if "GRIB_cfName" in attrs:
         attrs["standard_name"] = attrs["GRIB_cfName"]
-    grid: dict[str, Any] = {"type": grid_type, "points": var["numberOfPoints"]}
-    if grid_type in _DIM_GRIDS or grid_type in _YX_GRIDS:
-        grid["ny"], grid["nx"] = _get(ec, h, "Ny", int), _get(ec, h, "Nx", int)
-        grid["j_consecutive"] = _get(ec, h, "jPointsAreConsecutive", int) or 0
-        grid["alternative_rows"] = _get(ec, h, "alternativeRowScanning", int) or 0
+    return attrs, grid if grid is not None else _grid(ec, h, grid_type, int(var["numberOfPoints"]), where)
+
+
+def _grid(ec: Any, h: Any, grid_type: str, points: int, where: _Where) -> dict[str, Any]:
+    """The grid of a message: its type and points; ``ny``, ``nx`` for grids of rows and columns,
+    with 1-D ``lat``/``lon`` (regular grids) or 2-D ``lat2``/``lon2``; 1-D ``lat2``/``lon2`` for
+    the others where ecCodes gives them. Coordinates are in the decoded values' order
+    (``_grib.to_grid_order``): ecCodes' own per-point ones, arranged as the values are (its
+    per-point coordinates ignore ``alternativeRowScanning``: every row is labelled as the first)."""
+    grid: dict[str, Any] = {"type": grid_type, "points": points}
+    ny, nx = _get(ec, h, "Ny", int), _get(ec, h, "Nx", int)
+    if grid_type == "sh":
+        return grid
+    if grid_type not in GRID_2D or not ny or not nx:
+        _budget(points, where)
+        coords = _per_point(ec, h)
+        if coords is not None and coords[0].size == points:
+            grid["lat2"], grid["lon2"] = coords
+        return grid
+    grid["ny"], grid["nx"] = ny, nx
+    order = grid_order(ec, h)
+    if grid_type in _DIM_GRIDS and order is None and not _get(ec, h, "iScansNegatively", int):
+        _budget(ny + nx, where)  # rows in one direction, west to east: cfgrib's distinct coordinates
+        grid["lat"] = np.asarray(ec.codes_get_array(h, "distinctLatitudes"), "<f8")
+        grid["lon"] = np.asarray(ec.codes_get_array(h, "distinctLongitudes"), "<f8")
+        return grid
+    _budget(points, where)
+    coords = _per_point(ec, h)
+    if coords is None or coords[0].size != points:  # (y, x) without coordinates, as cfgrib gives it
         if grid_type in _DIM_GRIDS:
-            grid["lat"] = np.asarray(ec.codes_get_array(h, "distinctLatitudes"), "<f8")
-            grid["lon"] = np.asarray(ec.codes_get_array(h, "distinctLongitudes"), "<f8")
-    if "lat" not in grid and grid_type != "sh":
-        try:
-            grid["lat2"] = np.asarray(ec.codes_get_array(h, "latitudes"), "<f8")
-            grid["lon2"] = np.asarray(ec.codes_get_array(h, "longitudes"), "<f8")
-        except Exception:  # no geoiterator for this grid: no coordinates
-            grid.pop("lat2", None)
-    return attrs, grid
+            grid["irregular"] = "ecCodes gives no per-point coordinates for this grid"
+        return grid
+    lat, lon = coords
+    if order is not None:  # ecCodes' per-point coordinates run in the stored order, every row one way
+        lat, lon = (to_grid_order(a, ny, nx, order[2], False) for a in (lat, lon))
+    lat, lon = lat.reshape(ny, nx), lon.reshape(ny, nx)
+    if grid_type not in _DIM_GRIDS:
+        grid["lat2"], grid["lon2"] = lat, lon
+    elif (lat == lat[:, :1]).all() and (lon == lon[:1, :]).all():
+        grid["lat"], grid["lon"] = lat[:, 0].copy(), lon[0].copy()
+    else:
+        grid["irregular"] = "ecCodes' per-point coordinates of this grid are not rows and columns"
+    return grid
+
+
+def _per_point(ec: Any, h: Any) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """ecCodes' latitude and longitude of every point (stored order); None without a geoiterator."""
+    try:
+        return (np.asarray(ec.codes_get_array(h, "latitudes"), "<f8"),
+                np.asarray(ec.codes_get_array(h, "longitudes"), "<f8"))  # fmt: skip
+    except Exception:  # no geoiterator for this grid: no coordinates
+        return None
 
 
 # ---------------------------------------------------------------------------- arrays
@@ -396,8 +494,8 @@ _KEY_FIELDS = ("paramId", "typeOfLevel", "stepType", "dataType")
 
 
 def _names(groups: list[_Group]) -> list[str]:
-    """cfgrib's variable names (cfVarName, else shortName, else ``paramId_N``, also when the name is
-    a coordinate's); when several groups
+    """cfgrib's variable names (cfVarName unless ``unknown``, else shortName, ``unknown`` included,
+    else ``paramId_N``, also when the name is a coordinate's); when several groups
     share one, each gets the key fields that tell them apart as suffixes (``t_hybrid``,
     ``t_isobaricInhPa``; ``_grid0``, ``_grid1`` when only the grids differ)."""
     taken = {"number", "time", "step", "valid_time", "latitude", "longitude", "values", "y", "x"}
@@ -405,7 +503,8 @@ def _names(groups: list[_Group]) -> list[str]:
     base = []
     for g in groups:
         a = g.attrs
-        name = str(a.get("GRIB_cfVarName") or a.get("GRIB_shortName") or "")
+        cf_name = a.get("GRIB_cfVarName")
+        name = str(cf_name if cf_name not in (None, "", "unknown", "undef") else a.get("GRIB_shortName") or "")
         base.append(name if name and name not in taken else f"paramId_{a.get('GRIB_paramId')}")
     out = list(base)
     for name in dict.fromkeys(base):  # in order of appearance
@@ -471,6 +570,7 @@ class GribScanner:
             blobs = [c.values[tuple(slice(k * n, (k + 1) * n) for k, n in zip(key, chunk, strict=True))].tobytes()
                      for key in keys.tolist()]  # fmt: skip  # 0-d: the one key () gives values[()]
             parts.append(_Chunks(c.name, keys, inline=blobs))
+        glob["coordinates"] = " ".join(c.name for c in coords.all())  # coordinates even where no array names them
         units = {"time": "seconds since 1970-01-01", "step": "hours"}.get(self.concat_dim or "")
         return ScanResult(
             source=info,
@@ -517,16 +617,17 @@ class GribScanner:
         gtype = grid["type"]
         reason: str | None = None
         lat_lon: list[str] = []
-        if gtype in _DIM_GRIDS or (gtype in _YX_GRIDS and grid.get("ny") and grid.get("nx")):
+        if "ny" in grid:
             ny, nx = int(grid["ny"]), int(grid["nx"])
             geo_shape: tuple[int, ...] = (ny, nx)
-            if grid["j_consecutive"] or grid["alternative_rows"]:
-                reason = "GRIB grid scanned column-major or with alternating rows: not supported"
-            if gtype in _DIM_GRIDS:
+            reason = grid.get("irregular")
+            if gtype in _DIM_GRIDS and reason is None:
                 lat = coords.add("latitude", None, grid["lat"], _lat_attrs(grid["lat"]))
                 lon = coords.add("longitude", None, grid["lon"], _COORD_ATTRS["longitude"])
                 geo_dims: tuple[str, ...] = (lat, lon)
                 lat_lon = [lat, lon]
+            elif gtype in _DIM_GRIDS:
+                geo_dims = ("latitude", "longitude")
             else:
                 geo_dims = ("y", "x")
                 if "lat2" in grid and grid["lat2"].size == ny * nx:

@@ -25,6 +25,7 @@ from ._cftime import cf_seconds
 from ._hdf5_codecs import filters_to_codecs
 from ._hdf5_header import AttrCache, HeaderReader
 from ._hdf5_layout import CHUNKED, COMPACT, CONTIGUOUS, ChunkIndex, DatasetLayout, Filter, chunk_index, decode_dataset
+from ._hdf5_names import NcDataset, netcdf_names
 from ._sources import open_source
 from ._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ChunkColumns, ScanResult, SourceInfo
 
@@ -116,18 +117,18 @@ class HDF5Scanner:
         else:
             h5py.h5o.visit(fid, visit, info=True)
 
-        names_at: dict[int, str] | None = None  # object address -> dataset name, for dimension scales
-        if header is not None and all(ds.info.rc == 1 for ds in datasets):
-            names_at = {ds.info.addr: _text(ds.name).rsplit("/", 1)[-1] for ds in datasets}
         metas: list[ArrayMeta] = []
+        datasets += _linked_datasets(fid, header, datasets, metas, groups)  # soft and further hard links
+        scales = {id(ds): _is_scale(ds, header) for ds in datasets}
+        dim_only = {id(ds) for ds in datasets if scales[id(ds)] and _is_dimension_only(ds, header)}
+        names = _netcdf_names(fid, header, datasets, scales, dim_only, groups)
         parts: list[_Chunks] = []
         coordinate: tuple[ArrayMeta, _Chunks | None] | None = None
         for ds in datasets:
-            is_scale = _is_scale(ds, header)
-            if is_scale and _is_dimension_only(ds, header):
+            if id(ds) in dim_only:
                 continue
             attrs = _attrs(ds, header)
-            meta, chunks = _scan_dataset(ds, attrs, is_scale, header, names_at)
+            meta, chunks = _scan_dataset(ds, attrs, names.get(_text(ds.name).lstrip("/")), header)
             if self.concat_dim is not None and meta.name == self.concat_dim:
                 coordinate = (meta, chunks)
             if self.concat_dim is not None and chunks is not None and chunks.whole:
@@ -262,7 +263,8 @@ class _Dataset(_Object):
     @property
     def fillvalue(self) -> Any:
         arr = np.zeros((1,), dtype=self.dtype)
-        self.cpl.get_fill_value(arr)
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # undefined (H5Pset_fill_value NULL): zeros
+            self.cpl.get_fill_value(arr)
         return arr[0]
 
     def layout(self) -> int:
@@ -364,6 +366,10 @@ class _RawDataset(_Object):
 
     def external_count(self) -> int:
         return 0  # an external file list is never decoded (_hdf5_layout)
+
+    @property
+    def unlimited(self) -> tuple[bool, ...]:
+        return self._raw.unlimited
 
     def contiguous(self) -> tuple[int | None, int]:
         # never written: (None, 0) as from HDF5 (the layout message keeps the size to allocate)
@@ -529,52 +535,190 @@ def _is_dimension_only(ds: _Object, header: HeaderReader | None = None) -> bool:
     return isinstance(name, bytes) and name.startswith(_NC_DIM_ONLY)
 
 
-def _dim_names(ds: Any, is_scale: bool, header: HeaderReader | None = None,
-               names_at: dict[int, str] | None = None) -> tuple[str, ...]:  # fmt: skip
-    """Dimension names as h5py's ``dims`` give them (the first scale attached, by its base name;
-    else ``phony_dim_<size>``). With the file's ``header`` reader and the address -> name map of
-    its datasets, the scales come from the ``DIMENSION_LIST`` bytes (``first_scales``) instead of
-    one ``H5DSiterate_scales`` per dimension."""
+def _phony(shape: tuple[int, ...]) -> tuple[str, ...]:
+    """Dimension names of a dataset netCDF-C does not name (null dataspace): by position."""
+    return tuple(f"phony_dim_{i}" for i in range(len(shape)))
+
+
+def _unlimited(ds: _Dataset | _RawDataset) -> tuple[bool, ...]:
+    """Per dimension, whether its maximum size is unlimited."""
     import h5py
 
-    names: list[str] = []
-    seen: dict[str, int] = {}
-    own = is_scale and len(ds.shape) == 1
-    if not own and header is not None and names_at is not None and ds.info is not None:
-        scales = header.first_scales(ds.info.addr, ds.info.num_attrs, len(ds.shape))
-        if scales is not None and all(a is None or a in names_at for a in scales):
-            for a, size in zip(scales, ds.shape, strict=True):
-                if a is not None:
-                    names.append(names_at[a])
-                    continue
-                base = f"phony_dim_{size}"
-                k = seen.get(base, 0)
-                seen[base] = k + 1
-                names.append(base if k == 0 else f"{base}_{k}")
-            return tuple(names)
-    # no DIMENSION_LIST: no dimension has a scale (one check instead of one call per dimension);
-    # with one, iterating a dimension without scales finds nothing, as get_num_scales = 0 says
+    if isinstance(ds, _RawDataset):
+        return ds.unlimited
+    space = ds.id.get_space()
+    if space.get_simple_extent_type() != h5py.h5s.SIMPLE:
+        return ()
+    return tuple(m == h5py.h5s.UNLIMITED for m in space.get_simple_extent_dims(True))
+
+
+def _address(ds: _Object) -> int:
+    import h5py
+
+    return int(ds.info.addr) if ds.info is not None else int(h5py.h5o.get_info(ds.id).addr)
+
+
+def _hidden_ints(ds: _Object, name: bytes) -> tuple[int, ...] | None:
+    """A netCDF-4 bookkeeping attribute of integers (``_Netcdf4Dimid``, ``_Netcdf4Coordinates``)."""
+    import h5py
+
     try:
-        attached = not own and bool(h5py.h5a.exists(ds.id, b"DIMENSION_LIST"))
-    except (RuntimeError, OSError, ValueError, KeyError):
-        attached = False
-    for i, size in enumerate(ds.shape):
-        name: str | None = None
-        if own:
-            name = _text(ds.name).rsplit("/", 1)[-1]
-        elif attached:
-            try:
-                found = h5py.h5ds.iterate(ds.id, i, h5py.h5i.get_name, 0)
-                name = found.decode("utf-8", "replace").rsplit("/", 1)[-1] if found else None
-            except (RuntimeError, OSError, ValueError, KeyError):
-                name = None
-        if name is None:
-            base = f"phony_dim_{size}"
-            k = seen.get(base, 0)
-            seen[base] = k + 1
-            name = base if k == 0 else f"{base}_{k}"
-        names.append(name)
-    return tuple(names)
+        if not h5py.h5a.exists(ds.id, name):
+            return None
+        value = np.asarray(_read_attr(ds.id, name))
+    except (OSError, TypeError, ValueError, RuntimeError, KeyError):
+        return None
+    return tuple(int(v) for v in value.reshape(-1)) if value.dtype.kind in "iu" else None
+
+
+def _last_scales(ds: _Dataset | _RawDataset, header: HeaderReader | None) -> tuple[int | None, ...] | None:
+    """Per dimension, the address of the last dimension scale attached (netCDF-C's pick); None
+    when the first dimension has none (netCDF-C then gives every dimension a phony one)."""
+    import h5py
+
+    ndim = len(ds.shape or ())
+    if ndim == 0:
+        return None
+    got: list[int | None] | None = None
+    if header is not None and ds.info is not None:
+        got = header.first_scales(ds.info.addr, ds.info.num_attrs, ndim, last=True)
+    if got is None:
+        got = []
+        try:
+            if not h5py.h5a.exists(ds.id, b"DIMENSION_LIST"):
+                return None
+            for i in range(ndim):
+                found: list[int] = []
+                if h5py.h5ds.get_num_scales(ds.id, i) > 0:
+                    h5py.h5ds.iterate(ds.id, i, lambda sid, found=found: found.append(h5py.h5o.get_info(sid).addr))
+                got.append(found[-1] if found else None)
+        except (RuntimeError, OSError, ValueError, KeyError):
+            return None
+    return tuple(got) if got and got[0] is not None else None
+
+
+def _nc_dataset(ds: _Dataset | _RawDataset, header: HeaderReader | None, scale: bool, dim_only: bool) -> NcDataset:
+    shape = tuple(int(n) for n in ds.shape or ())
+    coords = _hidden_ints(ds, b"_Netcdf4Coordinates") if scale and len(shape) > 1 else None
+    dimid = _hidden_ints(ds, b"_Netcdf4Dimid") if scale else None
+    return NcDataset(_text(ds.name).lstrip("/"), shape, _unlimited(ds), _address(ds), scale, dim_only,
+                     dimid[0] if dimid else None, coords, None if scale else _last_scales(ds, header))  # fmt: skip
+
+
+def _link_order(fid: Any, group: str) -> list[str]:
+    """The link names of a group in netCDF-C's order: creation order when tracked, else by name."""
+    import h5py
+
+    gid = h5py.h5g.open(fid, ("/" + group).encode())
+    tracked = gid.get_create_plist().get_link_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    names: list[str] = []
+    gid.links.iterate(lambda n: names.append(_text(_decode(n))),
+                      idx_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME)  # fmt: skip
+    return names
+
+
+def _netcdf_names(fid: Any, header: HeaderReader | None, datasets: list[_Dataset | _RawDataset],
+                  scales: dict[int, bool], dim_only: set[int],
+                  groups: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:  # fmt: skip
+    """Variable and dimension names of the file's datasets as netCDF-C gives them
+    (``_hdf5_names``): groups pre-order and links in netCDF-C's order."""
+    by_group: dict[str, list[NcDataset]] = {g: [] for g in groups}
+    for ds in datasets:
+        if ds.shape is None:
+            continue
+        nc = _nc_dataset(ds, header, scales[id(ds)], id(ds) in dim_only)
+        by_group.setdefault(nc.path.rpartition("/")[0], []).append(nc)
+    ordered: list[tuple[str, list[NcDataset]]] = []
+
+    def visit(group: str) -> None:
+        try:
+            order = {n: i for i, n in enumerate(_link_order(fid, group))}
+        except (RuntimeError, OSError, ValueError, KeyError):
+            order = {}
+        late = len(order)
+        members = sorted(by_group.get(group, []), key=lambda d: order.get(d.path.rpartition("/")[2], late))
+        ordered.append((group, members))
+        prefix = f"{group}/" if group else ""
+        children = [g for g in by_group if g.startswith(prefix) and g != group and "/" not in g[len(prefix) :]]
+        for child in sorted(children, key=lambda g: order.get(g[len(prefix) :], late)):
+            visit(child)
+
+    visit("")
+    return netcdf_names(ordered)
+
+
+def _linked_datasets(fid: Any, header: HeaderReader | None, walked: list[_Dataset | _RawDataset],
+                     refused: list[ArrayMeta],
+                     groups: dict[str, dict[str, dict[str, Any]]]) -> list[_Dataset | _RawDataset]:  # fmt: skip
+    """Datasets the object walk (one path per object) does not reach by their other links, as
+    h5py's and netCDF-C's listings show them: a soft link to a dataset and a further hard link
+    to one are that dataset under the link's name; a soft link to a group is that group under
+    the link's name (its datasets and subgroups, added to ``groups``), unless it leads back to
+    one of its own ancestors. A link that reaches no dataset (dangling, to another file,
+    user-defined, a cycle, a soft link to a group within such a group) is recorded in
+    ``refused`` with its reason."""
+    seen = {_text(ds.name).lstrip("/") for ds in walked}
+    out: list[_Dataset | _RawDataset] = []
+    _follow_links(fid, header, b"", None, seen, out, refused, groups)
+    return out
+
+
+def _follow_links(fid: Any, header: HeaderReader | None, under: bytes, shown: bytes | None, seen: set[str],
+                  out: list[_Dataset | _RawDataset], refused: list[ArrayMeta],
+                  groups: dict[str, dict[str, dict[str, Any]]]) -> None:  # fmt: skip
+    """The links below the group ``under`` ("": the root), shown under ``shown`` (a soft
+    link's path; None: its own path, where only links the walk missed are added)."""
+    import h5py
+
+    links: list[tuple[bytes, int]] = []
+    fid.links.visit(lambda n, info: links.append((n, info.type)), info=True, obj_name=b"/" + under)
+    for raw, kind in links:
+        full = under + b"/" + raw if under else raw  # the path the object is reached by
+        path = _text(_decode(raw if shown is None else shown + b"/" + raw))
+        if path in seen and shown is None:
+            continue
+        oinfo = None
+        if kind in (h5py.h5l.TYPE_HARD, h5py.h5l.TYPE_SOFT):
+            with contextlib.suppress(KeyError, RuntimeError, OSError, ValueError):
+                oinfo = h5py.h5o.get_info(fid, b"/" + full)
+        reason = _link_reason(fid, full, kind, oinfo, nested=shown is not None)
+        if reason is None and oinfo is not None and oinfo.type == h5py.h5o.TYPE_DATASET:
+            info = _Info(oinfo.addr, oinfo.rc, oinfo.num_attrs)
+            out.append(_dataset(fid, b"/" + full, info, header) if header is not None else _Dataset(fid, b"/" + full))
+            out[-1].name = path  # the name it is shown by
+            seen.add(path)
+        elif reason is None and oinfo is not None and oinfo.type == h5py.h5o.TYPE_GROUP:
+            if kind == h5py.h5l.TYPE_SOFT or shown is not None:
+                groups[path] = _attrs(_Object(fid, b"/" + full), None)
+            if kind == h5py.h5l.TYPE_SOFT:
+                target = fid.links.get_val(full).lstrip(b"/")
+                _follow_links(fid, header, target, path.encode(), seen, out, refused, groups)
+        elif reason is not None:
+            refused.append(ArrayMeta(name=path, dims=(), shape=(), chunks=(), dtype="|u1", fill_value=None,
+                                     status="unsupported", reason=reason))  # fmt: skip
+
+
+def _link_reason(fid: Any, full: bytes, kind: int, oinfo: Any, *, nested: bool) -> str | None:
+    """Why the link at ``full`` is not followed, or None."""
+    import h5py
+
+    if kind == h5py.h5l.TYPE_EXTERNAL:
+        file, obj = fid.links.get_val(full)
+        return f"external link to {_text(file)}:{_text(obj)} (links to other files are not followed)"
+    if kind not in (h5py.h5l.TYPE_HARD, h5py.h5l.TYPE_SOFT):
+        return "user-defined link (not followed)"
+    if kind == h5py.h5l.TYPE_HARD:
+        return None
+    target = fid.links.get_val(full)
+    if oinfo is None:
+        return f"soft link to {_text(target)}, which does not exist"
+    if oinfo.type == h5py.h5o.TYPE_GROUP:
+        if nested:
+            return f"soft link to group {_text(target)} inside a group reached by a soft link (not followed)"
+        t = target.rstrip(b"/") + b"/"
+        if t == b"/" or (b"/" + full + b"/").startswith(t if t.startswith(b"/") else b"/" + t):
+            return f"soft link to group {_text(target)}, one of its own ancestors (a cycle)"
+    return None
 
 
 NULLTERM_CHECK_MAX: Final = 16 << 20
@@ -757,20 +901,21 @@ def _chunk_table(parts: list[_Chunks]) -> pa.Table | ChunkColumns:
     return ChunkColumns(names, keys, offsets, lengths, masks, inline if any_inline else None)
 
 
-def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], is_scale: bool,
-                  header: HeaderReader | None = None,
-                  names_at: dict[int, str] | None = None) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
-    name = _text(ds.name).lstrip("/")
+def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]],
+                  named: tuple[str, tuple[str, ...]] | None,
+                  header: HeaderReader | None = None) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
+    """``named``: the dataset's variable name and dimension names as netCDF-C gives them."""
     shape = tuple(int(s) for s in ds.shape) if ds.shape is not None else ()
+    name, dims = named if named is not None else (_text(ds.name).lstrip("/"), ())
     dt = ds.dtype
-    dims = _dim_names(ds, is_scale, header, names_at) if ds.shape is not None else ()
+    dims = dims if ds.shape is not None and len(dims) == len(shape) else _phony(shape)
 
     def meta(chunks: tuple[int, ...], codecs: tuple[dict[str, Any], ...] = (), reason: str | None = None) -> ArrayMeta:
         fill = None
         if reason is None or dt.kind in "biufcS":
             try:
                 fill = encode_fill(ds.fillvalue, dt)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RuntimeError):  # HDF5: "fill value is undefined"
                 fill = None
         return ArrayMeta(
             name=name, dims=dims, shape=shape, chunks=chunks, dtype=dt.str, fill_value=fill,
@@ -780,6 +925,8 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], 
     full = tuple(max(s, 1) for s in shape)
     if ds.shape is None:
         return meta((), reason="null dataspace holds no values"), None
+    if _is_vlen_str(dt) and len(shape) <= MAX_DIMS:
+        return _vlen_strings(ds, name, dims, shape, attrs)
     reason = _supported_dtype(dt)
     if reason is None and isinstance(ds, _Dataset):  # (the bytes path decodes only numpy's layouts)
         reason = _stored_type_reason(ds.id.get_type(), dt)
@@ -832,6 +979,52 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]], 
         raise ValueError(f"a chunk of {name!r} does not start on the chunk grid")
     keys = index.elem // step
     return meta(chunks, codecs), _Chunks(name, keys, index.offsets, index.lengths, index.masks)
+
+
+VLEN_INLINE_MAX: Final = 8 << 20
+"""Bytes (``vlen-utf8`` encoded) up to which an array of variable-length strings is held inline
+in the collection; a larger one is refused by name."""
+
+
+def _is_vlen_str(dt: np.dtype[Any]) -> bool:
+    import h5py
+
+    info = h5py.check_string_dtype(dt)
+    return info is not None and info.length is None
+
+
+def _vlen_strings(ds: _Dataset | _RawDataset, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
+                  attrs: dict[str, dict[str, Any]]) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
+    """An array of variable-length strings, held inline: its values (read by HDF5, decoded as
+    UTF-8 as netCDF-C/netCDF4-python decode them, a byte that is not UTF-8 replaced) as one
+    ``vlen-utf8`` chunk (numcodecs' and zarr v2's encoding); refused above ``VLEN_INLINE_MAX``."""
+    import h5py
+    from numcodecs import VLenUTF8
+
+    full = tuple(max(n, 1) for n in shape)
+
+    def meta(reason: str | None = None) -> ArrayMeta:
+        return ArrayMeta(name=name, dims=dims, shape=shape, chunks=full, dtype="|O", fill_value=None,
+                         codecs=({"id": "vlen-utf8"},), attrs=attrs,
+                         status="ok" if reason is None else "unsupported", reason=reason)  # fmt: skip
+
+    if 0 in shape:
+        return meta(), None
+    stored = int(ds.id.get_storage_size()) if isinstance(ds, _Dataset) else 0
+    if stored > VLEN_INLINE_MAX:
+        return meta(f"variable-length strings of {stored} stored bytes (held inline up to {VLEN_INLINE_MAX})"), None
+    try:
+        raw = np.asarray(h5py.Dataset(ds.id, readonly=True)[()], dtype=object).reshape(shape)
+    except (OSError, RuntimeError, ValueError) as e:
+        return meta(f"variable-length strings HDF5 cannot read: {_first_line(e)}"), None
+    text = np.empty(raw.shape, dtype=object)
+    for i, v in enumerate(raw.flat):
+        text.flat[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
+    blob = bytes(VLenUTF8().encode(text))
+    if len(blob) > VLEN_INLINE_MAX:
+        return meta(f"variable-length strings of {len(blob)} bytes (held inline up to {VLEN_INLINE_MAX})"), None
+    keys = np.zeros((1, len(shape)), np.int64)
+    return meta(), _Chunks(name, keys, inline=[blob], whole=True)
 
 
 def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta, _Chunks]:

@@ -307,6 +307,9 @@ class TiffScanner:
                 attrs["nodata"] = encode_attr(np.asarray(nodata, dtype=dt.newbyteorder("=")))  # type: ignore[assignment]
                 attrs["_FillValue"] = attrs["nodata"]
             codecs, reason = _codecs(page, chunk)
+            if reason is None and int(page.sampleformat) == 5:  # tifffile widens these to complex floats
+                reason = (f"complex integer samples (TIFF SampleFormat 5, {int(page.bitspersample) // 2}-bit parts) "
+                          "have no numpy dtype")  # fmt: skip
             fill = nodata if nodata is not None else np.zeros((), dt)[()]
             if reason is not None:
                 metas.append(self._meta(name, shape, chunk, dt, fill, attrs, reason=reason))

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..plan.append import SeriesEnd, extend_plan
 from ..plan.concat import SourceSlab
-from ..plan.series_order import parse_prefer
+from ..plan.series_order import OrderRule, parse_prefer
 from ..scan._intern import MetaTexts
 from ..scan._types import ArrayMeta
 from ..schema import GLOBAL_KEY_COLUMNS, SOURCE_KEY_COLUMNS, Kind
@@ -85,7 +85,8 @@ def _series_end(snap: Snapshot, known: set[str], cfg: dict[str, Any]) -> tuple[S
     arrays = {a: ArrayMeta.from_json(m) for a, m in zip(var.column("array").to_pylist(),
                                                          var.column("meta").to_pylist(), strict=True)}  # fmt: skip
     last = SourceSlab(loc, int(meta.get("order", 0)), arrays, float(sort[i]), meta.get("sort_units"),
-                      meta.get("sort_last"), int(src.column("mtime_ns")[i].as_py()))  # fmt: skip
+                      meta.get("sort_last"), int(src.column("mtime_ns")[i].as_py()),
+                      digests=meta.get("digests", {}))  # fmt: skip
     return SeriesEnd(snap.arrays(), last), next_order
 
 
@@ -121,8 +122,9 @@ def append_commit(
         not results or dim is None or cfg.get("mosaic") or settings.get("mosaic") or "set_aside" not in cfg
         or (concat_dim is not None and concat_dim != dim)
         or (prefer is not None and list(prefer) != cfg.get("prefer", []))
+        or OrderRule.parse(settings.get("order") or cfg.get("order")) != OrderRule()
     ):  # fmt: skip
-        return None
+        return None  # another order than by coordinate: the whole series is planned
     found = _series_end(snap, {*(r.source.location for r in results), *prune}, cfg)
     if found is None:
         return None
@@ -130,7 +132,8 @@ def append_commit(
     orders = {r.source.location: next_order + i for i, r in enumerate(results)}
     texts = MetaTexts()  # one instance per content: the plan compares by identity, var rows reuse the JSON
     slabs = [SourceSlab(r.source.location, orders[r.source.location], {a.name: texts.canon(a) for a in r.arrays},
-                        r.sort_value, r.sort_units, r.sort_last, r.source.mtime_ns) for r in results]  # fmt: skip
+                        r.sort_value, r.sort_units, r.sort_last, r.source.mtime_ns, digests=r.digests)
+             for r in results]  # fmt: skip
     plan = extend_plan(end, slabs, str(dim))
     if plan is None:
         return None
@@ -164,6 +167,7 @@ def append_commit(
         "removed": [],
         "set_aside": [],
         "prefer": [str(r) for r in rules],
+        "order": str(OrderRule.parse(settings.get("order") or cfg.get("order"))),
         "ordered_by": plan.ordered_by,
     }
     txn = replace_rows(snap, upsert, "kind IN ('collection', 'array')")
@@ -208,6 +212,8 @@ def _same_place(old: dict[str, Any], r: ScanResult, var: dict[str, str]) -> bool
         return False
     if (meta.get("sort_units"), meta.get("sort_last")) != (r.sort_units, r.sort_last):
         return False
+    if (meta.get("digests", {}), meta.get("order_keys", {})) != (r.digests, r.order_keys):
+        return False  # arrays taken once or the values ordering the series changed: planned again
     return {a.name: a.to_json() for a in r.arrays} == var and all(a.status == "ok" for a in r.arrays)
 
 
@@ -238,6 +244,7 @@ def rescan_commit(
         cfg.get("mosaic") or settings.get("mosaic") or "set_aside" not in cfg
         or (concat_dim is not None and concat_dim != dim)
         or (prefer is not None and list(prefer) != cfg.get("prefer", []))
+        or OrderRule.parse(settings.get("order") or cfg.get("order")) != OrderRule()
     ):  # fmt: skip
         return None
     locs = [r.source.location for r in results]
@@ -299,6 +306,7 @@ def rescan_commit(
         "removed": [],
         "set_aside": [],
         "prefer": [str(r) for r in rules],
+        "order": str(OrderRule.parse(settings.get("order") or cfg.get("order"))),
         "ordered_by": ordered_by,
     }
     # the rows replaced, by address: Lance plans an OR of an indexed selection with another as a

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._ref import LATEST
 from ..errors import (
     BadInputError,
     CollectionNotFoundError,
@@ -156,9 +157,10 @@ class Collection:
 
     # ----------------------------------------------------------------- versions
     def resolve(self, ref: int | str | None) -> int:
-        """A version number for a tag name, a version number (int or digits), or None (latest)."""
+        """A version number for a tag name, a version number (int or digits), or None /
+        ``"latest"`` (the newest version)."""
         ds = self._dataset()
-        if ref is None:
+        if ref is None or ref == LATEST:
             return int(ds.version)
         if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
             v = int(ref)
@@ -174,7 +176,8 @@ class Collection:
         """Everything frozen by one Lance version (latest when ``as_of`` is None); an older
         version whose files are gone is refused (``StorageError``)."""
         version = self.resolve(as_of)
-        return Snapshot(self, self._dataset(version) if as_of is None else self.readable(version), version)
+        latest = as_of is None or as_of == LATEST
+        return Snapshot(self, self._dataset(version) if latest else self.readable(version), version)
 
     def readable(self, version: int) -> lance.LanceDataset:
         """Version ``version``, checked to have every file it needs unless it is the latest
@@ -451,14 +454,16 @@ class Snapshot:
             meta = self.array(array)
             t = self.rows(Kind.VAR, ["source", "meta", *DEST_COLUMNS[: meta.ndim]],
                           f"array = {sql_str(array)} AND d0 != {NOT_PLACED}")  # fmt: skip
-            extents = [ArrayMeta.from_json(m).shape for m in t.column("meta").to_pylist()]
+            own = [ArrayMeta.from_json(m) for m in t.column("meta").to_pylist()]
             offsets = (
                 zip(*(t.column(c).to_pylist() for c in DEST_COLUMNS[: meta.ndim]), strict=True)
                 if meta.ndim
                 else ((),) * t.num_rows
             )
-            slabs = list(zip(t.column("source").to_pylist(), offsets, extents, strict=True))
-            self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs)
+            locs = t.column("source").to_pylist()
+            slabs = list(zip(locs, offsets, [m.shape for m in own], strict=True))
+            layouts = [(loc, m.chunks, m.codecs) for loc, m in zip(locs, own, strict=True)] if meta.cell else []
+            self._slabs[array] = SlabLayout.of(meta.shape, meta.chunks, slabs, layouts=layouts, cell=meta.cell)
         return self._slabs[array]
 
     def _load_index(self, array: str, era: int | None) -> pa.Table:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ScanError, StorageError
 from ..scan._parallel import ScanOutcome, scan_batch
 from ..scan._types import CHUNK_BATCH_SCHEMA, ScanResult
-from .upsert import ScanReport, SourcesNoLongerNew, View, commit_scan
+from .upsert import ScanReport, SourcesNoLongerNew, Steps, View, commit_scan
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -60,9 +60,10 @@ def _full(outcomes: list[ScanOutcome], locations: frozenset[str]) -> list[ScanRe
 
 def _write_fragments(
     outcomes: list[ScanOutcome], locations: frozenset[str], view: View, uri: str,
-    storage_options: dict[str, str] | None,
+    storage_options: dict[str, str] | None, steps: Steps | None = None,
 ) -> tuple[list[Any], int]:  # fmt: skip
-    """Chunk rows of the batch's new sources, placed by ``view``, as fragments of ``uri``."""
+    """Chunk rows of the batch's new sources, placed by ``view`` (and ``steps``: ``Plan.steps``),
+    as fragments of ``uri``."""
     from lance.fragment import write_fragments
 
     from ..schema import DATA_STORAGE_VERSION
@@ -73,7 +74,7 @@ def _write_fragments(
     if scanned.num_rows == 0:
         return [], 0
     metas = {(r.source.location, a.name): a for r in results for a in r.arrays}
-    table = _chunk_rows(scanned, _global_keys(scanned, view, metas))
+    table = _chunk_rows(scanned, _global_keys(scanned, view, metas, steps))
     frags = write_fragments(
         table, uri, mode="append", max_rows_per_file=MAX_ROWS_PER_FRAGMENT,
         data_storage_version=DATA_STORAGE_VERSION, storage_options=storage_options,
@@ -92,8 +93,8 @@ class LocalFragments:
         self.locations = frozenset(r.source.location for r in results)
         self.summaries = [r for r in _summaries(self.results) if isinstance(r, ScanResult)]
 
-    def fragments(self, view: View) -> tuple[list[Any], int]:
-        return _write_fragments(self.results, self.locations, view, self.col.uri, self.col.storage_options)
+    def fragments(self, view: View, steps: Steps | None = None) -> tuple[list[Any], int]:
+        return _write_fragments(self.results, self.locations, view, self.col.uri, self.col.storage_options, steps)
 
 
 class _DaskChunks:
@@ -106,15 +107,16 @@ class _DaskChunks:
         self.locations = frozenset(loc for _, locs in self.batches for loc in locs)
         self._done: tuple[frozenset[Any], list[Any], int] | None = None
 
-    def fragments(self, view: View) -> tuple[list[Any], int]:
-        key = frozenset(view.items())
+    def fragments(self, view: View, steps: Steps | None = None) -> tuple[list[Any], int]:
+        key = frozenset([*view.items(), *(steps or {}).items()])
         if self._done is not None and self._done[0] == key:
             return self._done[1], self._done[2]  # a retry after a conflict, same placements
         uri, options = self.col.uri, self.col.storage_options
         futures = []
         for fut, locs in self.batches:
             part = {k: v for k, v in view.items() if k[0] in locs}
-            futures.append(self.client.submit(_write_fragments, fut, locs, part, uri, options, pure=False))
+            own = {k: v for k, v in (steps or {}).items() if k[0] in locs}
+            futures.append(self.client.submit(_write_fragments, fut, locs, part, uri, options, own, pure=False))
         try:
             written = self.client.gather(futures)
         except Exception as e:

@@ -25,7 +25,8 @@ from ..plan.eras import EraLayout
 from ..plan.grid import Grid
 from ..plan.mosaic import make_mosaic_plan
 from ..plan.placement import complete_grid
-from ..plan.series_order import parse_prefer
+from ..plan.series_order import OrderKey, OrderRule, parse_prefer
+from ..plan.slabs import coarse_base, key_steps
 from ..scan._intern import MetaTexts
 from ..scan._types import CHUNK_BATCH_SCHEMA, ArrayMeta, ScanResult, chunk_table
 from ..schema import (
@@ -50,6 +51,8 @@ __all__ = ["PrewrittenChunks", "ScanReport", "SourcesNoLongerNew", "commit_scan"
 
 View = dict[tuple[str, str], tuple[int, tuple[int, ...]]]
 """(source, array) -> (era, chunk-key base of the source's slab on the era's grid): ``Plan.keys``."""
+Steps = dict[tuple[str, str], tuple[int, ...]]
+"""``Plan.steps``: key cells a source chunk spans per dimension (tiles of different layouts)."""
 
 
 class PrewrittenChunks(Protocol):
@@ -60,7 +63,7 @@ class PrewrittenChunks(Protocol):
 
     locations: frozenset[str]
 
-    def fragments(self, view: View) -> tuple[list[Any], int]: ...
+    def fragments(self, view: View, steps: Steps | None = None) -> tuple[list[Any], int]: ...
 
 
 class SourcesNoLongerNew(RuntimeError):
@@ -145,10 +148,11 @@ def _global_keys(
     chunks: pa.Table,
     view: Mapping[tuple[str, str], tuple[int, tuple[int, ...]]],
     metas: Mapping[tuple[str, str], ArrayMeta],
+    steps: Mapping[tuple[str, str], tuple[int, ...]] | None = None,
 ) -> dict[str, pa.Array]:
     """g0..g7 and era for chunk rows (columns ``source``, ``array``, ``k0..k7``):
-    ``k + base`` on the era's grid where the (source, array) is in ``view`` (``Plan.keys``:
-    ``(era, base)``),
+    ``k * step + base`` on the era's grid where the (source, array) is in ``view`` (``Plan.keys``:
+    ``(era, base)``; ``steps``: ``Plan.steps``, 1 where absent),
     NOT_PLACED where it is not. Vectorised: Python only loops over (source, array) pairs."""
     n = chunks.num_rows
     if n == 0:
@@ -163,6 +167,7 @@ def _global_keys(
     ndim = np.zeros(size, np.int64)
     placed = np.zeros(size, bool)
     era = np.zeros(size, np.int32)
+    step = np.ones((size, MAX_DIMS), np.int64)
     for (loc, name), m in metas.items():
         if loc not in s_pos or name not in a_pos:
             continue
@@ -173,12 +178,15 @@ def _global_keys(
             placed[i] = True
             era[i] = v[0]
             dest[i, : m.ndim] = v[1]
+        st = (steps or {}).get((loc, name))
+        if st is not None:
+            step[i, : m.ndim] = st
     idx = src.indices.to_numpy().astype(np.int64) * na + arr.indices.to_numpy().astype(np.int64)
     row_placed = placed[idx]
     out: dict[str, pa.Array] = {}
     for d, c in enumerate(GLOBAL_KEY_COLUMNS):
         k = chunks.column(SOURCE_KEY_COLUMNS[d]).to_numpy().astype(np.int64)
-        g = np.where(ndim[idx] > d, k + dest[idx, d], NO_DIM)
+        g = np.where(ndim[idx] > d, k * step[idx, d] + dest[idx, d], NO_DIM)
         out[c] = pa.array(np.where(row_placed, g, NOT_PLACED).astype(np.int32), pa.int32())
     out["era"] = pa.array(era[idx], pa.int32())
     return out
@@ -266,9 +274,24 @@ def _source_meta(order: int, r: ScanResult) -> str:
         meta["format"] = r.format
     if r.layout:
         meta["layout"] = r.layout
+    if r.order_keys:
+        meta["order_keys"] = r.order_keys
+    if r.digests:
+        meta["digests"] = r.digests
     if r.source.checksum is not None:
         meta["checksum"] = r.source.checksum
     return json.dumps(meta, sort_keys=True)
+
+
+def _new_order(settings: dict[str, Any], cfg: dict[str, Any]) -> bool:
+    """Whether the scan gives an order rule other than the recorded one (``--order``, ``--order-by``)."""
+    given = settings.get("order")
+    return given is not None and OrderRule.parse(given) != OrderRule.parse(cfg.get("order"))
+
+
+def _order_keys(recorded: dict[str, list[Any]]) -> dict[str, OrderKey]:
+    """A source's ``order_keys`` (``ScanResult``, source row meta) as the series order reads them."""
+    return {name: OrderKey(float(k[0]), float(k[1]), k[2], bool(k[3])) for name, k in recorded.items()}
 
 
 @dataclass
@@ -282,6 +305,8 @@ class _State:
     """(source, array) -> (metadata in that source, (era, offset from the era start) or None)."""
     keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]]
     """(source, array) -> (era, base) as its chunk rows were keyed (``Plan.keys``), placed ones only."""
+    steps: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    """(source, array) -> key steps its chunk rows were keyed with, where not 1 (``Plan.steps``)."""
 
 
 def _load(snap: Snapshot) -> _State:
@@ -295,9 +320,12 @@ def _load(snap: Snapshot) -> _State:
             "order": meta.get("order", 0),
             "sort_units": meta.get("sort_units"),
             "sort_last": meta.get("sort_last"),
+            "order_keys": meta.get("order_keys", {}),
+            "digests": meta.get("digests", {}),
         }
     vars_: dict[tuple[str, str], tuple[ArrayMeta, tuple[int, tuple[int, ...]] | None]] = {}
     keys: dict[tuple[str, str], tuple[int, tuple[int, ...]]] = {}
+    steps: dict[tuple[str, str], tuple[int, ...]] = {}
     arrays = snap.arrays()
     var_rows = snap.vars().to_pylist()
     origins = _recorded_origins(snap, arrays, var_rows)
@@ -316,12 +344,16 @@ def _load(snap: Snapshot) -> _State:
             v = (int(r["era"]), tuple(d))
             if g is not None:
                 keys[(r["source"], r["array"])] = (v[0], _base(g, v[0], v[1]))
+                if g.cell and len(g.cell) == m.ndim and any(x != 1 for x in key_steps(m.chunks, g.cell)):
+                    steps[(r["source"], r["array"])] = key_steps(m.chunks, g.cell)
         vars_[(r["source"], r["array"])] = (m, v)
-    return _State(snap, snap.concat_dim, sources, vars_, keys)
+    return _State(snap, snap.concat_dim, sources, vars_, keys, steps)
 
 
 def _base(g: ArrayMeta, era: int, offset: tuple[int, ...]) -> tuple[int, ...]:
     """The chunk-key base of a slab at ``offset`` (from its era's start) on the recorded grid."""
+    if g.cell and len(offset) == len(g.cell):  # tiles of different layouts: counted in the key cell
+        return coarse_base(offset, g.cell)
     grid = Grid.of(g.era_meta(g.eras[era]) if g.eras and era < len(g.eras) else g)
     if len(offset) != grid.ndim:
         return tuple(offset)
@@ -447,7 +479,7 @@ def _attempt(
     results, counts = _still_changed(state, results, counts)
     pending = bool(set(prune) & state.sources.keys()) or (
         settings.get("prefer") is not None and list(settings["prefer"]) != snap.config().get("prefer", [])
-    )  # sources to remove or new --prefer rules: a version even when no file is new
+    ) or _new_order(settings, snap.config())  # sources to remove or new --prefer/--order rules: a version
     if scanned and not results and not pending and not _needs_rekeying(snap):  # a concurrent scan recorded them
         return ScanReport(version=snap.version, committed=False, unchanged=counts["unchanged"],
                           failed=tuple(counts["failed"]), missing=tuple(counts.get("missing", ())))  # fmt: skip
@@ -465,6 +497,7 @@ def _attempt(
     removed = sorted(loc for loc in set(prune) if loc in state.sources and loc not in by_loc)
     prefer = settings.get("prefer")
     rules = parse_prefer(prefer if prefer is not None else snap.config().get("prefer", []))
+    order_rule = OrderRule.parse(settings.get("order") or snap.config().get("order"))
     next_order = 1 + max((s["order"] for s in state.sources.values()), default=-1)
 
     texts = MetaTexts()  # one instance per recorded text: the plan compares by identity, var rows reuse the JSON
@@ -477,19 +510,21 @@ def _attempt(
             continue
         arrays = by_source.get(loc, {})
         slabs.append(SourceSlab(loc, s["order"], arrays, s["sort_value"], s["sort_units"], s["sort_last"],
-                                int(s["mtime_ns"])))  # fmt: skip
+                                int(s["mtime_ns"]), order_keys=_order_keys(s["order_keys"]),
+                                digests=s["digests"]))  # fmt: skip
     orders: dict[str, int] = {}
     for i, r in enumerate(results):
         loc = r.source.location
         orders[loc] = state.sources[loc]["order"] if loc in state.sources else next_order + i
         slabs.append(SourceSlab(loc, orders[loc], {a.name: texts.canon(a) for a in r.arrays}, r.sort_value,
-                                r.sort_units, r.sort_last, r.source.mtime_ns))  # fmt: skip
+                                r.sort_units, r.sort_last, r.source.mtime_ns, order_keys=_order_keys(r.order_keys),
+                                digests=r.digests))  # fmt: skip
     mosaic_info: dict[str, Any] | None = None
     if mosaic:
         mp = make_mosaic_plan(slabs, dim, prefer=rules, require_aligned=False)
         plan, mosaic_info = mp.plan, mp.summary()
     else:
-        plan = make_plan(slabs, dim, prefer=rules)
+        plan = make_plan(slabs, dim, prefer=rules, order=order_rule)
     plan = complete_grid(plan, slabs)  # grids and keys for plans that give placements only (mosaics)
     extra_fragments: list[Any] = []
     extra_rows = 0
@@ -497,17 +532,19 @@ def _attempt(
         if prewritten.locations & state.sources.keys():
             raise SourcesNoLongerNew(sorted(prewritten.locations & state.sources.keys())[0])
         view = {k: v for k, v in plan.keys.items() if k[0] in prewritten.locations}
-        extra_fragments, extra_rows = prewritten.fragments(view)
+        steps = {k: v for k, v in plan.steps.items() if k[0] in prewritten.locations}
+        extra_fragments, extra_rows = prewritten.fragments(view, steps) if steps else prewritten.fragments(view)
 
     # chunk rows: scanned sources, plus existing sources whose placement moved
     metas: dict[tuple[str, str], ArrayMeta] = {(r.source.location, a.name): a for r in results for a in r.arrays}
     scanned = _with_source(results)
-    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.keys, metas))]
+    new_chunks = [_chunk_rows(scanned, _global_keys(scanned, plan.keys, metas, plan.steps))]
     moved: list[tuple[str, str]] = []
     for (loc, name), (m, old_view) in state.vars.items():
         if loc in by_loc or loc in removed or m.status != "ok":
             continue
-        if plan.view.get((loc, name)) != old_view or plan.keys.get((loc, name)) != state.keys.get((loc, name)):
+        if (plan.view.get((loc, name)) != old_view or plan.keys.get((loc, name)) != state.keys.get((loc, name))
+                or plan.steps.get((loc, name)) != state.steps.get((loc, name))):  # fmt: skip
             moved.append((loc, name))
     old_cols = ["array", "source", *SOURCE_KEY_COLUMNS, *GLOBAL_KEY_COLUMNS, "era", "offset", "length",
                 "filter_mask", "inline"]  # fmt: skip
@@ -520,7 +557,8 @@ def _attempt(
             pc.is_in(pc.binary_join_element_wise(old.column("source"), old.column("array"), "\x00"), pairs)
         )
         moved_metas = {(loc, name): state.vars[(loc, name)][0] for loc, name in moved}
-        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.keys, moved_metas), held=_held_of(snap, old)))
+        new_chunks.append(_chunk_rows(old, _global_keys(old, plan.keys, moved_metas, plan.steps),
+                                      held=_held_of(snap, old)))  # fmt: skip
 
     # what the chunk rows were before, for the report
     touched = sorted({*changed, *removed, *(loc for loc, _ in moved)})
@@ -565,6 +603,7 @@ def _attempt(
         "removed": removed,
         "set_aside": [{"source": s, "for": k, "rule": r} for s, k, r in newly_aside],
         "prefer": [str(r) for r in rules],
+        "order": str(order_rule),
         "ordered_by": plan.ordered_by,
         **({"mosaic": mosaic_info} if mosaic_info is not None else {}),
     }
@@ -650,6 +689,7 @@ def commit_scan(
     settings = settings or {}
     snap0 = col.snapshot()
     new_rules = settings.get("prefer") is not None and list(settings["prefer"]) != snap0.config().get("prefer", [])
+    new_rules = new_rules or _new_order(settings, snap0.config())
     if not results and not prune and not new_rules and not _needs_rekeying(snap0):
         snap = snap0
         if snap.count(Kind.SOURCE) and concat_dim is not None and concat_dim != snap.concat_dim:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._keys import GLOBAL_KEY_COLUMNS
+from .._ref import LATEST
 from ..errors import BadInputError, NotFoundError, StorageError
 from ..schema import Kind
 from ._rows import values_equal
@@ -48,6 +49,8 @@ def create_tag(col: Collection, name: str, as_of: int | str | None = None) -> in
             f"tag {name!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit "
             "(not only digits: that is a version number; not '-': that is an option)"
         )
+    if name == LATEST:
+        raise BadInputError(f"tag {name!r}: that name is taken: it names the newest version wherever a version is")
     ds = col._dataset()
     if name in _tags(col):
         raise BadInputError(f"tag {name!r} already exists (version {ds.tags.get_version(name)}); tags are immutable")
@@ -85,22 +88,34 @@ class DiffReport:
     sources_removed: list[str] = field(default_factory=list)
     sources_changed: list[str] = field(default_factory=list)
     remap_changed: bool = False
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per array: chunks whose bytes became held (``added``) or were released (``removed``), and
+    the bytes of those chunks (``bytes``); held bytes go into published forms as bytes."""
 
     @property
     def differs(self) -> bool:
+        """Whether anything a published form carries differs (references, metadata, sources,
+        remap rules, held bytes)."""
         return bool(
             self.sources_added
             or self.sources_removed
             or self.sources_changed
             or self.remap_changed
             or any(a["added"] or a["removed"] or a["changed"] or a["metadata_changed"] for a in self.arrays.values())
+            or any(h["added"] or h["removed"] for h in self.held.values())
         )
 
+    @property
+    def changed(self) -> bool:
+        """Same as ``differs``: a form emitted from ``b`` would differ from one emitted from ``a``."""
+        return self.differs
+
     def to_json(self) -> dict[str, Any]:
+        no_held = {"added": 0, "removed": 0, "bytes": 0}
         return {
             "from": {"version": self.a},
             "to": {"version": self.b},
-            "arrays": self.arrays,
+            "arrays": {n: {**d, "held": self.held.get(n, no_held)} for n, d in self.arrays.items()},
             "sources": {"added": self.sources_added, "removed": self.sources_removed, "changed": self.sources_changed},
             "remap_changed": self.remap_changed,
             "differs": self.differs,
@@ -108,7 +123,10 @@ class DiffReport:
 
 
 _VIEW = "kind = 'chunk' AND g0 >= -1"
-_VALUE_COLS = ["source", "offset", "length", "filter_mask", "inline"]
+_REF_COLS = ["source", "offset", "length", "filter_mask", "inline"]
+"""What a reference is: a chunk whose row differs in one of these ``changed``."""
+_VALUE_COLS = [*_REF_COLS, "held_at"]
+"""The columns compared: the reference, and whether its bytes are held (``DiffReport.held``)."""
 
 
 def _touched(sa: Snapshot, sb: Snapshot, changed: list[str], key: list[str]) -> tuple[pa.Table, pa.Table]:
@@ -175,6 +193,7 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
             a=sa.version, b=sb.version, arrays=flipped, sources_added=back.sources_removed,
             sources_removed=back.sources_added, sources_changed=back.sources_changed,
             remap_changed=back.remap_changed,
+            held={n: {**h, "added": h["removed"], "removed": h["added"]} for n, h in back.held.items()},
         )  # fmt: skip
     # sources
     src_a = {r["source"]: r for r in sa.sources().to_pylist()}
@@ -211,14 +230,16 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
     jb_both = j.filter(pa.array(both))
     pa_idx, pb_idx = jb_both.column("__a"), jb_both.column("__b")
     same = np.ones(jb_both.num_rows, bool)
-    for c in _VALUE_COLS:
+    for c in _REF_COLS:
         same &= values_equal(va.column(c).take(pa_idx), vb.column(c).take(pb_idx))
     if changed:  # the bytes behind every reference of a changed source are new
         in_changed = pc.is_in(vb.column("source").take(pb_idx), pa.array(changed, pa.string()))
         same &= ~in_changed.to_numpy(zero_copy_only=False)
     changed_names = jb_both.column("array").to_numpy(zero_copy_only=False)[~same]
+    held = _held_changes(va, vb, j, only_a, only_b)
 
     out: dict[str, dict[str, Any]] = {}
+    out_held: dict[str, dict[str, int]] = {}
     for name in sorted(set(arrays_a) | set(arrays_b)):
         ma, mb = arrays_a.get(name), arrays_b.get(name)
         out[name] = {
@@ -228,6 +249,8 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
             "metadata_changed": (ma is None) != (mb is None)
             or (ma is not None and mb is not None and ma.to_json() != mb.to_json()),
         }
+        if name in held:
+            out_held[name] = held[name]
     remap_a = sa.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
     remap_b = sb.rows(Kind.REMAP, ["source", "meta"]).to_pylist()
     return DiffReport(
@@ -239,7 +262,37 @@ def diff(col: Collection, a: int | str, b: int | str | None = None, *, exhaustiv
         sources_changed=changed,
         remap_changed=sorted(json.dumps(r, sort_keys=True) for r in remap_a)
         != sorted(json.dumps(r, sort_keys=True) for r in remap_b),
+        held=out_held,
     )
+
+
+def _held_changes(va: pa.Table, vb: pa.Table, j: pa.Table, only_a: np.ndarray[Any, Any],
+                  only_b: np.ndarray[Any, Any]) -> dict[str, dict[str, int]]:  # fmt: skip
+    """Per array, chunks held in ``vb`` and not in ``va`` (or new and held), the reverse, and
+    the bytes of both, from the full outer join ``j`` of the two versions' candidate rows."""
+    held_a, length_a = _held_of(va, j.column("__a"), ~only_b)
+    held_b, length_b = _held_of(vb, j.column("__b"), ~only_a)
+    added, removed = held_b & ~held_a, held_a & ~held_b
+    names = j.column("array").to_numpy(zero_copy_only=False)
+    out: dict[str, dict[str, int]] = {}
+    for name in np.unique(names[added | removed]).tolist():
+        on = names == name
+        out[str(name)] = {
+            "added": int(np.count_nonzero(added & on)),
+            "removed": int(np.count_nonzero(removed & on)),
+            "bytes": int(length_b[added & on].sum() + length_a[removed & on].sum()),
+        }
+    return out
+
+
+def _held_of(t: pa.Table, idx: pa.ChunkedArray, present: np.ndarray[Any, Any]) -> tuple[Any, Any]:
+    """Whether each joined row is held on the side ``t`` (False where absent) and its length."""
+    n = len(present)
+    if t.num_rows == 0:
+        return np.zeros(n, bool), np.zeros(n, np.int64)
+    rows = pc.fill_null(idx, 0)
+    held = pc.greater_equal(t.column("held_at").take(rows), 0).to_numpy(zero_copy_only=False) & present
+    return held, t.column("length").take(rows).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- hygiene

@@ -74,6 +74,10 @@ def decode_chunk(codecs: list[dict[str, Any]], raw: bytes, dtype: np.dtype[Any],
             buf = buf.reshape(full if buf.size == int(np.prod(full)) else edge)
         elif cid == "lerc":
             buf = np.asarray(imagecodecs.lerc_decode(bytes(buf)))
+        elif cid == "vlen-utf8":  # variable-length strings, numcodecs' VLenUTF8 encoding
+            import numcodecs
+
+            buf = np.asarray(numcodecs.VLenUTF8().decode(bytes(buf)), dtype=object).reshape(full)
         elif cid == "bitunpack":  # 1-bit rows, each padded to a byte
             packed = np.frombuffer(bytes(buf), np.uint8)
             rows_cols = [(s[-2], s[-1]) for s in (full, edge) if s is not None]
@@ -89,9 +93,28 @@ def decode_chunk(codecs: list[dict[str, Any]], raw: bytes, dtype: np.dtype[Any],
             chunky = int(c["axis"]) == -2
             rows_width = arr if chunky else arr.reshape(*shape, 1)
             buf = np.asarray(imagecodecs.floatpred_decode(rows_width, axis=-2)).astype(dtype).reshape(shape)
+        elif cid == "refstore.grib":  # one GRIB message: its values by ecCodes, as cfgrib gives them
+            buf = _grib_values(bytes(buf)).reshape(full)
         else:
             raise AssertionError(f"codec {cid!r} is not in the documented vocabulary")
     return as_array(buf)
+
+
+def _grib_values(message: bytes) -> np.ndarray[Any, Any]:
+    """ecCodes' values of one message as float32, the points its bitmap marks missing NaN."""
+    import eccodes
+
+    missing = float(np.finfo(np.float32).max)
+    h = eccodes.codes_new_from_message(message)
+    try:
+        eccodes.codes_set(h, "missingValue", missing)
+        raw = eccodes.codes_get_values(h)
+        vals = raw.astype("<f4")
+        if eccodes.codes_get(h, "bitmapPresent"):
+            vals[raw == missing] = np.nan
+        return vals
+    finally:
+        eccodes.codes_release(h)
 
 
 def _fill(value: Any, dtype: np.dtype[Any]) -> Any:
