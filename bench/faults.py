@@ -78,11 +78,8 @@ def _template(root: Path) -> tuple[Path, Path]:
     write_series(series, 6, start=date(2024, 1, 1))
     col = root / "template"
     _run(["-C", str(col), "init"], 120).check_returncode()
-    first = root / "first"
-    first.mkdir()
-    for p in sorted(series.iterdir())[:4]:
-        shutil.copy2(p, first / p.name)
-    _run(["-C", str(col), "scan", "--concat-dim", "time", str(first)], 120).check_returncode()
+    first = [str(p) for p in sorted(series.iterdir())[:4]]  # the folder's rescan adds the other two
+    _run(["-C", str(col), "scan", "--concat-dim", "time", *first], 120).check_returncode()
     _run(["-C", str(col), "hold", "--array", "sst", "--window", "0:2"], 120).check_returncode()
     return col, series
 
