@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .scan._types import ArrayMeta
 
 __all__ = [
+    "NCZARR_ATTR",
+    "V2_COMPRESSORS",
+    "attr_types",
     "attr_value",
     "attr_values",
     "is_vlen_utf8",
@@ -34,6 +37,7 @@ __all__ = [
     "register_codecs",
     "v2_array",
     "v2_attrs",
+    "v2_codecs",
     "v2_filters",
     "v3_array",
     "v3_codecs",
@@ -73,6 +77,31 @@ def attr_value(enc: dict[str, Any]) -> Any:
 def attr_values(attrs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """:func:`attr_value` of every attribute, sorted by name."""
     return {k: attr_value(v) for k, v in sorted(attrs.items())}
+
+
+NCZARR_ATTR = "_nczarr_attr"
+"""The zarr v2 ``.zattrs`` key of NCZarr's attribute types (netCDF-C's ``{"types": {name: "<f4"}}``);
+readers hide it (xarray drops ``_nc*`` attributes, netCDF-C reads it as the types)."""
+
+
+def attr_types(attrs: dict[str, dict[str, Any]], *, stored_fill: Any = None) -> dict[str, Any] | None:
+    """What the plain JSON values of ``attrs`` (:func:`attr_value`) lose, as NCZarr spells it:
+    ``{"types": {name: numpy dtype string}}`` for every numeric attribute; plus, under
+    ``"refstore"``, what NCZarr has no word for: ``shapes`` (an attribute's recorded shape, as a
+    one-element ``[x]`` is written as ``x``) and ``fill_value`` (``stored_fill``: the stored fill
+    value when ``.zarray``'s ``fill_value`` says another one; typed JSON of ``_values``). None
+    when there is nothing to say. Sorted: the same attributes give the same bytes."""
+    types = {k: "|b1" if e["type"] == "bool" else np.dtype(e["type"]).str
+             for k, e in sorted(attrs.items()) if e["type"] not in ("str", "bytes")}  # fmt: skip
+    extra: dict[str, Any] = {}
+    shapes = {k: list(e["shape"]) for k, e in sorted(attrs.items()) if "shape" in e}
+    if shapes:
+        extra["shapes"] = shapes
+    if stored_fill is not None:
+        extra["fill_value"] = stored_fill
+    if not types and not extra:
+        return None
+    return {"types": types, **({"refstore": extra} if extra else {})}
 
 
 def plain_attrs(meta: ArrayMeta) -> dict[str, Any]:
@@ -204,10 +233,25 @@ def v2_filters(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, 
     return [_v2_codec(meta, c) for c in meta.codecs]
 
 
+V2_COMPRESSORS = frozenset({"zlib", "zstd", "blosc"})
+"""numcodecs ids written as zarr v2's ``compressor`` when last in the pipeline: GDAL's Zarr
+driver decodes them as compressors (as a filter, zlib fails on chunks that did not shrink)."""
+
+
+def v2_codecs(meta: ArrayMeta) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """``(compressor, filters)`` of ``.zarray``: the last codec (in encode order) as the
+    compressor when it is one of :data:`V2_COMPRESSORS`, the rest as filters. zarr v2 decodes
+    the compressor first, then the filters in reverse: the same pipeline as all filters."""
+    filters = v2_filters(meta)
+    if filters and filters[-1]["id"] in V2_COMPRESSORS:
+        return filters[-1], filters[:-1]
+    return None, filters
+
+
 def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
     """``.zarray`` of the array. ``fill_value`` "auto": the CF ``_FillValue`` when the array has
     one (zarr v2 readers such as xarray mask it), else the stored fill value."""
-    filters = v2_filters(meta)
+    compressor, filters = v2_codecs(meta)
     dt = np.dtype(meta.dtype)
     if fill_value == "auto":
         if "_FillValue" in meta.attrs:
@@ -216,7 +260,7 @@ def v2_array(meta: ArrayMeta, *, fill_value: Any = "auto") -> dict[str, Any]:
             fill_value = decode_fill(meta.fill_value, dt)
     return {
         "chunks": [int(c) for c in meta.chunks],
-        "compressor": None,
+        "compressor": compressor,
         "dimension_separator": ".",
         "dtype": dt.str,  # bool: "|b1"
         "fill_value": _json_fill(fill_value, dt),

@@ -176,8 +176,10 @@ def test_v3_codec_chain_for_tiff_predictors_and_byte_order() -> None:
     assert v3_codecs(_meta(dtype="<i2", codecs=(szip,)))[-1] == {"name": "imagecodecs_szip", "configuration": {
         "options_mask": 141, "pixels_per_block": 32, "bits_per_pixel": 16, "pixels_per_scanline": 8, "header": True}}
     v2 = v2_array(_meta(dtype=">i2", codecs=({"id": "delta"}, {"id": "zstd", "level": 3})))
-    assert v2["filters"] == [{"id": "imagecodecs_delta", "axis": -1, "dist": 1, "dtype": ">i2", "shape": [2, 3]},
-                             {"id": "zstd", "level": 3}]  # fmt: skip
+    assert v2["filters"] == [{"id": "imagecodecs_delta", "axis": -1, "dist": 1, "dtype": ">i2", "shape": [2, 3]}]
+    assert v2["compressor"] == {"id": "zstd", "level": 3}  # last, a compressor: GDAL decodes it as one
+    lz = v2_array(_meta(dtype="<i2", codecs=({"id": "zlib", "level": 4}, {"id": "shuffle", "elementsize": 2})))
+    assert lz["compressor"] is None and [c["id"] for c in lz["filters"]] == ["zlib", "shuffle"]  # order kept
     assert v2_array(_meta(codecs=({"id": "floatpred", "axis": -2},)))["filters"] == [
         {"id": "imagecodecs_floatpred", "axis": -2, "dist": 1, "dtype": "<f4", "shape": [2, 3]}]  # fmt: skip
     assert v2_array(_meta())["filters"] is None
@@ -503,11 +505,12 @@ def test_codec_chain_decodes_what_the_codec_library_encoded(
         doc = {".zarray": v2_array(meta), ".zattrs": v2_attrs(meta)}
         key = ".".join("0" * len(shape))
         data: Any = raw
-        for cfg in reversed(doc[".zarray"]["filters"]):
+        pipeline = [*(doc[".zarray"]["filters"] or []), *filter(None, [doc[".zarray"]["compressor"]])]
+        for cfg in reversed(pipeline):
             data = numcodecs.get_codec(dict(cfg)).decode(data)
         assert np.frombuffer(bytes(np.ascontiguousarray(data)), dt).tobytes() == values.tobytes(), cid
         if cid.startswith(("zlib", "zstd")):  # the level: the one recorded, else the library's default
-            (cfg,) = doc[".zarray"]["filters"]
+            (cfg,) = pipeline
             assert bytes(numcodecs.get_codec(dict(cfg)).encode(values)) == raw, cid
     else:
         doc = {"zarr.json": v3_array(meta)}

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from .._keys import GLOBAL_KEY_COLUMNS
 from ..errors import BadInputError, StorageError
 from ..plan.grid import Grid
-from ..zarr_meta import attr_values, register_codecs, v3_array
+from ..zarr_meta import attr_types, attr_values, register_codecs, v3_array
 from ._common import atomic_output, check_zarr
 from ._icechunk_plan import (
     NATIVE,
@@ -420,11 +420,27 @@ def _held_rows(held: _Held, grid: tuple[int, ...], rows: tuple[int, int] | None,
     return _Held(part, held.outside if first else held.outside[:0])
 
 
-def _row_ranges(grid: tuple[int, ...], split: int | None) -> list[tuple[int, int] | None]:
-    """Axis-0 ranges of one manifest split each (``[None]``: the whole array at once)."""
+def _row_ranges(grid: tuple[int, ...], split: int | None, rows: np.ndarray[Any, Any] | None = None
+                ) -> list[tuple[int, int] | None]:  # fmt: skip
+    """Axis-0 ranges of one manifest split each (``[None]``: the whole array at once). With
+    ``rows`` (the axis-0 chunk indices that hold a reference, now or in the repository), only
+    the first range and those holding one of them: a sparse array of 2^20 ranges costs what its
+    references cost."""
     if split is None or not grid:
         return [None]
-    return [(a, min(a + split, grid[0])) for a in range(0, grid[0], split)]
+    starts: range | list[int] = range(0, grid[0], split)
+    if rows is not None:
+        starts = sorted({0, *(np.unique(rows // split) * split).tolist()})
+    return [(a, min(a + split, grid[0])) for a in starts if a < grid[0]]
+
+
+def _rows_in_use(src: EmitSource, meta: ArrayMeta, have: _Held, grid: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """Axis-0 chunk indices of ``meta``'s references in the version and in the repository."""
+    t = src.snapshot.chunk_rows(meta.name, None, columns=())
+    now = pc.cast(t.column(GLOBAL_KEY_COLUMNS[0]), pa.int64()).to_numpy() if t.num_rows else np.zeros(0, np.int64)
+    per_row = math.prod(grid[1:])
+    before = have.state.flat // per_row if per_row else np.zeros(0, np.int64)
+    return np.concatenate([now.astype(np.int64), before.astype(np.int64)])
 
 
 CHECKPOINT_REFS = 500_000
@@ -725,6 +741,16 @@ def write(
         raise StorageError(f"{out}: Icechunk: {first}") from e
 
 
+def _attr_types(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, Any]:
+    """Per node (``""`` for the root group), the attribute types and shapes their JSON values
+    lose (``zarr_meta.attr_types``), for the snapshot's metadata: zarr v3 attributes are plain
+    JSON and xarray shows every one, so the types go beside them, where ``import icechunk``
+    finds them."""
+    groups = src.group_attrs()
+    nodes = {g: groups.get(g) or {} for g in _groups(src, arrays)} | {m.name: m.attrs for m in arrays}
+    return {k: t for k, attrs in sorted(nodes.items()) if (t := attr_types(attrs)) is not None}
+
+
 def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callable[[int, int], None] | None,
           *, fresh: bool) -> dict[str, Any]:  # fmt: skip
     import icechunk as ic
@@ -783,6 +809,7 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
         "tags": tag_names,
         "checksums": {u: t for u, t in sorted(locs.tokens.items()) if t},
         "splits": splits,
+        "attr_types": _attr_types(src, arrays),
     }
     # staged (committed in parts) when an array is split or the arrays' grids together could hold
     # more than a part: many unsplit arrays would otherwise all be pending in one session
@@ -825,7 +852,9 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
                                   old_tokens, known=bool(old)))  # fmt: skip
                 _trim()  # the batches it was gathered from
             meta_doc = doc if before != doc else None
-            ranges = _row_ranges(grids[meta.name], splits.get(meta.name))
+            split = splits.get(meta.name)
+            ranges = _row_ranges(grids[meta.name], split, None if split is None else
+                                 _rows_in_use(src, meta, have, grids[meta.name]))  # fmt: skip
             for j, rows in enumerate(ranges):
                 want = _wanted(src, meta, locs, url_index, token_index, rows)
                 n_want = len(want.state.flat)

@@ -1,8 +1,10 @@
 """kerchunk JSON: the fsspec reference spec, version 1, with zarr v2 metadata.
 
-``{"version": 1, "generator": "refstore", "templates": {"u0": URL, ...}, "refs": {".zgroup": ..., "sst/.zarray": ...,
-"sst/0.0.0": ["{{u0}}", offset, length], "lat/0": "base64:..."}}``. One template per distinct
-published URL (in URL order), metadata values as JSON strings (plus ``.zmetadata``, zarr v2
+``{"version": 1, "generator": "refstore", "refs": {".zgroup": ..., "sst/.zarray": ...,
+"sst/0.0.0": [URL, offset, length], "lat/0": "base64:..."}}``. Every reference spells its
+published URL in full: no ``templates`` (nor ``gen``), which GDAL's ``/vsikerchunk_json_ref/``
+refuses (GDAL 3.12: "'templates' key found, but not supported"); ``version`` comes first, as GDAL
+needs it to find ``refs``. Metadata values as JSON strings (plus ``.zmetadata``, zarr v2
 consolidated metadata, so zarr and xarray open it without listing), inline chunks base64,
 absent chunks absent (zarr reads the fill value). Each array's chunks come first, in C order,
 then the metadata keys, sorted, so the file is byte-identical for one version and options.
@@ -14,8 +16,8 @@ reads what its version reads; at most :data:`MAX_HELD_BYTES` of them per array (
 is loaded by its readers), beyond which the array is refused (``UnexpressibleError``: the
 Parquet, Icechunk and SQLite forms carry any amount). Open with
 ``fsspec.filesystem("reference", fo=OUT, remote_protocol="file")`` + zarr (format 2), or xarray
-``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``. fsspec imports
-jinja2 whenever a file has templates.
+``open_dataset("reference://", engine="zarr", storage_options={"fo": OUT, ...})``, or GDAL >= 3.11
+``ZARR:"/vsikerchunk_json_ref/{OUT}":/name``. The URLs repeat per chunk; the file compresses well.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ..errors import UnexpressibleError
 from ..plan.remap import to_url
 from ..schema import Kind
 from ..table.collection import sql_str
-from ..zarr_meta import attr_value, attr_values, v2_array, v2_attrs
+from ..zarr_meta import NCZARR_ATTR, attr_types, attr_value, attr_values, v2_array, v2_attrs
 from ._common import JSON_MARK, atomic_output, check_zarr
 
 if TYPE_CHECKING:
@@ -110,7 +112,8 @@ def group_metadata(src: EmitSource, arrays: list[ArrayMeta]) -> dict[str, dict[s
         prefix = f"{g}/" if g else ""
         out[f"{prefix}.zgroup"] = {"zarr_format": 2}
         attrs = attr_values(groups.get(g) or {})
-        out[f"{prefix}.zattrs"] = attrs
+        types = attr_types(groups.get(g) or {})
+        out[f"{prefix}.zattrs"] = {**attrs, NCZARR_ATTR: types} if types else attrs
     return out
 
 
@@ -196,10 +199,18 @@ def v2_zarray(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
 
 def v2_zattrs(src: EmitSource, meta: ArrayMeta, n_refs: int) -> dict[str, Any]:
     """``.zattrs`` of an array: :func:`~refstore.zarr_meta.v2_attrs`, plus ``_FillValue`` when
-    :func:`fill_plan` keeps it there."""
+    :func:`fill_plan` keeps it there, plus NCZarr's ``_nczarr_attr`` (:func:`~refstore.zarr_meta.attr_types`:
+    the attributes' types and shapes, and the stored fill value when ``fill_value`` says another)."""
     attrs = v2_attrs(meta)
-    if fill_plan(meta, math.prod(src.grid(meta)), n_refs).attr:
+    plan = fill_plan(meta, math.prod(src.grid(meta)), n_refs)
+    if plan.attr:
         attrs["_FillValue"] = attr_value(meta.attrs["_FillValue"])
+    dt = np.dtype(meta.dtype)
+    said = np.zeros((), dt)[()] if plan.fill_value is None else plan.fill_value  # zarr reads null as 0
+    stored = decode_fill(meta.fill_value, dt)
+    types = attr_types(meta.attrs, stored_fill=None if _bits(said, dt) == _bits(stored, dt) else meta.fill_value)
+    if types:
+        attrs[NCZARR_ATTR] = types
     return dict(sorted(attrs.items()))
 
 
@@ -242,16 +253,16 @@ def _s(text: str) -> pa.Scalar:
     return pa.scalar(text, _STR)
 
 
-def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table, templates: dict[str, str]) -> pa.Array:
-    """``"name/i.j":["{{u3}}",offset,length],`` (or ``"name/i.j":"base64:...",`` for inline
+def _entries(src: EmitSource, meta: ArrayMeta, refs: pa.Table) -> pa.Array:
+    """``"name/i.j":["URL",offset,length],`` (or ``"name/i.j":"base64:...",`` for inline
     chunks) per row, built column-wise; the caller writes the value buffer as is."""
     prefix = json.dumps(meta.name)[:-1] + "/"
     keys = v2_chunk_keys(meta, refs)
     d = string_dictionary(refs.column("path"))
-    names = pa.array([templates[to_url(p)] for p in d.dictionary.to_pylist()], _STR)
-    tpl = pc.take(names, d.indices)
+    names = pa.array([json.dumps(to_url(p)) for p in d.dictionary.to_pylist()], _STR)
+    url = pc.take(names, d.indices)
     out = pc.binary_join_element_wise(
-        _s(prefix), keys, _s('":["{{'), tpl, _s('}}",'), pc.cast(refs.column("offset"), _STR), _s(","),
+        _s(prefix), keys, _s('":['), url, _s(","), pc.cast(refs.column("offset"), _STR), _s(","),
         pc.cast(refs.column("length"), _STR), _s("],"), _s(""),
     )  # fmt: skip
     inline = pc.less(refs.column("offset"), 0).combine_chunks()
@@ -302,18 +313,14 @@ def _value_bytes(arr: pa.Array) -> memoryview:
 def write(
     src: EmitSource, arrays: list[ArrayMeta], out: str, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    urls: dict[str, str] = {}
-    for p in src.sources().column("published").to_pylist():
-        urls.setdefault(to_url(p), f"u{len(urls)}")
-    templates = {v: k for k, v in urls.items()}
     n_refs: dict[str, int] = {}
     with atomic_output(out) as tmp, open(tmp, "wb") as f:
-        head = f'{JSON_MARK},"templates":{_dumps(templates)},"refs":{{'
+        head = f'{JSON_MARK},"refs":{{'
         f.write(head.encode("ascii"))
         for i, meta in enumerate(arrays):  # chunk entries, each followed by a comma
             t = src.refs(meta.name)
             if math.prod(src.grid(meta)):
-                f.write(_value_bytes(_entries(src, meta, t, urls)))
+                f.write(_value_bytes(_entries(src, meta, t)))
             n_refs[meta.name] = t.num_rows
             if progress is not None:
                 progress(i + 1, len(arrays))

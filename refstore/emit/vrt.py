@@ -1,4 +1,5 @@
-"""GDAL multidimensional VRT (GDAL >= 3.1; checked against GDAL 3.6.2), see ``design/emit.md``.
+"""GDAL multidimensional VRT (GDAL >= 3.1, int8 arrays >= 3.7; checked against GDAL 3.13.3), see
+``design/emit.md``.
 
 ``<VRTDataset><Group name="/">`` with ``<Dimension>``s, group ``<Attribute>``s, ``<Array>``s and
 nested ``<Group>``s. Every placed slab of an array (a ``var`` row with its placement ``d0..``) is
@@ -53,13 +54,13 @@ if TYPE_CHECKING:
 
 __all__ = ["GDAL_VERSION_CHECKED", "check", "gdal_path", "gdal_type", "write"]
 
-GDAL_VERSION_CHECKED = "3.6.2"
-"""The GDAL release the form is tested against (Debian bookworm's gdal-bin)."""
+GDAL_VERSION_CHECKED = "3.13.3"
+"""The GDAL release the form is tested against (the gdal-wheel package's)."""
 
 _TYPES: dict[str, str] = {
     "u1": "Byte",
     "b1": "Byte",
-    "i1": "Int16",  # GDAL < 3.7 has no Int8: its netCDF/HDF5 drivers widen int8 to Int16 too
+    "i1": "Int8",  # GDAL >= 3.7 (older releases have no Int8: their drivers widened int8 to Int16)
     "u2": "UInt16",
     "i2": "Int16",
     "u4": "UInt32",

@@ -9,6 +9,7 @@ cannot decode); the rest of the store is imported.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import struct
 from typing import Any
@@ -16,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from .._keys import MAX_DIMS
-from .._values import encode_attr, encode_fill
+from .._values import decode_attr, decode_fill, encode_attr, encode_fill
 from ..scan._types import ArrayMeta
+from ..zarr_meta import NCZARR_ATTR
 
-__all__ = ["CF_TYPED_ATTRS", "group_attrs", "v2_meta", "v3_meta"]
+__all__ = ["CF_TYPED_ATTRS", "group_attrs", "nczarr_types", "stored_fill", "v2_meta", "v3_meta"]
 
 CF_TYPED_ATTRS = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
 """Attributes CF requires to have the variable's own type: zarr keeps them as plain JSON numbers,
@@ -113,12 +115,62 @@ def _attr(name: str, value: Any, dtype: np.dtype[Any]) -> dict[str, Any]:
 
 
 def _attrs(raw: dict[str, Any], dtype: np.dtype[Any]) -> dict[str, dict[str, Any]]:
-    return {k: _attr(k, v, dtype) for k, v in sorted(raw.items())}
+    return {k: _attr(k, v, dtype) for k, v in sorted(raw.items()) if k != NCZARR_ATTR}
+
+
+def _typed(enc: dict[str, Any], dtype: str | None, shape: list[int] | None) -> dict[str, Any]:
+    """``enc`` (an attribute as imported) with the dtype and shape NCZarr's ``_nczarr_attr``
+    (and refstore's part of it) recorded; as it was when either does not fit."""
+    try:
+        if enc["type"] == "str":
+            if shape is None:
+                return enc
+            items = enc["value"] if isinstance(enc["value"], list) else [enc["value"]]
+            typed = encode_attr(np.asarray(items, dtype=object).reshape(shape))
+        else:
+            value = np.asarray(decode_attr(enc))
+            if dtype is not None and np.dtype(dtype).kind == "c" and value.dtype.kind in "iuf" and (
+                    value.shape[-1:] == (2,)):  # JSON spells a complex number [re, im]
+                value = value[..., 0] + 1j * value[..., 1]
+            arr = value.astype(np.dtype(dtype)) if dtype is not None else value
+            if dtype is not None and not np.array_equal(arr, value, equal_nan=arr.dtype.kind in "fc"):
+                return enc  # the recorded type does not hold the value: keep what the JSON says
+            typed = encode_attr(arr.reshape(shape) if shape is not None else arr)
+    except (TypeError, ValueError):
+        return enc
+    return typed if typed is not None else enc
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def nczarr_types(attrs: dict[str, dict[str, Any]], raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``attrs`` typed by the ``_nczarr_attr`` of ``raw`` (a ``.zattrs``): NCZarr's ``types``
+    and refstore's ``shapes`` (see ``zarr_meta.attr_types``)."""
+    spec = raw.get(NCZARR_ATTR)
+    if not isinstance(spec, dict):
+        return attrs
+    types: dict[str, Any] = _dict(spec.get("types"))
+    shapes: dict[str, Any] = _dict(_dict(spec.get("refstore")).get("shapes"))
+    out = dict(attrs)
+    for k, enc in attrs.items():
+        t, shape = types.get(k), shapes.get(k)
+        if (t is None or isinstance(t, str)) and (shape is None or isinstance(shape, list)) and (t or shape):
+            out[k] = _typed(enc, t, shape)
+    return out
+
+
+def stored_fill(raw: dict[str, Any]) -> Any:
+    """The stored fill value refstore's part of ``_nczarr_attr`` records (typed JSON), or None."""
+    spec = raw.get(NCZARR_ATTR)
+    extra = spec.get("refstore") if isinstance(spec, dict) else None
+    return extra.get("fill_value") if isinstance(extra, dict) else None
 
 
 def group_attrs(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Group attributes (plain JSON) as typed JSON."""
-    return _attrs(raw, np.dtype("f8"))
+    """Group attributes (plain JSON) as typed JSON (NCZarr's ``_nczarr_attr`` types them)."""
+    return nczarr_types(_attrs(raw, np.dtype("f8")), raw)
 
 
 def _dims(names: Any, shape: tuple[int, ...]) -> tuple[str, ...]:
@@ -137,11 +189,27 @@ def _dims(names: Any, shape: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+MAX_GRID = 2**31 - 1
+"""Chunks along one axis at most: chunk keys are 32-bit in the collection (``schema.py``)."""
+
+
+def _grid_too_large(dims: tuple[str, ...], shape: tuple[int, ...], chunks: tuple[int, ...]) -> str | None:
+    """Why an array's chunk grid cannot be keyed (None: it can)."""
+    for dim, s, c in zip(dims, shape, chunks, strict=False):
+        if s >= 2**62:
+            return f"{s} elements along {dim!r}: more than 2^62"
+        if c > 0 and -(-s // c) > MAX_GRID:
+            return f"{-(-s // c)} chunks along {dim!r}: more than 2^31-1 (chunk keys are 32-bit)"
+    return None
+
+
 def _finish(name: str, dims: tuple[str, ...], shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype[Any],
             fill: Any, codecs: list[dict[str, Any]], attrs: dict[str, dict[str, Any]],
             reason: str | None) -> ArrayMeta:  # fmt: skip
     if reason is None and len(shape) > MAX_DIMS:
         reason = f"more than {MAX_DIMS} dimensions"
+    if reason is None:
+        reason = _grid_too_large(dims, shape, chunks)
     return ArrayMeta(name=name, dims=dims, shape=shape, chunks=chunks, dtype=dtype.str, fill_value=fill,
                      codecs=tuple(codecs), attrs=attrs, status="ok" if reason is None else "unsupported",
                      reason=reason)  # fmt: skip
@@ -186,10 +254,16 @@ def v2_meta(name: str, zarray: dict[str, Any], zattrs: dict[str, Any]) -> ArrayM
     except (TypeError, ValueError) as e:
         raise ValueError(f"fill_value {zarray.get('fill_value')!r}: {e}") from None
     attrs = _attrs(attrs_raw, dtype)
-    if zarray.get("fill_value") is not None and "_FillValue" not in attrs and dtype.kind in "iufc":
-        enc = encode_attr(np.asarray(_fill_value(fill, dtype)))
+    if zarray.get("fill_value") is not None and "_FillValue" not in attrs and dtype.kind in "iufcS":
+        value = np.asarray(_fill_value(fill, dtype))
+        enc = encode_attr(bytes(value[()]) if dtype.kind == "S" else value)  # netCDF char: text
         if enc is not None:
             attrs = dict(sorted({**attrs, "_FillValue": enc}.items()))
+    attrs = nczarr_types(attrs, zattrs)
+    recorded = stored_fill(zattrs)
+    if recorded is not None and fill is not None:
+        with contextlib.suppress(TypeError, ValueError):
+            fill = encode_fill(decode_fill(recorded, dtype), dtype)
     return _finish(name, dims, shape, chunks, dtype, fill, codecs, attrs, reason)
 
 
@@ -205,11 +279,17 @@ _V3_DTYPES = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "i2", "uint
 
 
 def _v3_fill_attr(value: Any, dtype: np.dtype[Any]) -> Any:
-    """xarray's zarr v3 ``_FillValue`` encoding undone (floats as base64 of a little-endian double)."""
+    """xarray's zarr v3 ``_FillValue`` encoding undone (floats as base64 of a little-endian double,
+    bytes as base64)."""
     if dtype.kind == "f" and isinstance(value, str):
         try:
             return struct.unpack("<d", base64.standard_b64decode(value))[0]
         except (ValueError, struct.error):
+            return value
+    if dtype.kind == "S" and isinstance(value, str):  # bytes as base64; netCDF char fills are text
+        try:
+            return base64.standard_b64decode(value).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
             return value
     return value
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import os
 import struct
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import BadInputError
+from ..zarr_meta import NCZARR_ATTR
 from ._flatbuf import Table, manifest_payload
 from ._model import ParsedStore, RefColumns, check_grid
-from ._zarr import group_attrs, v3_meta
+from ._zarr import group_attrs, nczarr_types, v3_meta
 
 if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
@@ -164,12 +166,15 @@ def read_icechunk(repo: str, *, branch: str | None = None, tag: str | None = Non
 def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) -> ParsedStore:
     (r, s), root = _session(repo, branch, tag, snapshot)
     nodes, chunk_keys = _metadata(s.store)
+    ours = _refstore_info(r, s.snapshot_id)
+    types = _attr_types(ours)
     arrays: dict[str, ArrayMeta] = {}
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     ids: dict[str, str] = {}
     for path, meta in nodes.items():
+        typed = {NCZARR_ATTR: types[path]} if isinstance(types.get(path), dict) else {}
         if meta.get("node_type") == "group":
-            groups[path] = group_attrs(dict(meta.get("attributes") or {}))
+            groups[path] = nczarr_types(group_attrs(dict(meta.get("attributes") or {})), typed)
         elif meta.get("node_type") == "array":
             if not path:
                 raise BadInputError(f"{repo}: the root is an array; refstore needs named arrays in a group")
@@ -177,6 +182,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
                 arrays[path] = v3_meta(path, meta)
             except (ValueError, KeyError, TypeError) as e:
                 raise BadInputError(f"{repo}: array {path!r}: {e}") from None
+            arrays[path] = replace(arrays[path], attrs=nczarr_types(arrays[path].attrs, typed))
             ids[s.get_node_id("/" + path)] = path
     groups.setdefault("", {})
     cols = RefColumns()
@@ -195,7 +201,7 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
             raise BadInputError(f"{repo}: manifest {info.id} cannot be read ({seen} chunk references found, "
                                 f"the snapshot lists {info.num_chunk_refs})")  # fmt: skip
         virtual += n_virtual
-    if not virtual:
+    if not virtual and ours is None:  # refstore's own emit may hold inline or held chunks only
         raise BadInputError(f"{repo}: no virtual chunks in this snapshot; nothing refers to source files")
     _native_as_inline(repo, s.store, nodes, native, cols)
     refs = _resolve_named(repo, r, cols.table())
@@ -208,6 +214,23 @@ def _read(repo: str, branch: str | None, tag: str | None, snapshot: str | None) 
     tagged = _resolve_named(repo, r, pa.table({"path": pa.array(sorted(etags), pa.string())}))
     etag_of = dict(zip(tagged.column("path").to_pylist(), (etags[k] for k in sorted(etags)), strict=True))
     return ParsedStore("icechunk", repo, arrays, dict(sorted(groups.items())), refs, detail, stamps, etag_of)
+
+
+def _refstore_info(r: Any, snapshot_id: str) -> dict[str, Any] | None:
+    """The metadata refstore's Icechunk emit gives its snapshot (``refstore``: the collection,
+    version, ``attr_types``...), or None for a snapshot refstore did not write."""
+    try:
+        meta = r.lookup_snapshot(snapshot_id).metadata or {}
+    except Exception:  # a snapshot without readable metadata
+        return None
+    info = meta.get("refstore")
+    return info if isinstance(info, dict) else None
+
+
+def _attr_types(info: dict[str, Any] | None) -> dict[str, Any]:
+    """The attribute types of refstore's snapshot metadata (per node, as ``zarr_meta.attr_types``)."""
+    found = (info or {}).get("attr_types")
+    return found if isinstance(found, dict) else {}
 
 
 def _first_line(text: str) -> str:

@@ -1,28 +1,22 @@
-"""GDAL multidimensional VRT, read by GDAL itself: ``gdalmdimtranslate out.vrt out.nc`` (the
-whole dataset at once, when it is small), the netCDF result read with netCDF4-python as stored
-(no masking or scaling). An array of a large dataset is translated from a copy of the VRT
-that holds only that array (its XML unchanged); a window of a large array is read with
-``gdalmdiminfo -detailed -limit N -array NAME`` (GDAL prints the first and last N/2 values
-along each dimension as JSON, so a window at the start or at the end of each dimension is cut
-from them):
-GDAL 3.6.2's ``gdalmdimtranslate -array/-subset`` on a multidimensional VRT whose sources are
-files hangs (a VRT opened inside a VRT deadlocks on close), so it cannot read windows.
+"""GDAL multidimensional VRT, read by GDAL 3.13 itself (gdal-wheel's ``osgeo.gdal``, in its own
+process: ``tests/readers/gdal.py``): ``gdal.OpenEx(vrt, gdal.OF_MULTIDIM_RASTER)``, each array
+by ``ReadAsArray`` (the small ones of a form at once, in one process; a window of a large array
+by ``array_start_idx``/``count``). The dtype GDAL gives is the VRT's ``DataType`` (int8 is Int8).
 
-GDAL 3.6 has no Int8 or Bool type: its drivers read int8 as Int16 and a TIFF mask as Byte, and
-the VRT declares the same. Those two are narrowed back to the catalogued dtype here, and only
-when that is exact (values in range), so a wrong value still fails the comparison. A signed
-array with CF ``_Unsigned = "true"`` is read by GDAL's netCDF driver as unsigned (the same
-bits); it is viewed back as the stored signed type.
+A TIFF mask is Byte in GDAL (no Bool type) and a signed array with CF ``_Unsigned = "true"`` is
+read by GDAL's netCDF driver as unsigned (the same bits): those two are viewed back as the
+catalogued dtype here, and only when that is exact, so a wrong value still fails the comparison.
+``translate`` is ``gdalmdimtranslate`` as GDAL 3.13 runs it (gdal-wheel's ``MultiDimTranslate``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import weakref
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,45 +28,15 @@ WHOLE_MAX_BYTES = 64 << 20
 are translated one by one, larger arrays read by window."""
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    try:
-        import hdf5plugin
-
-        # zstd, lz4, blosc, bitshuffle for GDAL's libhdf5. Set, not defaulted: importing netCDF4
-        # points HDF5_PLUGIN_PATH at its own plugins, which lack lz4 (GDAL then reads fill values)
-        env["HDF5_PLUGIN_PATH"] = hdf5plugin.PLUGIN_PATH
-    except ImportError:
-        pass
-    return env
-
-
 def translate(vrt: str, out: str, *args: str) -> None:
-    """``gdalmdimtranslate [args] vrt out`` (netCDF output); raises with GDAL's message."""
-    tool = shutil.which("gdalmdimtranslate")
-    if tool is None:
-        import pytest
+    """``gdalmdimtranslate [args] vrt out`` (netCDF output) as GDAL 3.13 runs it (gdal-wheel: the
+    VRT declares int8 arrays Int8, which Debian's gdal-bin 3.6 cannot open); raises with GDAL's
+    message."""
+    from . import gdal
 
-        pytest.skip("gdalmdimtranslate (gdal-bin) is not installed")
-    res = subprocess.run([tool, "-q", "-of", "netCDF", *args, vrt, out], capture_output=True, text=True,
-                         env=_env(), check=False)  # fmt: skip
-    if res.returncode != 0 or not os.path.exists(out):
-        raise AssertionError(f"gdalmdimtranslate {' '.join(args)} {vrt} failed: {res.stderr.strip()}")
-
-
-def _read_nc(path: str, name: str | None) -> np.ndarray[Any, Any]:
-    import netCDF4
-
-    with netCDF4.Dataset(path) as ds:
-        if name is None:  # the one variable of a single-array translation
-            var = next(iter(ds.variables.values()))
-        else:
-            group, _, leaf = name.rpartition("/")
-            g = ds[group] if group else ds
-            var = g.variables[leaf]
-        var.set_auto_maskandscale(False)
-        var.set_always_mask(False)
-        return np.asarray(var[...])
+    gdal.mdim_tool(["gdalmdimtranslate", "-of", "netCDF", *args, vrt, out])
+    if not os.path.exists(out):
+        raise AssertionError(f"gdalmdimtranslate {' '.join(args)} {vrt} wrote nothing")
 
 
 def _narrow(a: np.ndarray[Any, Any], want: np.dtype[Any], name: str, unsigned: bool) -> np.ndarray[Any, Any]:
@@ -83,28 +47,21 @@ def _narrow(a: np.ndarray[Any, Any], want: np.dtype[Any], name: str, unsigned: b
         return a.astype(bool)
     if unsigned and want.kind == "i" and a.dtype.kind == "u" and a.dtype.itemsize == want.itemsize:
         return a.view(want)  # CF _Unsigned: GDAL reads the same bits as unsigned
-    if want.kind == "i" and want.itemsize == 1 and a.dtype.kind == "i":
-        assert (a >= -128).all() and (a <= 127).all(), f"{name}: int8 values out of range"
-        return a.astype(want)
     return a
 
 
-_GDAL_NP = {"Byte": "u1", "UInt16": "u2", "Int16": "i2", "UInt32": "u4", "Int32": "i4", "UInt64": "u8",
-            "Int64": "i8", "Float32": "f4", "Float64": "f8"}  # fmt: skip
-
-
 class _Form:
-    """One VRT: its arrays' shapes (from the XML) and the translations already made."""
+    """One VRT: its arrays' shapes (from the XML) and what GDAL read already."""
 
     def __init__(self, vrt: str, dtypes: dict[str, np.dtype[Any]], unsigned: set[str]) -> None:
         self.vrt = vrt
         self.dtypes = dtypes
         self.unsigned = unsigned
         self.tmp = tempfile.mkdtemp(prefix="vrt-read-")
-        weakref.finalize(self, shutil.rmtree, self.tmp, True)  # translations go with the form
+        weakref.finalize(self, shutil.rmtree, self.tmp, True)  # reads go with the form
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.itemsize: dict[str, int] = {}
-        self._whole: str | None = None
+        self._whole: dict[str, np.ndarray[Any, Any]] | None = None
         self._parse()
 
     def _parse(self) -> None:
@@ -129,82 +86,35 @@ class _Form:
         assert top is not None and top.get("name") == "/", "VRTDataset must hold the root Group '/'"
         walk(top, "")
 
-    def nbytes(self) -> int:
-        return sum(int(np.prod(s, dtype=np.int64)) * self.itemsize[n] for n, s in self.shapes.items())
+    def _small(self, name: str) -> bool:
+        return int(np.prod(self.shapes[name], dtype=np.int64)) * self.itemsize[name] <= WHOLE_MAX_BYTES
 
-    def whole(self) -> str:
-        if self._whole is None:
-            out = os.path.join(self.tmp, "whole.nc")
-            translate(self.vrt, out)
-            self._whole = out
-        return self._whole
+    def _gdal(self, arrays: list[str], windows: dict[str, Any] | None = None) -> dict[str, np.ndarray[Any, Any]]:
+        from . import gdal
+
+        out = Path(tempfile.mkdtemp(dir=self.tmp))
+        answer = gdal.run("gdal-mdim", {"path": self.vrt, "arrays": arrays, "windows": windows or {}}, out)
+        return {n: gdal.load(answer, n, out) for n in arrays}
 
     def read(self, name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any]:
         shape = self.shapes[name]
         full = all(s.start in (None, 0) and s.stop in (None, n) and s.step in (None, 1)
                    for s, n in zip(sel, shape, strict=True))  # fmt: skip
-        if full and self.nbytes() <= WHOLE_MAX_BYTES:
-            got = _read_nc(self.whole(), name)
-        elif full and int(np.prod(shape, dtype=np.int64)) * self.itemsize[name] <= WHOLE_MAX_BYTES:
-            got = _read_nc(self._only(name), name)
+        if full and self._small(name):
+            if self._whole is None:  # every small array of the form, in one process
+                self._whole = self._gdal([n for n in self.shapes if self._small(n)])
+            got = self._whole[name]
         else:
-            bounds = tuple(
-                (s.start or 0, n if s.stop is None else min(s.stop, n)) for s, n in zip(sel, shape, strict=True)
-            )
             assert all(s.step in (None, 1) for s in sel), "windows have step 1"
-            assert all(a == 0 or b == n for (a, b), n in zip(bounds, shape, strict=True)), "windows touch an end"
-            got = self._info_window(name, bounds)
-        return _narrow(got, self.dtypes.get(name, got.dtype), name, name in self.unsigned)
-
-    def _only(self, name: str) -> str:
-        """``name`` translated from a copy of the VRT without the other arrays."""
-        tree = ET.parse(self.vrt)
-
-        def prune(group: ET.Element, path: str) -> None:
-            for a in group.findall("Array"):
-                if (path + "/" if path else "") + a.get("name", "") != name:
-                    group.remove(a)
-            for g in group.findall("Group"):
-                prune(g, (path + "/" if path else "") + g.get("name", ""))
-
-        top = tree.getroot().find("Group")
-        assert top is not None
-        prune(top, "")
-        base = os.path.join(self.tmp, f"only-{len(os.listdir(self.tmp))}")
-        tree.write(base + ".vrt", encoding="unicode")
-        translate(base + ".vrt", base + ".nc")
-        return base + ".nc"
-
-    def _info_window(self, name: str, bounds: tuple[tuple[int, int], ...]) -> np.ndarray[Any, Any]:
-        """Values ``[start, stop)`` along each dimension, each window at the start or at the end
-        of its dimension, from ``gdalmdiminfo -detailed -limit L`` (which prints the first and
-        the last L/2 values of every dimension)."""
-        import json
-
-        tool = shutil.which("gdalmdiminfo")
-        assert tool is not None
-        widths = [b - a for a, b in bounds]
-        limit = 2 * max(widths)
-        res = subprocess.run([tool, "-detailed", "-limit", str(limit), "-array", "/" + name, self.vrt],
-                             capture_output=True, text=True, env=_env(), check=False)  # fmt: skip
-        assert res.returncode == 0, f"gdalmdiminfo -array {name} {self.vrt} failed: {res.stderr.strip()}"
-        doc = json.loads(res.stdout)
-        dtype = np.dtype(_GDAL_NP[doc["datatype"]])
-
-        def crop(v: Any, depth: int) -> Any:
-            if depth == len(bounds):
-                return float(v.replace("Infinity", "inf")) if isinstance(v, str) else v  # "NaN"
-            items = [x for x in v if not (isinstance(x, str) and x == "[...]")]
-            w = widths[depth]
-            items = items[:w] if bounds[depth][0] == 0 else items[len(items) - w :]
-            return [crop(x, depth + 1) for x in items]
-
-        values = crop(doc["values"], 0)
-        return np.array(values, dtype=np.float64 if dtype.kind == "f" else dtype).astype(dtype)
+            start = [s.start or 0 for s in sel]
+            count = [(n if s.stop is None else min(s.stop, n)) - a for s, n, a in zip(sel, shape, start, strict=True)]
+            got = self._gdal([name], {name: [start, count]})[name]
+        return _narrow(got.reshape(shape) if full else got, self.dtypes.get(name, got.dtype), name,
+                       name in self.unsigned)  # fmt: skip
 
 
 class GdalArray:
-    """An array of the VRT as GDAL reads it; indexing with slices runs gdalmdimtranslate."""
+    """An array of the VRT as GDAL reads it; indexing with slices reads through GDAL 3.13."""
 
     def __init__(self, form: _Form, name: str) -> None:
         self.form = form
