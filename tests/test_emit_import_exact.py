@@ -71,7 +71,8 @@ def _round_trip(path: Path, form: str, tmp: Path) -> tuple[refstore.Collection, 
     back = tmp / "back"
     refstore.init(str(back))
     b = refstore.Collection.open(str(back))
-    (import_icechunk if form == "icechunk" else import_kerchunk)(b, str(out))
+    allow = [str(path.parent) + "/"]  # the sources' folder (a store reads its own folder unless allowed)
+    (import_icechunk if form == "icechunk" else import_kerchunk)(b, str(out), allow=allow)
     return a, refstore.Collection.open(str(back)), set(rep.skipped)
 
 
