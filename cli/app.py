@@ -353,17 +353,20 @@ def read(
     on_stale: OnStaleOpt = "error",
 ) -> None:
     """Read a window of a global array through the table into a .npy file (stored values)."""
+    import io
+
     import numpy as np
 
+    from refstore.report._write import NPY_OWN, check_replaceable, npy_own, replace_file
+
+    check_replaceable(str(out_file), npy_own, NPY_OWN)  # before the read: only refstore's own .npy is replaced
     opts = refstore.ReadOptions(max_gap=max_gap, max_bytes=max_bytes, on_stale=on_stale)
     col = _open()
     version = col.resolve(as_of)
     data = col.read(array, window, as_of=version, options=opts)
-    try:
-        with open(out_file, "wb") as f:  # np.save on a name would append ".npy"
-            np.save(f, data, allow_pickle=False)
-    except OSError as e:
-        raise BadInputError(f"{out_file}: cannot write: {e.strerror or e}") from None
+    buf = io.BytesIO()
+    np.save(buf, data, allow_pickle=False)
+    replace_file(str(out_file), buf.getvalue(), ".npy", npy_own, NPY_OWN)
     out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {version})")
 
 
@@ -534,12 +537,12 @@ def repair(as_json: JsonOpt = False) -> None:
     """Make the newest readable version latest again (one new version) when the latest misses files."""
     rep = _open().repair()
     if as_json:
-        _dump(rep)
-    elif rep["restored"] is None:
-        out.print(f"version {rep['version']} reads: nothing to repair")
+        _dump(rep.to_json())
+    elif rep.restored is None:
+        out.print(f"version {rep.version} reads: nothing to repair")
     else:
-        out.print(f"version {rep['version']}: restored version {rep['restored']} "
-                  f"(versions {rep['unreadable']} cannot be read; gc removes them)")  # fmt: skip
+        out.print(f"version {rep.version}: restored version {rep.restored} "
+                  f"(versions {list(rep.unreadable)} cannot be read; gc removes them)")  # fmt: skip
 
 
 def _check_selection(array: list[str] | None, bbox: str | None, when: str | None, window: str | None) -> None:

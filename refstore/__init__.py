@@ -5,7 +5,17 @@ from typing import TYPE_CHECKING, Any
 
 from . import scan as _scan_subpackage  # noqa: F401  (bound first; the function ``scan`` takes the name)
 from ._api import Dataset, init, open, scan
-from ._results import Commit, CompactReport, CoverageReport, GcReport, Info, PageReport, Tag, TagDeleted
+from ._results import (
+    Commit,
+    CompactReport,
+    CoverageReport,
+    GcReport,
+    Info,
+    PageReport,
+    RepairReport,
+    Tag,
+    TagDeleted,
+)
 from .errors import (
     BadInputError,
     CollectionNotFoundError,
@@ -87,6 +97,7 @@ __all__ = [
     "RefstoreError",
     "RefstoreZarrStore",
     "RemapRule",
+    "RepairReport",
     "ScanError",
     "ScanReport",
     "Snapshot",

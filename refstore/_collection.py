@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Concatenate, Protocol, overload
 from . import _api
 from ._duration import parse_duration
 from ._ref import LATEST, tag_name
-from ._results import Commit, CompactReport, CoverageReport, GcReport, Info, PageReport, Tag, TagDeleted
+from ._results import (
+    Commit,
+    CompactReport,
+    CoverageReport,
+    GcReport,
+    Info,
+    PageReport,
+    RepairReport,
+    Tag,
+    TagDeleted,
+)
 from .errors import BadInputError
 from .read.array import ReadOptions
 from .scan._parallel import DEFAULT_TIMEOUT
@@ -326,16 +336,16 @@ class Collection(_table.Collection):
         by_grace = tuple(v for v in kept if v not in tagged and v not in newest)
         return GcReport.of(rep, by_grace)
 
-    def repair(self) -> dict[str, Any]:
+    def repair(self) -> RepairReport:
         """Make the newest readable version latest again (one new version) when the latest one
-        misses files; nothing to do when it reads. ``{"version", "restored", "unreadable"}``.
+        misses files; nothing to do when it reads (``restored`` None).
 
-        >>> col.repair()["restored"]  # doctest: +SKIP
+        >>> col.repair().restored  # doctest: +SKIP
         9
         """
         from .table.repair import repair
 
-        return repair(self)
+        return RepairReport.of(repair(self))
 
     # ------------------------------------------------------------------ held bytes
     def hold(self, *, array: str | Sequence[str] | None = None,
@@ -449,6 +459,9 @@ class Collection(_table.Collection):
         path = os.fspath(out)
         if os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):  # before the work
             raise BadInputError(f"{path}: cannot write: {'is a folder' if os.path.isdir(path) else 'no such folder'}")
+        from .report._write import check_replaceable, png_own
+
+        check_replaceable(path, png_own, "a refstore coverage picture")  # only refstore's own picture is replaced
         cov = coverage(self.snapshot(as_of), array, tag=tag_name(as_of), time=time)
         pic = render_png(cov, size=dims)
         write_png(pic, path)

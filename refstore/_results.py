@@ -11,7 +11,17 @@ if TYPE_CHECKING:
     from .report.coverage import Coverage
     from .report.picture import Picture
 
-__all__ = ["Commit", "CompactReport", "CoverageReport", "GcReport", "Info", "PageReport", "Tag", "TagDeleted"]
+__all__ = [
+    "Commit",
+    "CompactReport",
+    "CoverageReport",
+    "GcReport",
+    "Info",
+    "PageReport",
+    "RepairReport",
+    "Tag",
+    "TagDeleted",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +129,27 @@ class GcReport:
                    files_removed=int(data["files_removed"]), bytes_removed=int(data["bytes_removed"]),
                    grace_seconds=float(data["grace_seconds"]), kept_by_grace=kept_by_grace,
                    data={**data, "kept_by_grace": list(kept_by_grace)})  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """``version``: the latest version after the call; ``restored``: the version made latest
+    again (None: the latest read, nothing done); ``unreadable``: the versions that miss files."""
+
+    version: int
+    restored: int | None
+    unreadable: tuple[int, ...]
+    data: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> RepairReport:
+        """From ``table.repair``'s dict (kept whole for ``to_json``)."""
+        restored = data.get("restored")
+        return cls(version=int(data["version"]), restored=None if restored is None else int(restored),
+                   unreadable=tuple(int(v) for v in data.get("unreadable") or ()), data=data)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return self.data

@@ -31,6 +31,7 @@ __all__ = [
     "attr_types",
     "attr_value",
     "attr_values",
+    "is_vlen_utf8",
     "plain_attrs",
     "plain_value",
     "register_codecs",
@@ -170,8 +171,14 @@ def _check_common(meta: ArrayMeta, *, rectilinear: bool) -> None:
             f"array {meta.name!r} has a rectilinear chunk grid along {', '.join(map(repr, rect))} (sources placed "
             "off their chunk boundaries); a regular zarr grid cannot express it"
         )
-    if np.dtype(meta.dtype).kind not in "biufcSV":
+    if np.dtype(meta.dtype).kind not in "biufcSV" and not is_vlen_utf8(meta):
         raise UnexpressibleError(f"array {meta.name!r}: dtype {meta.dtype} has no zarr form")
+
+
+def is_vlen_utf8(meta: ArrayMeta) -> bool:
+    """Variable-length strings held inline as one ``vlen-utf8`` chunk (zarr v2's object dtype
+    with the ``vlen-utf8`` filter; zarr v3's ``string`` data type with its ``vlen-utf8`` codec)."""
+    return np.dtype(meta.dtype).kind == "O" and [c["id"] for c in meta.codecs] == ["vlen-utf8"]
 
 
 # --------------------------------------------------------------------------- zarr v2
@@ -207,6 +214,8 @@ def _v2_codec(meta: ArrayMeta, codec: dict[str, Any]) -> dict[str, Any]:
                 "dtype": dt.str, "shape": list(meta.chunks)}  # fmt: skip
     if cid == "refstore.grib":  # decodes with refstore's codec only (registered by register_codecs)
         return {"id": "refstore.grib", "dtype": dt.str}
+    if cid == "vlen-utf8":
+        return {"id": "vlen-utf8"}
     if cid == "spacepad":
         raise UnexpressibleError(f"array {meta.name!r}: space-padded HDF5 strings (read with NULs for the trailing "
                                  "spaces) have no zarr form")  # fmt: skip
@@ -284,6 +293,8 @@ def _v3_dtype(meta: ArrayMeta, dtype: np.dtype[Any] | None = None) -> str | dict
     """The zarr v3 ``data_type``; fixed-size bytes (netCDF ``char``) as zarr-python's
     ``null_terminated_bytes`` (an extension: zarr-python warns it is not in the v3 spec)."""
     dt = np.dtype(meta.dtype) if dtype is None else dtype
+    if dt.kind == "O" and is_vlen_utf8(meta):
+        return "string"
     if dt.kind == "S":
         return {"name": "null_terminated_bytes", "configuration": {"length_bytes": dt.itemsize}}
     name = _V3_DTYPES.get(dt.kind, {}).get(dt.itemsize)
@@ -315,6 +326,8 @@ def v3_codecs(meta: ArrayMeta, *, rectilinear: bool = False) -> list[dict[str, A
             array_bytes = {"name": "imagecodecs_lerc", "configuration": {}}
         elif cid == "refstore.grib":
             array_bytes = {"name": "refstore.grib", "configuration": {}}
+        elif cid == "vlen-utf8":
+            array_bytes = {"name": "vlen-utf8", "configuration": {}}
         elif cid == "jpeg":
             raise UnexpressibleError(f"array {meta.name!r}: JPEG tiles with shared tables have no zarr v3 form here")
         else:
@@ -348,7 +361,7 @@ def v3_array(meta: ArrayMeta, *, attributes: dict[str, Any] | None = None, recti
         "data_type": _v3_dtype(meta),
         "chunk_grid": v3_chunk_grid(meta),
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": _json_fill(decode_fill(meta.fill_value, dt), dt),
+        "fill_value": "" if is_vlen_utf8(meta) else _json_fill(decode_fill(meta.fill_value, dt), dt),
         "codecs": codecs,
         "attributes": attributes,
         "dimension_names": list(meta.dims),

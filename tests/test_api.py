@@ -233,8 +233,11 @@ def test_imports_round_trip_the_values(built: Any, tmp_path: Path) -> None:
     want = _h5(series, "sst")
     seen: list[tuple[int, int]] = []
     kerchunk, icechunk = refstore.init(tmp_path / "k"), refstore.init(tmp_path / "i")
-    reps = [kerchunk.import_kerchunk(tmp_path / "k.json", progress=lambda d, t: seen.append((d, t))),
-            icechunk.import_icechunk(tmp_path / "repo", branch="main")]  # fmt: skip
+    allow = [str(series[0].parent) + "/"]  # the sources lie outside the stores' own folders
+    with pytest.raises(refstore.BadInputError, match="outside the allowed locations"):
+        refstore.init(tmp_path / "refused").import_kerchunk(tmp_path / "k.json")
+    reps = [kerchunk.import_kerchunk(tmp_path / "k.json", allow=allow, progress=lambda d, t: seen.append((d, t))),
+            icechunk.import_icechunk(tmp_path / "repo", branch="main", allow=allow)]  # fmt: skip
     assert seen and seen[-1][0] == seen[-1][1]
     for other, rep in zip((kerchunk, icechunk), reps, strict=True):
         assert rep.version == other.latest_version and rep.to_json()["version"] == rep.version
@@ -306,6 +309,10 @@ def test_compact_and_gc_say_what_the_grace_period_kept(fresh: Any) -> None:
     assert gone.to_json()["versions_removed"] == list(gone.versions_removed) and gone.versions_removed
     with pytest.raises(refstore.BadInputError, match="grace"):
         col.gc(grace="soon")
+    fine = col.repair()  # every version it keeps reads: nothing to repair
+    assert (fine.version, fine.restored, fine.unreadable) == (col.latest_version, None, ())
+    r = invoke("-C", col.uri, "repair", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == fine.to_json()
 
 
 # ------------------------------------------------------------------------ the CLI over the API

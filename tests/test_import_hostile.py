@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ._cli import invoke
@@ -70,3 +71,65 @@ def test_a_huge_template_gives_a_short_error(tmp_path: Path) -> None:
               measure=True)
     gen = [{"key": "x/{{i}}", "url": "{{ 'b' * 100000000 }}", "dimensions": {"i": [0]}}]
     _one_line(tmp_path, json.dumps(_spec({}, gen=gen)), named="characters")
+
+
+def _huge(tmp_path: Path, chunks: int, second: int) -> tuple[str, bytes]:
+    """A collection importing a uint8 array of shape [2^40, 2^40] with ``chunks`` square chunks
+    and two references: chunk (0, 0) and chunk (``second``, 7), the two halves of one file."""
+    import refstore
+
+    size = chunks * chunks
+    data = bytes(np.random.default_rng(5).integers(0, 256, 2 * size, dtype=np.uint8))
+    (tmp_path / "d.bin").write_bytes(data)
+    zarray = {**ZARRAY, "shape": [2**40, 2**40], "chunks": [chunks, chunks]}
+    refs = {"x/.zarray": json.dumps(zarray), "x/.zattrs": json.dumps({"_ARRAY_DIMENSIONS": ["y", "x"]}),
+            "x/0.0": ["d.bin", 0, size], f"x/{second}.7": ["d.bin", size, size]}  # fmt: skip
+    (tmp_path / "big.json").write_text(json.dumps(_spec(refs)))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    r = invoke("-C", col, "import", "kerchunk", str(tmp_path / "big.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return col, data
+
+
+def test_an_array_whose_chunk_keys_pass_32_bits_is_unsupported_and_refused_in_one_line(tmp_path: Path) -> None:
+    """Chunks of 1: 2^40 chunks along each axis, more than the collection's 32-bit keys hold."""
+    import refstore
+
+    col, _ = _huge(tmp_path, 1, 5)
+    meta = refstore.Collection.open(col).snapshot().array("x")
+    assert meta.status == "unsupported" and "2^31" in str(meta.reason)
+    for args in (["hold", "--array", "x"], ["coverage", "x", "--out", str(tmp_path / "c.png")],
+                 ["emit", "icechunk", str(tmp_path / "o.icechunk")]):  # fmt: skip
+        r = invoke("-C", col, *args)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "2^31" in r.stderr, (args, r.stderr)
+
+
+def test_a_sparse_array_of_2_40_squared_emits_holds_and_refuses_a_picture_in_bounds(tmp_path: Path) -> None:
+    """Chunks of 1024: a grid of 2^30 x 2^30 with two references. Emit Icechunk (zarr-python
+    reads the two chunks back as the file's bytes) and hold work; coverage refuses in one line;
+    each in bounded time and memory."""
+    pytest.importorskip("icechunk")
+    import icechunk as ic
+    import zarr
+
+    col, data = _huge(tmp_path, 1024, 10**9)
+    out = tmp_path / "o.icechunk"
+    r, peak, seconds = measured("-C", col, "emit", "icechunk", str(out))
+    assert r.returncode == 0 and seconds < 60 and peak < 1024, (r.stderr, seconds, peak)
+    assert r.stderr == "", r.stderr  # no Icechunk WARN block, no deprecation (explicit local credentials)
+    access = {f"file://{tmp_path}/": ic.credentials.LocalFileSystemAccess}
+    repo = ic.Repository.open(ic.local_filesystem_storage(str(out)), authorize_virtual_chunk_access=access)
+    x = zarr.open_group(repo.readonly_session("main").store, mode="r")["x"]
+    assert x.shape == (2**40, 2**40) and x.dtype == np.uint8
+    first = np.frombuffer(data[: 1024 * 1024], np.uint8).reshape(1024, 1024)
+    second = np.frombuffer(data[1024 * 1024 :], np.uint8).reshape(1024, 1024)
+    assert np.array_equal(x[0:1024, 0:1024], first)
+    y0, x0 = 10**9 * 1024, 7 * 1024
+    assert np.array_equal(x[y0 : y0 + 1024, x0 : x0 + 1024], second)
+    assert x[1024, 1024] == 0  # absent: the fill value
+    r, peak, seconds = measured("-C", col, "coverage", "x", "--out", str(tmp_path / "c.png"))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "more than a picture shows" in r.stderr
+    assert seconds < 60 and peak < 1024, (seconds, peak)
+    r = invoke("-C", col, "hold", "--array", "x", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["chunks"] == 2, r.stderr

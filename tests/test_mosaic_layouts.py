@@ -346,3 +346,70 @@ def test_a_mosaic_per_date_of_tiles_of_different_layouts(tmp_path: Path) -> None
     want = np.stack([_tifffile_mosaic(days[0])[0], _tifffile_mosaic(days[1])[0]])
     assert_same(img[...], want, "mosaic x time")
     assert_same(img[1, 100:200, 150:400], want[1, 100:200, 150:400], "a window of the second date")
+
+
+def test_coverage_counts_each_tile_by_its_own_blocks_and_the_report_says_they_differ(mixed, tmp_path: Path) -> None:
+    """Coverage shares from each block's box through its own tile's block shape: referenced =
+    the pixels the tiles cover; the html report shows the first tile's block shape and says the
+    tiles differ."""
+    from refstore.report.coverage import coverage
+
+    cov = coverage(refstore.open(mixed["col"]).snapshot, "image")
+    covered = sum(h * w for _, (h, w), _ in _chunks(mixed["paths"]).values())
+    shares = cov.totals()
+    assert shares["referenced"] == pytest.approx(covered / (300 * 520))
+    assert shares["absent"] == pytest.approx(1 - covered / (300 * 520))
+    cuts: tuple[set[int], set[int]] = ({0, 300}, {0, 520})  # every tile's block edges (tifffile)
+    for (r, c), (h, w), (bh, bw) in _chunks(mixed["paths"]).values():
+        cuts[0].update([*range(r, r + h, bh), r + h])
+        cuts[1].update([*range(c, c + w, bw), c + w])
+    assert cov.y.edges.tolist() == sorted(cuts[0]) and cov.x.edges.tolist() == sorted(cuts[1])
+    pytest.importorskip("matplotlib")
+    r = invoke("-C", mixed["col"], "report", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "<td>256 x 256 (the first tile&#x27;s: tiles differ in layout)</td>" in (tmp_path / "r.html").read_text()
+
+
+def test_a_real_geotiff_cut_by_gdal_into_tiles_of_four_layouts(shared_data: Path, tmp_path: Path) -> None:
+    """``debian-rgdal/cea.tif`` (uint8, strips of 15 rows, a user-defined Cylindrical Equal Area
+    CRS) cut by GDAL (rasterio's) into 2 x 2 tiles written as strips, tiled 256 deflate, tiled
+    128 LZW with predictor 2 and tiled 64 ZSTD: the mosaic reads as tifffile reads the original
+    and as GDAL mosaics the tiles."""
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.merge import merge
+    from rasterio.windows import Window
+
+    src = shared_data / "zoo" / "debian-rgdal" / "cea.tif"
+    if not src.exists():
+        pytest.skip(f"{src} is not present")
+    layouts = [{}, {"tiled": True, "blockxsize": 256, "blockysize": 256, "compress": "deflate"},
+               {"tiled": True, "blockxsize": 128, "blockysize": 128, "compress": "lzw", "predictor": 2},
+               {"tiled": True, "blockxsize": 64, "blockysize": 64, "compress": "zstd"}]  # fmt: skip
+    rows, cols = (0, 200, 515), (0, 300, 514)
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    paths = []
+    with rasterio.open(src) as s:
+        for k, (i, j) in enumerate(itertools.product(range(2), range(2))):
+            win = Window(cols[j], rows[i], cols[j + 1] - cols[j], rows[i + 1] - rows[i])
+            prof = {**s.profile, "width": win.width, "height": win.height, "transform": s.window_transform(win)}
+            for key in ("tiled", "blockxsize", "blockysize", "compress", "predictor", "interleave"):
+                prof.pop(key, None)
+            paths.append(folder / f"cea_{i}{j}.tif")
+            with rasterio.open(paths[-1], "w", **{**prof, **layouts[k]}) as d:
+                d.write(s.read(window=win))
+    col = str(tmp_path / "col")
+    refstore.init(col)
+    rep = refstore.scan(col, [str(folder)], mosaic=True, timeout=None)
+    assert rep.new == 4 and rep.mosaic is not None and rep.mosaic["gap_pixels"] == 0
+    img = refstore.open(col)["image"]
+    assert img.meta.cell
+    assert_same(img[...], tifffile.imread(src), "cea.tif")
+    srcs = [rasterio.open(p) for p in paths]
+    try:
+        data, transform = merge(srcs)
+    finally:
+        for s in srcs:
+            s.close()
+    assert_same(img[...], data[0], "rasterio.merge")
+    assert img.attrs["transform"].tolist() == list(transform.to_gdal())

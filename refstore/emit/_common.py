@@ -276,6 +276,7 @@ def atomic_output(out: str, *, directory: bool = False, previous: Callable[[str]
         os.makedirs(parent, exist_ok=True)
     except OSError as e:
         raise StorageError(f"{out}: cannot create its folder: {e.strerror or e}") from None
+    _clean_leftovers(out)
     try:
         tmp = _beside(out, directory=directory)
     except OSError as e:
@@ -303,7 +304,7 @@ def _beside(out: str, *, directory: bool) -> str:
     with the umask's permissions (``tempfile``'s 0600/0700 would carry over to OUT)."""
     parent, base = os.path.split(out)
     for _ in range(100):
-        tmp = os.path.join(parent, f".{base[:100]}.{secrets.token_hex(6)}.tmp")  # a legal name for any OUT
+        tmp = os.path.join(parent, f".{base[:100]}.{os.getpid()}-{secrets.token_hex(6)}.tmp")  # legal for any OUT
         try:
             if directory:
                 os.mkdir(tmp, 0o777)
@@ -315,13 +316,71 @@ def _beside(out: str, *, directory: bool) -> str:
     raise FileExistsError(errno.EEXIST, "no free temporary name", parent)
 
 
+def _leftover(name: str, base: str) -> int | None:
+    """The process id in a temporary name ``_beside`` made for ``base`` (None: not one)."""
+    m = re.fullmatch(r"\.(.*)\.([0-9]+)-[0-9a-f]{12}\.tmp(?:\.old)?", name)
+    return int(m.group(2)) if m is not None and m.group(1) == base[:100] else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
+def _clean_leftovers(out: str) -> None:
+    """Remove the temporary outputs beside ``out`` that a killed emit left (``.<name>.<pid>-<hex>.tmp``
+    and ``.tmp.old``, their process gone); those of an emit still running stay."""
+    parent, base = os.path.split(out)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            pid = _leftover(entry.name, base)
+            if pid is None or _alive(pid):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where
+    the system or the file system cannot."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
 def _swap(tmp: str, out: str, *, directory: bool) -> None:
-    """Rename ``tmp`` over ``out`` (a folder is moved aside first, and back if that fails)."""
+    """Rename ``tmp`` over ``out``. A folder is exchanged with ``out`` in one step where the
+    system can (a kill never leaves ``out`` missing; the old one, now at ``tmp``, is removed
+    after, or by the next emit), else moved aside first and back if that fails."""
     if not directory:
         os.replace(tmp, out)
         return
     if not os.path.isdir(out):
         os.rename(tmp, out)
+        return
+    if _exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)
         return
     old = tmp + ".old"
     os.rename(out, old)

@@ -250,10 +250,16 @@ def boxes(coords: np.ndarray[Any, np.dtype[np.int64]], rows: np.ndarray[Any, np.
     return out
 
 
+MAX_SPLITS = 1024
+"""Manifest splits of one array at most: Icechunk's commit visits every split of the grid, so a
+sparse grid of 2^20 rows split one row each took minutes for two references."""
+
+
 def split_rows(grid: tuple[int, ...], limit: int = SPLIT_REFS) -> int | None:
-    """Axis-0 rows per manifest for an array of ``grid`` chunks (None: no split needed)."""
+    """Axis-0 rows per manifest for an array of ``grid`` chunks (None: no split needed), at most
+    ``MAX_SPLITS`` splits (a manifest of a sparse grid holds fewer references than its cells)."""
     n = math.prod(grid)
     if len(grid) == 0 or n <= limit:
         return None
     per_row = math.prod(grid[1:])
-    return max(1, limit // per_row)
+    return max(1, limit // per_row, -(-grid[0] // MAX_SPLITS))

@@ -420,11 +420,27 @@ def _held_rows(held: _Held, grid: tuple[int, ...], rows: tuple[int, int] | None,
     return _Held(part, held.outside if first else held.outside[:0])
 
 
-def _row_ranges(grid: tuple[int, ...], split: int | None) -> list[tuple[int, int] | None]:
-    """Axis-0 ranges of one manifest split each (``[None]``: the whole array at once)."""
+def _row_ranges(grid: tuple[int, ...], split: int | None, rows: np.ndarray[Any, Any] | None = None
+                ) -> list[tuple[int, int] | None]:  # fmt: skip
+    """Axis-0 ranges of one manifest split each (``[None]``: the whole array at once). With
+    ``rows`` (the axis-0 chunk indices that hold a reference, now or in the repository), only
+    the first range and those holding one of them: a sparse array of 2^20 ranges costs what its
+    references cost."""
     if split is None or not grid:
         return [None]
-    return [(a, min(a + split, grid[0])) for a in range(0, grid[0], split)]
+    starts: range | list[int] = range(0, grid[0], split)
+    if rows is not None:
+        starts = sorted({0, *(np.unique(rows // split) * split).tolist()})
+    return [(a, min(a + split, grid[0])) for a in starts if a < grid[0]]
+
+
+def _rows_in_use(src: EmitSource, meta: ArrayMeta, have: _Held, grid: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """Axis-0 chunk indices of ``meta``'s references in the version and in the repository."""
+    t = src.snapshot.chunk_rows(meta.name, None, columns=())
+    now = pc.cast(t.column(GLOBAL_KEY_COLUMNS[0]), pa.int64()).to_numpy() if t.num_rows else np.zeros(0, np.int64)
+    per_row = math.prod(grid[1:])
+    before = have.state.flat // per_row if per_row else np.zeros(0, np.int64)
+    return np.concatenate([now.astype(np.int64), before.astype(np.int64)])
 
 
 CHECKPOINT_REFS = 500_000
@@ -836,7 +852,9 @@ def _emit(src: EmitSource, arrays: list[ArrayMeta], path: str, progress: Callabl
                                   old_tokens, known=bool(old)))  # fmt: skip
                 _trim()  # the batches it was gathered from
             meta_doc = doc if before != doc else None
-            ranges = _row_ranges(grids[meta.name], splits.get(meta.name))
+            split = splits.get(meta.name)
+            ranges = _row_ranges(grids[meta.name], split, None if split is None else
+                                 _rows_in_use(src, meta, have, grids[meta.name]))  # fmt: skip
             for j, rows in enumerate(ranges):
                 want = _wanted(src, meta, locs, url_index, token_index, rows)
                 n_want = len(want.state.flat)

@@ -189,11 +189,27 @@ def _dims(names: Any, shape: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+MAX_GRID = 2**31 - 1
+"""Chunks along one axis at most: chunk keys are 32-bit in the collection (``schema.py``)."""
+
+
+def _grid_too_large(dims: tuple[str, ...], shape: tuple[int, ...], chunks: tuple[int, ...]) -> str | None:
+    """Why an array's chunk grid cannot be keyed (None: it can)."""
+    for dim, s, c in zip(dims, shape, chunks, strict=False):
+        if s >= 2**62:
+            return f"{s} elements along {dim!r}: more than 2^62"
+        if c > 0 and -(-s // c) > MAX_GRID:
+            return f"{-(-s // c)} chunks along {dim!r}: more than 2^31-1 (chunk keys are 32-bit)"
+    return None
+
+
 def _finish(name: str, dims: tuple[str, ...], shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype[Any],
             fill: Any, codecs: list[dict[str, Any]], attrs: dict[str, dict[str, Any]],
             reason: str | None) -> ArrayMeta:  # fmt: skip
     if reason is None and len(shape) > MAX_DIMS:
         reason = f"more than {MAX_DIMS} dimensions"
+    if reason is None:
+        reason = _grid_too_large(dims, shape, chunks)
     return ArrayMeta(name=name, dims=dims, shape=shape, chunks=chunks, dtype=dtype.str, fill_value=fill,
                      codecs=tuple(codecs), attrs=attrs, status="ok" if reason is None else "unsupported",
                      reason=reason)  # fmt: skip

@@ -170,6 +170,16 @@ def _step(codec: dict[str, Any]) -> _Step:
             return decode_message(data, dt).reshape(shape)
 
         return grib
+    if cid == "vlen-utf8":  # variable-length strings held inline (numcodecs' VLenUTF8 encoding)
+        from numcodecs import VLenUTF8
+
+        vlen = VLenUTF8()
+
+        def strings(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:
+            out = np.asarray(vlen.decode(bytes(data)), dtype=object)
+            return out.reshape(shape) if out.size == math.prod(shape) else out
+
+        return strings
     if cid == "bitunpack":
 
         def unpack(data: Any, dt: np.dtype[Any], shape: tuple[int, ...]) -> Any:

@@ -95,6 +95,8 @@ def _packing(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    if dtype.kind == "O":  # variable-length strings: xarray's vlen string dtype, as its netCDF4 backend gives
+        return np.dtype("O", metadata={"element_type": str})
     return dtype.newbyteorder("=") if dtype.kind in "biufc" else dtype
 
 
@@ -308,7 +310,9 @@ class RefstoreDataStore(AbstractDataStore):
             encoding["char_dim_name"] = dims[-1]
             dims, chunks = dims[:-1], chunks[:-1]
         encoding.update({
-            "dtype": backend.dtype if decode is not None else np.dtype(meta.dtype),
+            # variable-length strings: ``str``, as xarray's netCDF4 backend says (its coders then give "<U")
+            "dtype": str if np.dtype(meta.dtype).kind == "O" else backend.dtype if decode is not None
+            else np.dtype(meta.dtype),
             "chunksizes": chunks,
             "preferred_chunks": dict(zip(dims, chunks, strict=True)),
             "source": self.uri,

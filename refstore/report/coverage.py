@@ -268,6 +268,12 @@ def _read(snap: Snapshot, meta: ArrayMeta) -> np.ndarray[Any, Any]:
     return np.asarray(Array(snap, meta)[...])
 
 
+def _check_cells(name: str, dims: tuple[str, str], cells: int) -> None:
+    if cells > MAX_CELLS:
+        raise BadInputError(f"{name}: {cells} chunk cells over ({dims[0]}, {dims[1]}) are more than a picture shows "
+                            f"(at most {MAX_CELLS})")  # fmt: skip
+
+
 def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | None = None) -> Coverage:
     """The chunk states of array ``name`` at ``snap`` over its two spatial dimensions."""
     from ..table.hold import _attr, _coord_kind, _unpacked
@@ -285,14 +291,17 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
             raise BadInputError(f"--time: time is a spatial dimension of {name} here")
         window[t_axis] = span
     layout = EraLayout.of(meta)
+    if not meta.gridless and layout is None:  # count before listing every chunk edge (2^30 per axis: GBs)
+        grid = Grid.of(meta)
+        _check_cells(name, (meta.dims[ay], meta.dims[ax]), grid.nchunks(ay) * grid.nchunks(ax))
 
     def make_axis(i: int) -> Axis:
         d = meta.dims[i]
         n = meta.shape[i]
-        if meta.gridless:  # every tile's own chunk edges (``plan/slabs.py``)
+        if meta.gridless:  # every tile's own chunk edges, of its own chunk shape (``plan/slabs.py``)
             slabs = snap.slab_layout(name)
-            segments = [(int(o), tuple(slab_lengths(int(e), int(meta.chunks[i]))))
-                        for o, e in zip(slabs.offset[:, i].tolist(), slabs.extent[:, i].tolist(), strict=True)]
+            spans = zip(slabs.offset[:, i].tolist(), slabs.extent[:, i].tolist(), strict=True)
+            segments = [(int(o), tuple(slab_lengths(int(e), slabs.chunks_of(j)[i]))) for j, (o, e) in enumerate(spans)]
         elif layout is None:
             segments = [(0, Grid.of(meta).dim_lengths(i))]
         elif layout.axis == i:  # eras along this axis: each era's grid starts at the era
@@ -313,10 +322,7 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
         return Axis(d, i, meta.shape[i], edges, values, None if units is None else str(units))
 
     y, x = make_axis(ay), make_axis(ax)
-    cells = (y.edges.size - 1) * (x.edges.size - 1)
-    if cells > MAX_CELLS:
-        raise BadInputError(f"{name}: {cells} chunk cells over ({y.dim}, {x.dim}) are more than a picture shows "
-                            f"(at most {MAX_CELLS})")  # fmt: skip
+    _check_cells(name, (y.dim, x.dim), (y.edges.size - 1) * (x.edges.size - 1))
     lo, hi, state = _boxes(snap, meta)
     shares, steps = states_over_cells(lo, hi, state, tuple(meta.shape), (ay, ax), y.edges, x.edges, tuple(window))
     return Coverage(snap.collection.uri, snap.version, tag, name, y, x, shares, steps, time)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._ref import tag_name
 from ..errors import StorageError
-from ._write import replace_file
+from ._write import check_replaceable, html_own, replace_file
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,7 +64,8 @@ def _chunks(a: dict[str, Any]) -> str:
         else:
             runs = [r if isinstance(r, list) else [r, 1] for r in g["chunks"]]
             out.append(f"~{max(int(r[0]) for r in runs)}")
-    return " x ".join(out) or "()"
+    own = " (the first tile's: tiles differ in layout)" if any(g.get("per_tile") for g in grid) else ""
+    return (" x ".join(out) or "()") + own
 
 
 def _arrays_section(snap: Snapshot, info: dict[str, Any]) -> str:
@@ -220,6 +221,7 @@ def write_report(col: Collection, out: str, *, as_of: int | str | None = None,
     if not os.path.isdir(folder) or os.path.isdir(out):  # before the work
         why = "is a folder" if os.path.isdir(out) else "its folder does not exist"
         raise StorageError(f"{out}: cannot write: {why}")
+    check_replaceable(out, html_own, "a refstore report")  # before the work
     page, summary = build_page(col, as_of=as_of, progress=progress)
-    replace_file(out, page.encode("utf-8"), ".html")
+    replace_file(out, page.encode("utf-8"), ".html", html_own, "a refstore report")
     return {"out": out, **summary}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BadInputError
-from ._write import replace_file
+from ._write import PNG_SOFTWARE, png_own, replace_file
 from .coverage import STATES
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
         fig.text(PLOT[0] + PLOT[2] + 0.02, PLOT[1] + PLOT[3] - 0.3, "mixed colours:\nshares of the steps",
                  fontsize=8, va="top")  # fmt: skip
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": PNG_SOFTWARE})
     left, top = PLOT[0] * width, (1 - PLOT[1] - PLOT[3]) * height
     box = (left, top, left + PLOT[2] * width, top + PLOT[3] * height)
     return Picture(buf.getvalue(), width, height, box, xlim, ylim)
@@ -127,4 +127,4 @@ def render_png(cov: Coverage, *, size: tuple[int, int] = (960, 600)) -> Picture:
 
 def write_png(pic: Picture, out: str) -> None:
     """Write ``pic`` to ``out`` (a temporary beside it renamed over it: never half a file)."""
-    replace_file(out, pic.png, ".png")
+    replace_file(out, pic.png, ".png", png_own, "a refstore coverage picture")

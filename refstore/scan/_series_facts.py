@@ -14,8 +14,8 @@ how it joins a series, so the scan records them in the source row (``meta``):
   between sources (``plan/concat.py``, ``plan/series_order.py``). Arrays of at most
   ``VALUE_BYTES`` decoded bytes are digested by their decoded values (``v:``): the same
   coordinates compare equal whatever the chunking or compression. Larger ones by their layout
-  (codecs, chunk shape, every chunk's key and stored length) and the stored bytes of their
-  first and last chunks (``r:``): bounded reads. A source's decoded reads stop at
+  (codecs, chunk shape, every chunk's key and stored length) and at most ``SAMPLE_BYTES`` of
+  the stored bytes of their first and last chunks (``r:``): bounded reads. A source's decoded reads stop at
   ``BUDGET_BYTES``; arrays past it get the ``r:`` digest.
 
 Everything is read through the chunk rows the scanner just made (byte ranges or inline
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from ._types import ArrayMeta, ScanResult
 
-__all__ = ["ALONG_BYTES", "BUDGET_BYTES", "VALUE_BYTES", "with_series_facts"]
+__all__ = ["ALONG_BYTES", "BUDGET_BYTES", "SAMPLE_BYTES", "VALUE_BYTES", "with_series_facts"]
 
 VALUE_BYTES = 4 << 20
 """Arrays taken once up to this many decoded bytes are digested by their values."""
@@ -51,6 +51,8 @@ ALONG_BYTES = 64 << 10
 digested too: files of one step split by variable must agree on them (``series_order``)."""
 BUDGET_BYTES = 64 << 20
 """Decoded bytes one source may read for its digests and order keys."""
+SAMPLE_BYTES = 1 << 20
+"""Bytes of the first chunk's start and the last chunk's end that a layout digest reads."""
 _MAX_ORDER_KEYS = 32
 MAX_CHUNKS = 1024
 """Arrays stored in more chunks (other than one raw run) are not decoded: layout digest, or none."""
@@ -79,6 +81,20 @@ class _Rows:
         fh.seek(int(self.offset[i]))
         data = fh.read(int(self.length[i]))
         if len(data) != int(self.length[i]):
+            raise OSError("short read")
+        return data
+
+    def head(self, fh: BinaryIO, i: int, limit: int, *, tail: bool = False) -> bytes:
+        """At most ``limit`` stored bytes of chunk ``i``: its first ones, or its last (``tail``)."""
+        inline = self.inline[i]
+        if inline is not None:
+            data = bytes(inline)
+            return data[-limit:] if tail else data[:limit]
+        start, n = int(self.offset[i]), int(self.length[i])
+        take = min(n, limit)
+        fh.seek(start + n - take if tail else start)
+        data = fh.read(take)
+        if len(data) != take:
             raise OSError("short read")
         return data
 
@@ -149,8 +165,9 @@ def _layout_digest(fh: BinaryIO, meta: ArrayMeta, rows: _Rows) -> str:
     order = np.lexsort(rows.keys.T[::-1]) if rows.n and meta.ndim else np.arange(rows.n)
     h.update(np.ascontiguousarray(rows.keys[order]).tobytes())
     h.update(np.array([rows.stored(int(i)) for i in order], np.int64).tobytes())
-    for i in {int(order[0]), int(order[-1])} if rows.n else ():
-        h.update(rows.raw(fh, i))
+    if rows.n:
+        h.update(rows.head(fh, int(order[0]), SAMPLE_BYTES))
+        h.update(rows.head(fh, int(order[-1]), SAMPLE_BYTES, tail=True))
     return "r:" + h.hexdigest()
 
 

@@ -304,6 +304,7 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
     ec = import_eccodes()
     groups: dict[tuple[Any, ...], _Group] = {}
     known: dict[bytes, tuple[Any, ...]] = {}  # a message's identity -> its group key
+    grids: dict[tuple[Any, ...], dict[str, Any]] = {}  # (gridType, md5GridSection, numberOfPoints) -> grid
     global_values: dict[str, set[Any]] = {k: set() for k in _GLOBAL_KEYS}
     for offset, msg in frame_messages(fh, location, size):
         h = _handle(ec, msg, offset, location, headers_only=True)
@@ -333,7 +334,9 @@ def message_index(fh: BinaryIO, location: str, size: int) -> tuple[list[_Group],
                     known[ident] = key
                 g = groups.get(key)
                 if g is None:  # the first message of an array: its attributes and grid
-                    g = groups[key] = _Group(key, *_var_attrs(ec, full, _Where(location, offset, len(msg))))
+                    grid = grids.get(key[len(_KEY_FIELDS):])  # one grid, many parameters: coordinates once
+                    attrs, grid = _var_attrs(ec, full, _Where(location, offset, len(msg)), grid)
+                    g = groups[key] = _Group(key, attrs, grids.setdefault(key[len(_KEY_FIELDS):], grid))
                     for k in _GLOBAL_KEYS:
                         global_values[k].add(_get(ec, full, k))
             finally:
@@ -386,8 +389,9 @@ def _budget(count: int, where: _Where) -> None:
                         f"{COORD_POINTS} points, or one a bit of the message)")  # fmt: skip
 
 
-def _var_attrs(ec: Any, h: Any, where: _Where) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The data variable's attributes (cfgrib's) and its grid description from the first message."""
+def _var_attrs(ec: Any, h: Any, where: _Where, grid: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The data variable's attributes (cfgrib's) and its grid description from the first message
+    (``grid``: the one already made for the same grid section)."""
     var = {k: _get(ec, h, k) for k in _VAR_KEYS}
     attrs: dict[str, Any] = {f"GRIB_{k}": v for k, v in var.items() if v is not None}
     grid_type = var["gridType"]
@@ -400,7 +404,7 @@ def _var_attrs(ec: Any, h: Any, where: _Where) -> tuple[dict[str, Any], dict[str
     attrs["units"] = attrs.get("GRIB_units", "1")
     if "GRIB_cfName" in attrs:
         attrs["standard_name"] = attrs["GRIB_cfName"]
-    return attrs, _grid(ec, h, grid_type, int(var["numberOfPoints"]), where)
+    return attrs, grid if grid is not None else _grid(ec, h, grid_type, int(var["numberOfPoints"]), where)
 
 
 def _grid(ec: Any, h: Any, grid_type: str, points: int, where: _Where) -> dict[str, Any]:

@@ -688,14 +688,29 @@ def _follow_links(fid: Any, header: HeaderReader | None, under: bytes, shown: by
             out[-1].name = path  # the name it is shown by
             seen.add(path)
         elif reason is None and oinfo is not None and oinfo.type == h5py.h5o.TYPE_GROUP:
-            if kind == h5py.h5l.TYPE_SOFT or shown is not None:
-                groups[path] = _attrs(_Object(fid, b"/" + full), None)
-            if kind == h5py.h5l.TYPE_SOFT:
-                target = fid.links.get_val(full).lstrip(b"/")
-                _follow_links(fid, header, target, path.encode(), seen, out, refused, groups)
-        elif reason is not None:
+            again = kind == h5py.h5l.TYPE_HARD and shown is None and path not in groups  # a group's 2nd hard link
+            if again and _is_ancestor(fid, full, oinfo.addr):
+                reason = f"hard link to group {path}'s own ancestor (a cycle)"
+            else:
+                if kind == h5py.h5l.TYPE_SOFT or shown is not None or again:
+                    groups[path] = _attrs(_Object(fid, b"/" + full), None)
+                if kind == h5py.h5l.TYPE_SOFT:
+                    target = fid.links.get_val(full).lstrip(b"/")
+                    _follow_links(fid, header, target, path.encode(), seen, out, refused, groups)
+                elif again:  # its datasets under this name too, as netCDF-C and h5py's listing give them
+                    _follow_links(fid, header, full, path.encode(), seen, out, refused, groups)
+        if reason is not None:
             refused.append(ArrayMeta(name=path, dims=(), shape=(), chunks=(), dtype="|u1", fill_value=None,
                                      status="unsupported", reason=reason))  # fmt: skip
+
+
+def _is_ancestor(fid: Any, full: bytes, addr: int) -> bool:
+    """Whether the group at ``addr`` is the root or a group on the path to ``full``."""
+    import h5py
+
+    parts = full.split(b"/")[:-1]
+    prefixes = [b"/"] + [b"/" + b"/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(h5py.h5o.get_info(fid, p).addr == addr for p in prefixes)
 
 
 def _link_reason(fid: Any, full: bytes, kind: int, oinfo: Any, *, nested: bool) -> str | None:
@@ -925,6 +940,8 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]],
     full = tuple(max(s, 1) for s in shape)
     if ds.shape is None:
         return meta((), reason="null dataspace holds no values"), None
+    if _is_vlen_str(dt) and len(shape) <= MAX_DIMS:
+        return _vlen_strings(ds, name, dims, shape, attrs)
     reason = _supported_dtype(dt)
     if reason is None and isinstance(ds, _Dataset):  # (the bytes path decodes only numpy's layouts)
         reason = _stored_type_reason(ds.id.get_type(), dt)
@@ -977,6 +994,52 @@ def _scan_dataset(ds: _Dataset | _RawDataset, attrs: dict[str, dict[str, Any]],
         raise ValueError(f"a chunk of {name!r} does not start on the chunk grid")
     keys = index.elem // step
     return meta(chunks, codecs), _Chunks(name, keys, index.offsets, index.lengths, index.masks)
+
+
+VLEN_INLINE_MAX: Final = 8 << 20
+"""Bytes (``vlen-utf8`` encoded) up to which an array of variable-length strings is held inline
+in the collection; a larger one is refused by name."""
+
+
+def _is_vlen_str(dt: np.dtype[Any]) -> bool:
+    import h5py
+
+    info = h5py.check_string_dtype(dt)
+    return info is not None and info.length is None
+
+
+def _vlen_strings(ds: _Dataset | _RawDataset, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
+                  attrs: dict[str, dict[str, Any]]) -> tuple[ArrayMeta, _Chunks | None]:  # fmt: skip
+    """An array of variable-length strings, held inline: its values (read by HDF5, decoded as
+    UTF-8 as netCDF-C/netCDF4-python decode them, a byte that is not UTF-8 replaced) as one
+    ``vlen-utf8`` chunk (numcodecs' and zarr v2's encoding); refused above ``VLEN_INLINE_MAX``."""
+    import h5py
+    from numcodecs import VLenUTF8
+
+    full = tuple(max(n, 1) for n in shape)
+
+    def meta(reason: str | None = None) -> ArrayMeta:
+        return ArrayMeta(name=name, dims=dims, shape=shape, chunks=full, dtype="|O", fill_value=None,
+                         codecs=({"id": "vlen-utf8"},), attrs=attrs,
+                         status="ok" if reason is None else "unsupported", reason=reason)  # fmt: skip
+
+    if 0 in shape:
+        return meta(), None
+    stored = int(ds.id.get_storage_size()) if isinstance(ds, _Dataset) else 0
+    if stored > VLEN_INLINE_MAX:
+        return meta(f"variable-length strings of {stored} stored bytes (held inline up to {VLEN_INLINE_MAX})"), None
+    try:
+        raw = np.asarray(h5py.Dataset(ds.id, readonly=True)[()], dtype=object).reshape(shape)
+    except (OSError, RuntimeError, ValueError) as e:
+        return meta(f"variable-length strings HDF5 cannot read: {_first_line(e)}"), None
+    text = np.empty(raw.shape, dtype=object)
+    for i, v in enumerate(raw.flat):
+        text.flat[i] = v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
+    blob = bytes(VLenUTF8().encode(text))
+    if len(blob) > VLEN_INLINE_MAX:
+        return meta(f"variable-length strings of {len(blob)} bytes (held inline up to {VLEN_INLINE_MAX})"), None
+    keys = np.zeros((1, len(shape)), np.int64)
+    return meta(), _Chunks(name, keys, inline=[blob], whole=True)
 
 
 def _split_along(meta: ArrayMeta, chunks: _Chunks, dim: str) -> tuple[ArrayMeta, _Chunks]:

@@ -74,6 +74,10 @@ def decode_chunk(codecs: list[dict[str, Any]], raw: bytes, dtype: np.dtype[Any],
             buf = buf.reshape(full if buf.size == int(np.prod(full)) else edge)
         elif cid == "lerc":
             buf = np.asarray(imagecodecs.lerc_decode(bytes(buf)))
+        elif cid == "vlen-utf8":  # variable-length strings, numcodecs' VLenUTF8 encoding
+            import numcodecs
+
+            buf = np.asarray(numcodecs.VLenUTF8().decode(bytes(buf)), dtype=object).reshape(full)
         elif cid == "bitunpack":  # 1-bit rows, each padded to a byte
             packed = np.frombuffer(bytes(buf), np.uint8)
             rows_cols = [(s[-2], s[-1]) for s in (full, edge) if s is not None]
