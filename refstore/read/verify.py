@@ -346,6 +346,7 @@ class _ZarrOracle:
     def __init__(self, store: str) -> None:
         import zarr
 
+        self.opened: dict[str, Any] = {}
         if os.path.isfile(store):  # a zip of a store
             from zarr.storage import ZipStore
 
@@ -360,10 +361,12 @@ class _ZarrOracle:
             self.arrays = node
 
     def read(self, name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
-        try:
-            arr = self.arrays[name]
-        except KeyError:
-            return None
+        arr = self.opened.get(name)
+        if arr is None:  # each array's metadata read once (the oracle serves every chunk object)
+            try:
+                arr = self.opened[name] = self.arrays[name]
+            except KeyError:
+                return None
         return np.asarray(arr[sel] if sel else arr[...])
 
     def __enter__(self) -> _ZarrOracle:
@@ -482,6 +485,7 @@ class _Run:
                        if m and json.loads(m).get("format") in STORE_FORMS}  # fmt: skip
         imported = snap.config().get("imported") or {}
         self.zarr_store: str | None = imported.get("store") if imported.get("form") == "zarr" else None
+        self.zarr_oracle: _ZarrOracle | None = None
         self.mismatches: list[dict[str, Any]] = []
         self.held_mismatches: list[dict[str, Any]] = []
         self.missing: dict[str, int] = {}
@@ -563,10 +567,12 @@ class _Run:
         format's own reader over the source."""
         store = self.zarr_store
         if store is not None and (src == store or src.startswith(store.rstrip("/") + "/")):
-            try:
-                return _ZarrOracle(store)
-            except Exception as e:  # zarr-python refuses the store: no counterpart to compare with
-                raise OSError(f"zarr-python cannot open {store}: {_first(e)}") from None
+            if self.zarr_oracle is None:  # one for all the store's chunk objects (closing it is a no-op)
+                try:
+                    self.zarr_oracle = _ZarrOracle(store)
+                except Exception as e:  # zarr-python refuses the store: no counterpart to compare with
+                    raise OSError(f"zarr-python cannot open {store}: {_first(e)}") from None
+            return self.zarr_oracle
         return _Oracle(src, concat_dim=self.snap.concat_dim)
 
     # ------------------------------------------------------------------ held chunks
