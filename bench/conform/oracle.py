@@ -176,7 +176,7 @@ def xr_netcdf(path: str, *, netcdf_c: bool = True) -> Any:
     engines: list[tuple[str, dict[str, Any]]] = [("netcdf4", {})] if netcdf_c else []
     for engine, kw in [*engines, ("h5netcdf", {"phony_dims": "sort"})]:
         try:
-            return xr.open_dataset(path, engine=engine, decode_timedelta=True, **kw).load()
+            return xr.open_dataset(path, engine=engine, decode_timedelta=True, **kw)  # lazy: read by window
         except Exception as e:
             errors.append(f"{engine}: {type(e).__name__}")
     raise OracleUnavailable("xarray cannot open it (" + "; ".join(errors) + ")")
@@ -407,7 +407,7 @@ def series_oracle(unit: Unit) -> Oracle:
         try:
             return xr.open_mfdataset(paths, combine="nested", concat_dim=dim, data_vars="minimal", coords="minimal",
                                      compat="override", join="exact", combine_attrs="override",
-                                     decode_timedelta=True).load()  # fmt: skip
+                                     decode_timedelta=True)  # fmt: skip
         except Exception as e:
             raise OracleUnavailable(f"xr.open_mfdataset cannot combine them ({type(e).__name__}: {e})") from None
 
