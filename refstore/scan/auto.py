@@ -50,7 +50,7 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
             fh.seek(at)
             if fh.read(8) == _HDF5_MAGIC:
                 return "hdf5"
-        if find_message(fh, 0, HEADER_LIMIT) >= 0:  # GRIB after a header (WMO bulletin, EBCDIC)
+        if find_message(fh, 1, HEADER_LIMIT) >= 0:  # GRIB after a header (WMO bulletin, EBCDIC); offset 0 is above
             return "grib"
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
