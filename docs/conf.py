@@ -11,7 +11,7 @@ sys.path.insert(0, str(HERE.parent))
 
 project = "refstore"
 author = "the refstore authors"
-copyright = "the refstore authors"  # noqa: A001
+copyright = "the refstore authors"
 
 extensions = [
     "myst_parser",
