@@ -17,7 +17,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx_click",
+    "refstore_cli",
 ]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
