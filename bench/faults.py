@@ -1,6 +1,6 @@
 """Fault campaigns: random kills of every writing command, and fuzzed files of every format.
 
-    ./dev faults [--kills 25] [--fuzz 100] [--seed 0] [--deadline 60] [--json]
+    ./dev faults [--kills 25] [--fuzz 100] [--no-hostile] [--seed 0] [--deadline 60] [--json]
 
 *Kills*: for each writing command (scan, hold, release, tag, compact, gc, emit, remap) a copy
 of a small collection (three versions) is worked on by the real command line, which is sent
@@ -16,6 +16,13 @@ a fresh collection and a window of every array is read back. A failure is a trac
 message of more than one line, a hang past the deadline of the batch, or a child that dies.
 Files given up at the per-file deadline (or whose worker crashed) are clean: that is the
 watchdog doing its job; they are counted apart.
+
+*Hostile stores*: kerchunk reference stores an attacker or a careless generator could hand over
+(a ``gen`` entry of 10^9 keys, a 100 MB template, JSON nested 200,000 deep at the top and in
+``.zattrs``, a template ``range()`` over 100,000, URLs with a NUL byte or a newline, references to
+``/etc/passwd``, ``/dev/urandom``, ``../`` paths, an array of 2^40 x 2^40 chunks of one element)
+are imported by the real command line, each in its own process. Clean: one line, exit 2 (the
+last: exit 0 with the array recorded unsupported), within the deadline, under 1 GiB peak.
 
 Prints one table: campaign, trials, clean, failed (and what failed, with the files kept).
 """
@@ -71,11 +78,8 @@ def _template(root: Path) -> tuple[Path, Path]:
     write_series(series, 6, start=date(2024, 1, 1))
     col = root / "template"
     _run(["-C", str(col), "init"], 120).check_returncode()
-    first = root / "first"
-    first.mkdir()
-    for p in sorted(series.iterdir())[:4]:
-        shutil.copy2(p, first / p.name)
-    _run(["-C", str(col), "scan", "--concat-dim", "time", str(first)], 120).check_returncode()
+    first = [str(p) for p in sorted(series.iterdir())[:4]]  # the folder's rescan adds the other two
+    _run(["-C", str(col), "scan", "--concat-dim", "time", *first], 120).check_returncode()
     _run(["-C", str(col), "hold", "--array", "sst", "--window", "0:2"], 120).check_returncode()
     return col, series
 
@@ -130,6 +134,8 @@ def kills(n: int, rng: np.random.Generator, work: Path, deadline: float) -> list
             shutil.copytree(template, col)
             p = subprocess.Popen([*CLI, "-C", str(col), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True)  # fmt: skip
+            if name == "emit":  # a previous output to replace: a kill must never leave OUT missing
+                _run(["-C", str(col), *args], deadline)
             time.sleep(float(rng.uniform(0, full)))
             p.send_signal(signal.SIGKILL)
             _, err = p.communicate()
@@ -138,12 +144,77 @@ def kills(n: int, rng: np.random.Generator, work: Path, deadline: float) -> list
                 again = _run(["-C", str(col), "scan", "--concat-dim", "time", str(series)], deadline)
                 if again.returncode != 0 or "Traceback" in again.stderr:
                     why = f"scan after the kill: exit {again.returncode}: {again.stderr.strip()[-300:]}"
+            if why is None and name == "emit" and not (work / "out.parq" / ".zmetadata").is_file():
+                why = "the killed emit left OUT missing"
             if "Traceback" in (err or "") and p.returncode != -signal.SIGKILL:
                 why = why or f"traceback: {err.strip()[-300:]}"
             t.add(why is None, why or "")
         out.append(t)
         _progress(t)
     return out
+
+
+# ----------------------------------------------------------------------------- hostile stores
+_ZARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "|u1", "compressor": None, "fill_value": 0,
+           "order": "C", "filters": None}  # fmt: skip
+
+
+def _spec(refs: dict[str, Any], **extra: Any) -> str:
+    base = {".zgroup": json.dumps({"zarr_format": 2}), "x/.zarray": json.dumps(_ZARRAY),
+            "x/.zattrs": json.dumps({"_ARRAY_DIMENSIONS": ["x"]})}  # fmt: skip
+    return json.dumps({"version": 1, "refs": {**base, **refs}, **extra})
+
+
+def _hostile_stores() -> dict[str, tuple[str, int]]:
+    """name -> (store text, expected exit code)."""
+    deep = "[" * 200_000 + "]" * 200_000
+    huge = {**_ZARRAY, "shape": [2**40, 2**40], "chunks": [1, 1]}
+    return {
+        "gen 10^9 keys": (_spec({}, gen=[{"key": "x/{{i}}", "url": "d.bin", "offset": "{{i}}", "length": "1",
+                                          "dimensions": {"i": {"start": 0, "stop": 10**9}}}]), 2),
+        "template 100 MB": (_spec({"x/0": ["{{u}}", 0, 4]}, templates={"u": "a" * 100_000_000}), 2),
+        "nested JSON": (deep, 2),
+        "nested .zattrs": (_spec({"x/.zattrs": '{"a": ' + deep + "}"}), 2),
+        "range() 10^6": (_spec({}, gen=[{"key": "x/{{i}}", "url": "{{ range(1000000) | list | length }}",
+                                        "dimensions": {"i": [0]}}]), 2),
+        "NUL in URL": (_spec({"x/0": ["d\x00.bin", 0, 4]}), 2),
+        "newline in URL": (_spec({"x/0": ["d\n.bin", 0, 4]}), 2),
+        "/etc/passwd": (_spec({"x/0": ["/etc/passwd", 0, 4]}), 2),
+        "/dev/urandom": (_spec({"x/0": ["/dev/urandom", 0, 4]}), 2),
+        "../ path": (_spec({"x/0": ["../../../../../etc/passwd", 0, 4]}), 2),
+        "2^40 x 2^40": (_spec({"x/.zarray": json.dumps(huge), "x/0.0": ["d.bin", 0, 1],
+                               "x/.zattrs": json.dumps({"_ARRAY_DIMENSIONS": ["y", "x"]})}), 0),
+    }  # fmt: skip
+
+
+_MEASURED = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "sys.stderr.write(r.stderr); print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+def hostile(work: Path, deadline: float) -> list[Tally]:
+    t = Tally("hostile stores")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "d.bin").write_bytes(bytes(range(64)))
+    for i, (name, (text, code)) in enumerate(_hostile_stores().items()):
+        store, col = work / f"s{i}.json", work / f"c{i}"
+        store.write_text(text)
+        shutil.rmtree(col, ignore_errors=True)
+        _run(["-C", str(col), "init"], deadline).check_returncode()
+        start = time.perf_counter()
+        try:
+            cmd = [sys.executable, "-c", _MEASURED, *CLI, "-C", str(col), "import", "kerchunk", str(store)]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, cwd=work)
+        except subprocess.TimeoutExpired:
+            t.add(False, f"{name}: past the {deadline:.0f} s deadline")
+            continue
+        seconds = time.perf_counter() - start
+        got, peak_kib = (int(x) for x in r.stdout.split()[-2:])
+        lines = r.stderr.splitlines()
+        ok = got == code and "Traceback" not in r.stderr and (len(lines) == 1 if code else True)
+        ok = ok and peak_kib < 1 << 20 and len(r.stderr) < 4096
+        t.add(ok, f"{name}: exit {got}, {len(lines)} lines, {peak_kib >> 10} MiB, {seconds:.0f} s: {r.stderr[:200]}")
+    _progress(t)
+    return [t]
 
 
 def _progress(t: Tally) -> None:
@@ -272,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=25, help="random kills per writing command (8 commands)")
     ap.add_argument("--fuzz", type=int, default=100, help="fuzzed files per format (3 formats)")
+    ap.add_argument("--hostile", action=argparse.BooleanOptionalAction, default=True,
+                    help="import the hostile reference stores (11 trials)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds before a command counts as hung")
     ap.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
@@ -286,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         tallies += kills(a.kills, rng, work / "kills", a.deadline)
     if a.fuzz:
         tallies += fuzz(a.fuzz, rng, work / "fuzz", a.deadline)
+    if a.hostile:
+        tallies += hostile(work / "hostile", a.deadline)
     rows = [{"campaign": t.name, "trials": t.trials, "clean": t.clean, "failed": t.trials - t.clean,
              "rejected": t.rejected, "deadline_or_crash": t.deadline, "notes": t.notes} for t in tallies]  # fmt: skip
     if a.json:

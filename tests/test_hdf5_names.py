@@ -241,3 +241,30 @@ def test_zoo_xarray_view_equals_netcdf4_engine(tmp_path: Path, path: Path) -> No
     pairs = {str(v) for v in want.variables if want[v].dtype.names in (("r", "i"), ("real", "imag"))}
     got = xr.open_dataset(uri, engine="refstore").drop_vars(pairs)
     assert_same_view(got, want.drop_vars([v for v in refused | pairs if v in want.variables]), path.name)
+
+
+def test_a_group_linked_twice_shows_its_datasets_under_both_names(tmp_path: Path) -> None:
+    """A group with two hard links (a PyTables waveform file's axes): netCDF-C and h5py's
+    listing (``keys()``) show its datasets under both paths; a hard link back to an ancestor
+    group (a cycle, which netCDF-C never finishes) is refused by name."""
+    path = tmp_path / "twice.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("axes/axis1")
+        g.create_dataset("data", data=np.arange(6, dtype="<u2").reshape(2, 3)).attrs["u"] = "m"
+        f["trace/y-axis"] = g
+    want = netcdf_dims(path)
+    assert want is not None and "trace/y-axis/data" in want
+    res = HDF5Scanner()(str(path))
+    assert {m.name: m.dims for m in res.arrays} == want
+    uri = _collection(tmp_path, path)
+    ds = refstore.open(uri)
+    with h5py.File(path) as f:
+        for name in want:
+            assert np.array_equal(ds[name][...], f[name][()]) and ds[name].dtype == f[name].dtype, name
+    for group in ("axes/axis1", "trace/y-axis"):
+        assert_same_view(xr.open_dataset(uri, engine="refstore", group=group), _xr_netcdf4(path, group), group)
+    with h5py.File(path, "a") as f:
+        f["axes/axis1/loop"] = f["axes"]
+    metas = {m.name: m for m in HDF5Scanner()(str(path)).arrays}
+    assert metas["axes/axis1/loop"].status == "unsupported" and "(a cycle)" in str(metas["axes/axis1/loop"].reason)
+    assert {"axes/axis1/data", "trace/y-axis/data"} <= {n for n, m in metas.items() if m.status == "ok"}

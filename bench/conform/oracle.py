@@ -9,7 +9,10 @@
 - TIFF: tifffile (every IFD named as the README says; large pages through tifffile's own zarr
   store, a window at a time). xarray: no TIFF engine is a dependency here, so
   ``engine="refstore"`` is held to the same raw values and dtypes (names, not dimensions).
-- GRIB: cfgrib (``open_datasets``: every hypercube), raw (``decode_times=False``) and decoded.
+- GRIB: cfgrib (``open_datasets``: every hypercube), raw (``decode_times=False``) and decoded;
+  where cfgrib misplaces values (grids scanned column-major, east to west, or with alternating
+  rows on 1-D grids: design/formats.md, "Scanning modes"), its arrays are put where ecCodes'
+  per-point coordinates and WMO code table 3.4 say (``_wmo_placed``).
 - Series: numpy concatenation of those raw reads along the concat dimension (arrays without it
   taken once); xarray: ``xr.open_mfdataset(combine="nested", concat_dim=DIM, data_vars="minimal",
   coords="minimal", compat="override", join="exact")``. TIFF series: pages stacked along time.
@@ -173,7 +176,7 @@ def xr_netcdf(path: str, *, netcdf_c: bool = True) -> Any:
     engines: list[tuple[str, dict[str, Any]]] = [("netcdf4", {})] if netcdf_c else []
     for engine, kw in [*engines, ("h5netcdf", {"phony_dims": "sort"})]:
         try:
-            return xr.open_dataset(path, engine=engine, decode_timedelta=True, **kw).load()
+            return xr.open_dataset(path, engine=engine, decode_timedelta=True, **kw)  # lazy: read by window
         except Exception as e:
             errors.append(f"{engine}: {type(e).__name__}")
     raise OracleUnavailable("xarray cannot open it (" + "; ".join(errors) + ")")
@@ -284,12 +287,73 @@ def _grib_vars(path: str, decoded: bool) -> tuple[dict[str, Any], dict[str, list
                 out[f"{key}_{var.attrs['GRIB_typeOfLevel']}"] = seen[-1]
             else:
                 out[f"{key}_{len(seen) - 1}"] = seen[-1]
+    _wmo_placed(path, out)
     alts = {}
     for key, seen in versions.items():
         if len(seen) > 1 and key not in _data_names(path, decoded):
             for i in range(len(seen)):
                 alts[key if i == 0 else f"{key}_{i}"] = seen
     return out, alts
+
+
+def _scanning(path: str) -> tuple[int, int, int, int, int, bool] | None:
+    """(ny, nx, column_major, alternating, east_to_west, grid of rows and columns) of the file's
+    first message where cfgrib misplaces it; None where it does not (or the file's messages
+    scan in several ways: left as cfgrib gives them)."""
+    import eccodes
+
+    flags = set()
+    with open(path, "rb") as f:
+        while (h := eccodes.codes_grib_new_from_file(f)) is not None:
+            try:
+                get = [eccodes.codes_get(h, k) if eccodes.codes_is_defined(h, k) else 0
+                       for k in ("Ny", "Nx", "jPointsAreConsecutive", "alternativeRowScanning", "iScansNegatively",
+                                 "numberOfPoints")]  # fmt: skip
+                grid2d = eccodes.codes_get(h, "gridType") in _GRID_2D
+            finally:
+                eccodes.codes_release(h)
+            flags.add((*(int(v) for v in get), grid2d))
+    if len(flags) != 1:
+        return None
+    ny, nx, jcons, alt, ineg, points, grid2d = next(iter(flags))
+    if ny * nx != points or not ((jcons and grid2d) or (ineg and grid2d) or (alt and not grid2d)):
+        return None
+    return ny, nx, jcons, alt, ineg, grid2d
+
+
+_GRID_2D = {"regular_ll", "regular_gg", "rotated_ll", "rotated_gg", "lambert", "lambert_azimuthal_equal_area",
+            "albers", "polar_stereographic"}  # fmt: skip
+
+
+def _wmo_placed(path: str, out: dict[str, Any]) -> None:
+    """cfgrib's variables of ``path`` with values and longitudes where WMO's scanning flags and
+    ecCodes' per-point coordinates put them (cfgrib reshapes stored values to (Ny, Nx) and
+    turns every second row; its longitudes are ``distinctLongitudes``, ascending)."""
+    found = _scanning(path)
+    if found is None:
+        return
+    ny, nx, jcons, alt, ineg, grid2d = found
+    for name, var in list(out.items()):
+        shape = var.shape[-2:] if grid2d else var.shape[-1:]
+        if var.dims[-1:] not in (("longitude",), ("x",), ("values",)) or int(np.prod(shape)) != ny * nx:
+            continue
+        if name in ("latitude", "longitude", "values", "x", "y"):
+            continue
+        data = np.asarray(var.values).reshape(*var.shape[: var.ndim - len(shape)], ny * nx).copy()
+        if grid2d:  # undo cfgrib's turn of every second (ny, nx) row: the stored order
+            rows = data.reshape(*data.shape[:-1], ny, nx)
+            if alt:
+                rows[..., 1::2, :] = rows[..., 1::2, ::-1]
+            data = rows.reshape(data.shape)
+        lines = data.reshape(*data.shape[:-1], *((nx, ny) if jcons else (ny, nx))).copy()
+        if alt:
+            lines[..., 1::2, :] = lines[..., 1::2, ::-1]
+        if jcons and grid2d:
+            lines = np.swapaxes(lines, -1, -2)
+        out[name] = var.copy(data=lines.reshape(var.shape))
+    if ineg and grid2d and "longitude" in out and out["longitude"].dims == ("longitude",):
+        lon = out["longitude"]
+        out["longitude"] = lon.copy(data=np.asarray(lon.values)[::-1].copy())
 
 
 def _data_names(path: str, decoded: bool) -> set[str]:
@@ -343,7 +407,7 @@ def series_oracle(unit: Unit) -> Oracle:
         try:
             return xr.open_mfdataset(paths, combine="nested", concat_dim=dim, data_vars="minimal", coords="minimal",
                                      compat="override", join="exact", combine_attrs="override",
-                                     decode_timedelta=True).load()  # fmt: skip
+                                     decode_timedelta=True)  # fmt: skip
         except Exception as e:
             raise OracleUnavailable(f"xr.open_mfdataset cannot combine them ({type(e).__name__}: {e})") from None
 

@@ -400,6 +400,8 @@ def _var_attrs(ec: Any, h: Any, where: _Where, grid: dict[str, Any] | None) -> t
         if v is not None:
             attrs[f"GRIB_{k}"] = v
     attrs["GRIB_missingValue"] = MISSING
+    if "GRIB_stepUnits" in attrs:  # cfgrib's computed stepUnits: "we always index steps in hours"
+        attrs["GRIB_stepUnits"] = 1
     attrs["long_name"] = attrs.get("GRIB_name", f"original GRIB paramId: {var['paramId']}")
     attrs["units"] = attrs.get("GRIB_units", "1")
     if "GRIB_cfName" in attrs:

@@ -688,14 +688,29 @@ def _follow_links(fid: Any, header: HeaderReader | None, under: bytes, shown: by
             out[-1].name = path  # the name it is shown by
             seen.add(path)
         elif reason is None and oinfo is not None and oinfo.type == h5py.h5o.TYPE_GROUP:
-            if kind == h5py.h5l.TYPE_SOFT or shown is not None:
-                groups[path] = _attrs(_Object(fid, b"/" + full), None)
-            if kind == h5py.h5l.TYPE_SOFT:
-                target = fid.links.get_val(full).lstrip(b"/")
-                _follow_links(fid, header, target, path.encode(), seen, out, refused, groups)
-        elif reason is not None:
+            again = kind == h5py.h5l.TYPE_HARD and shown is None and path not in groups  # a group's 2nd hard link
+            if again and _is_ancestor(fid, full, oinfo.addr):
+                reason = f"hard link to group {path}'s own ancestor (a cycle)"
+            else:
+                if kind == h5py.h5l.TYPE_SOFT or shown is not None or again:
+                    groups[path] = _attrs(_Object(fid, b"/" + full), None)
+                if kind == h5py.h5l.TYPE_SOFT:
+                    target = fid.links.get_val(full).lstrip(b"/")
+                    _follow_links(fid, header, target, path.encode(), seen, out, refused, groups)
+                elif again:  # its datasets under this name too, as netCDF-C and h5py's listing give them
+                    _follow_links(fid, header, full, path.encode(), seen, out, refused, groups)
+        if reason is not None:
             refused.append(ArrayMeta(name=path, dims=(), shape=(), chunks=(), dtype="|u1", fill_value=None,
                                      status="unsupported", reason=reason))  # fmt: skip
+
+
+def _is_ancestor(fid: Any, full: bytes, addr: int) -> bool:
+    """Whether the group at ``addr`` is the root or a group on the path to ``full``."""
+    import h5py
+
+    parts = full.split(b"/")[:-1]
+    prefixes = [b"/"] + [b"/" + b"/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(h5py.h5o.get_info(fid, p).addr == addr for p in prefixes)
 
 
 def _link_reason(fid: Any, full: bytes, kind: int, oinfo: Any, *, nested: bool) -> str | None:

@@ -101,20 +101,33 @@ def decode_chunk(codecs: list[dict[str, Any]], raw: bytes, dtype: np.dtype[Any],
 
 
 def _grib_values(message: bytes) -> np.ndarray[Any, Any]:
-    """ecCodes' values of one message as float32, the points its bitmap marks missing NaN."""
+    """ecCodes' values of one message as float32, every point it reports missing NaN, in the
+    order design/formats.md gives the codec: grids of rows and columns row-major, alternating
+    rows (or columns) turned to the first one's direction."""
     import eccodes
 
     missing = float(np.finfo(np.float32).max)
     h = eccodes.codes_new_from_message(message)
     try:
         eccodes.codes_set(h, "missingValue", missing)
-        raw = eccodes.codes_get_values(h)
-        vals = raw.astype("<f4")
-        if eccodes.codes_get(h, "bitmapPresent"):
-            vals[raw == missing] = np.nan
-        return vals
+        vals = eccodes.codes_get_values(h).astype("<f4")
+        key = {k: int(eccodes.codes_get(h, k)) if eccodes.codes_is_defined(h, k) else 0
+               for k in ("Nx", "Ny", "numberOfPoints", "jPointsAreConsecutive", "alternativeRowScanning")}  # fmt: skip
+        grid2d = eccodes.codes_get(h, "gridType") in _GRIB_2D
     finally:
         eccodes.codes_release(h)
+    vals[vals == np.float32(missing)] = np.nan
+    ny, nx, jcons, alt = key["Ny"], key["Nx"], key["jPointsAreConsecutive"], key["alternativeRowScanning"]
+    if ny * nx != key["numberOfPoints"] or not (alt or (jcons and grid2d)):
+        return vals
+    lines = vals.reshape((nx, ny) if jcons else (ny, nx)).copy()
+    if alt:
+        lines[1::2] = lines[1::2, ::-1]
+    return (lines.T if jcons and grid2d else lines).reshape(-1)
+
+
+_GRIB_2D = {"regular_ll", "regular_gg", "rotated_ll", "rotated_gg", "lambert", "lambert_azimuthal_equal_area",
+            "albers", "polar_stereographic"}  # fmt: skip
 
 
 def _fill(value: Any, dtype: np.dtype[Any]) -> Any:
