@@ -610,7 +610,7 @@ def main() -> None:
     import warnings
 
     from refstore._quote import one_line
-    from refstore.errors import StaleSourceWarning
+    from refstore.errors import CatalogWarning, StaleSourceWarning
 
     def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
         text = _cli_words(one_line(str(message)))
@@ -618,6 +618,7 @@ def main() -> None:
 
     warnings.showwarning = show
     warnings.simplefilter("always", StaleSourceWarning)
+    warnings.simplefilter("always", CatalogWarning)
     try:
         app()
     except RefstoreError as e:

@@ -84,3 +84,16 @@ def icechunk_cmd(
         rep = col.import_icechunk(repo, branch=branch, tag=tag, snapshot=snapshot, allow=allow or (),
                                   progress=lambda done, total: p.update(task, completed=done, total=total))  # fmt: skip
     _report(rep, as_json)
+
+
+@import_app.command("zarr")
+def zarr_cmd(
+    store: Annotated[str, typer.Argument(metavar="STORE", help="A Zarr v2 or v3 store: a local folder.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a Zarr store: each chunk object referenced whole; codecs, fills and attributes as zarr-python reads."""
+    col = _open()
+    with _progress(quiet=as_json) as p:
+        task = p.add_task("identifying chunk objects", total=None)
+        rep = col.import_zarr(store, progress=lambda done, total: p.update(task, completed=done, total=total))
+    _report(rep, as_json)

@@ -191,6 +191,16 @@ class Collection(_table.Collection):
 
         return import_kerchunk(self, os.fspath(refs), allow=allow, progress=progress)
 
+    def import_zarr(self, store: PathLike, *, progress: Progress | None = None) -> ImportReport:
+        """Import a Zarr v2 or v3 store (a local folder): one version, each chunk object a source.
+
+        >>> col.import_zarr("store.zarr").version  # doctest: +SKIP
+        2
+        """
+        from .imports import import_zarr
+
+        return import_zarr(self, os.fspath(store), progress=progress)
+
     def import_icechunk(self, repo: PathLike, *, branch: str | None = None, tag: str | None = None,
                         snapshot: str | None = None, allow: Sequence[str] = (),
                         progress: Progress | None = None) -> ImportReport:  # fmt: skip
@@ -481,6 +491,7 @@ class Collection(_table.Collection):
     # ------------------------------------------------------------------ from async code
     ascan = _in_thread(scan)
     aimport_kerchunk = _in_thread(import_kerchunk)
+    aimport_zarr = _in_thread(import_zarr)
     aimport_icechunk = _in_thread(import_icechunk)
     ainfo = _in_thread(info)
     aread = _in_thread(read)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadInputError",
+    "CatalogWarning",
     "CollectionNotFoundError",
     "ConflictError",
     "NotACollectionError",
@@ -93,6 +94,10 @@ class StaleSourceError(SourceReadError):
 
 class StaleSourceWarning(UserWarning):
     """Issued instead of StaleSourceError when reading with ``on_stale="warn"``."""
+
+
+class CatalogWarning(UserWarning):
+    """Part of a STAC catalog left open (the message says what and why); the catalog is written."""
 
 
 class StorageError(RefstoreError, OSError):

@@ -1,9 +1,9 @@
 """``refstore catalog``: a STAC Collection per version, checked against xarray/tifffile over the
 original files (extents) and opened through each asset as its xarray keys say (values, dtypes).
 
-Validation is offline: pystac's validator against the core STAC 1.1 schemas pystac ships (no
-schema is fetched: the machine has no network), and the extension fields read back through
-pystac's typed extension classes.
+Validation is offline: jsonschema against the STAC 1.1.0 core and extension (datacube, version,
+xarray-assets) schemas vendored in tests/stac_schemas (no schema is fetched: the machine has no
+network), and the extension fields read back through pystac's typed extension classes.
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ def _catalog(uri: str, out: Path, *args: str) -> dict[str, Any]:
 
 
 def _schema_check(d: dict[str, Any]) -> None:
-    """Validate against the core STAC schemas pystac ships (no network)."""
-    from pystac.validation.stac_validator import JsonSchemaSTACValidator
+    """Validate against the vendored STAC 1.1.0 core and extension schemas (no network)."""
+    from tests._stac_schema import validate
 
-    JsonSchemaSTACValidator().validate_core(d, pystac.STACObjectType.COLLECTION, d["stac_version"])
+    validate(d)
 
 
 def _validate(path: Path) -> Any:
@@ -138,6 +138,22 @@ def _assert_equal(got: Any, want: Any, what: str) -> int:
     return len(want.variables)
 
 
+def _half_steps(v: np.ndarray[Any, Any]) -> tuple[float, float]:
+    v = v.astype("f8")
+    a, b = v[0] - (v[1] - v[0]) / 2, v[-1] + (v[-1] - v[-2]) / 2
+    return float(min(a, b)), float(max(a, b))
+
+
+def _edges_bbox(lat: np.ndarray[Any, Any], lon: np.ndarray[Any, Any]) -> list[float]:
+    """The oracle for a regular grid read by xarray/netCDF4: cell edges half a step beyond the
+    centres, latitudes clamped, a 360-degree span -180..180, else west/east folded as they are."""
+    (s, n), (w, e) = _half_steps(lat), _half_steps(lon)
+    if e - w >= 360.0:
+        return [-180.0, max(s, -90.0), 180.0, min(n, 90.0)]
+    fold = lambda x: ((x + 180.0) % 360.0) - 180.0
+    return [fold(w), max(s, -90.0), fold(e) if fold(e) != -180.0 else 180.0, min(n, 90.0)]
+
+
 # --------------------------------------------------------------------------- tests
 def test_oisst_collection_extents_datacube_and_assets(oisst: tuple[str, list[Path], Path]) -> None:
     uri, files, root = oisst
@@ -149,10 +165,8 @@ def test_oisst_collection_extents_datacube_and_assets(oisst: tuple[str, list[Pat
     lat, lon = want["lat"].values, want["lon"].values
     t = want["time"].values
 
-    # extents: min/max of xarray's coordinates; longitudes folded to -180..180 for the WGS84 bbox
-    folded = np.mod(lon.astype("f8") + 180.0, 360.0) - 180.0
-    assert coll.extent.spatial.bboxes == [[float(folded.min()), float(lat.min()), float(folded.max()),
-                                           float(lat.max())]]  # fmt: skip
+    # extents: cell edges (half a step beyond xarray's first/last centres); a global grid is -180..180
+    assert coll.extent.spatial.bboxes == [_edges_bbox(lat, lon)]
     iso = [str(np.datetime_as_string(x, unit="s")) + "Z" for x in (t.min(), t.max())]
     assert d["extent"]["temporal"]["interval"] == [iso]
 
@@ -267,9 +281,19 @@ def test_the_offline_validator_rejects_a_broken_collection(oisst: tuple[str, lis
     """The schemas are really applied (a Collection without its license or extent fails)."""
     out = tmp_path / "c.json"
     d = _catalog(oisst[0], out)
+    import jsonschema
+
+    _schema_check(d)
     for key in ("license", "extent"):
-        with pytest.raises(pystac.errors.STACValidationError):
+        with pytest.raises(jsonschema.ValidationError):
             _schema_check({k: v for k, v in d.items() if k != key})
+    bad_dim = {**d, "cube:dimensions": {**d["cube:dimensions"], "lat": {"type": "spatial", "axis": "w"}}}
+    with pytest.raises(jsonschema.ValidationError):  # the datacube extension schema is applied
+        _schema_check(bad_dim)
+    with pytest.raises(jsonschema.ValidationError):  # the version extension schema too
+        _schema_check({**d, "version": 3})
+    with pytest.raises(jsonschema.ValidationError):  # an open interval end, but not a date
+        _schema_check({**d, "extent": {**d["extent"], "temporal": {"interval": [["0000-01-01", None]]}}})
 
 
 def test_replaces_only_a_catalog_it_wrote(oisst: tuple[str, list[Path], Path], tmp_path: Path) -> None:
@@ -350,7 +374,7 @@ def test_antimeridian_and_projected_grids(tmp_path: Path) -> None:
     refstore.init(uri)
     refstore.scan(uri, [str(src)])
     d = _catalog(uri, tmp_path / "p.json")
-    assert d["extent"]["spatial"]["bbox"] == [[170.0, -5.0, -170.0, 5.0]]
+    assert d["extent"]["spatial"]["bbox"] == [[167.5, -10.0, -167.5, 10.0]]  # edges: half a step beyond
     assert d["extent"]["temporal"]["interval"] == [[None, None]]
     _validate(tmp_path / "p.json")
 
@@ -374,10 +398,154 @@ def test_antimeridian_and_projected_grids(tmp_path: Path) -> None:
 
     tif = tmp_path / "merc" / "m.tif"
     tif.parent.mkdir()
-    tifffile.imwrite(tif, np.zeros((64, 64), "u1"), extratags=geotags(epsg=3857), metadata=None)
+    tifffile.imwrite(tif, np.zeros((64, 64), "u1"), extratags=geotags(epsg=3857, x0=-2.0e6, y0=7.0e6, dx=5.0e4,
+                                                                        dy=5.0e4), metadata=None)  # fmt: skip
     col = str(tmp_path / "merc-col")
     refstore.init(col)
     refstore.scan(col, [str(tif)])
-    r = run("-C", col, "catalog", str(tmp_path / "m.json"))
-    assert r.returncode == 2 and "EPSG:3857" in r.stderr and "pyproj" in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    d = _catalog(col, tmp_path / "m.json")  # reprojected with pyproj (the catalog extra)
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.warp import transform_bounds
+
+    with rasterio.open(tif) as r:
+        want = transform_bounds(r.crs, "EPSG:4326", *r.bounds)
+    np.testing.assert_allclose(d["extent"]["spatial"]["bbox"][0], want, rtol=0, atol=1e-9)
+    _validate(tmp_path / "m.json")
+
+
+# --------------------------------------------------------------------------- extents against netCDF4/rasterio
+def _one_file_catalog(tmp_path: Path, src: Path, name: str = "c") -> tuple[dict[str, Any], Any]:
+    uri = str(tmp_path / f"{name}-col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(src)])
+    out = tmp_path / f"{name}.json"
+    r = run("-C", uri, "catalog", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    _validate(out)
+    return dict(json.loads(out.read_text())), r
+
+
+def _grid_nc(path: Path, lat: np.ndarray[Any, Any], lon: np.ndarray[Any, Any], *, bounds: bool = False,
+             time: tuple[str, str, list[float]] | None = None) -> Path:  # fmt: skip
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("bnds", 2)
+        for name, vals, units in (("lat", lat, "degrees_north"), ("lon", lon, "degrees_east")):
+            ds.createDimension(name, len(vals))
+            v = ds.createVariable(name, "f8", (name,))
+            v[:] = vals
+            v.units = units
+            if bounds:
+                step = np.gradient(vals) if len(vals) > 1 else np.ones(1)
+                b = ds.createVariable(f"{name}_bnds", "f8", (name, "bnds"))
+                b[:] = np.stack([vals - step / 3, vals + step / 4], axis=1)  # deliberately not half steps
+                v.bounds = f"{name}_bnds"
+        dims: tuple[str, ...] = ("lat", "lon")
+        if time is not None:
+            units, cal, vals = time
+            ds.createDimension("time", len(vals))
+            t = ds.createVariable("time", "f8", ("time",))
+            t[:] = vals
+            t.units, t.calendar = units, cal
+            dims = ("time", *dims)
+        ds.createVariable("v", "f4", dims)[:] = 0.0
+    return path
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon", "want"),
+    [
+        (np.arange(-89.875, 90, 0.25), np.arange(0.125, 360, 0.25), [-180.0, -90.0, 180.0, 90.0]),  # 0..360
+        (np.arange(-75.0, 90, 30), np.arange(-180.0, 180, 30), [-180.0, -90.0, 180.0, 90.0]),  # 30 deg centres
+        (np.arange(89.5, -90, -1.0), np.arange(0.5, 180, 1.0), [0.0, -90.0, 180.0, 90.0]),  # north first; east half
+        (np.arange(-10.0, 11, 5), np.arange(340.0, 371, 10), [-25.0, -12.5, 15.0, 12.5]),  # across Greenwich
+        (np.arange(0.0, 21, 10), np.arange(170.0, 201, 10), [165.0, -5.0, -155.0, 25.0]),  # across the antimeridian
+    ],
+)
+def test_bbox_is_cell_edges(tmp_path: Path, lat: Any, lon: Any, want: list[float]) -> None:
+    import netCDF4
+
+    src = _grid_nc(tmp_path / "g.nc", lat, lon)
+    with netCDF4.Dataset(src) as ds:  # the oracle: netCDF4's coordinates
+        got_lat, got_lon = ds["lat"][:].data, ds["lon"][:].data
+    assert _edges_bbox(got_lat, got_lon) == want
+    d, _ = _one_file_catalog(tmp_path, src)
+    assert d["extent"]["spatial"]["bbox"] == [want]
+
+
+def test_bbox_uses_cf_bounds(tmp_path: Path) -> None:
+    import netCDF4
+
+    src = _grid_nc(tmp_path / "b.nc", np.array([30.0, 40.0, 50.0]), np.array([-20.0, -10.0, 0.0, 10.0]), bounds=True)
+    d, _ = _one_file_catalog(tmp_path, src)
+    with netCDF4.Dataset(src) as ds:
+        lb, ob = ds["lat_bnds"][:].data, ds["lon_bnds"][:].data
+    assert d["extent"]["spatial"]["bbox"] == [[float(ob.min()), float(lb.min()), float(ob.max()), float(lb.max())]]
+
+
+def test_zoo_extents_match_netcdf4(shared_data: Path, tmp_path: Path) -> None:
+    """CMIP6 (lat_bnds/lon_bnds) and Ferret's 20.5..379.5 grid (no bounds: global)."""
+    import netCDF4
+
+    zoo = shared_data / "zoo"
+    cmip = zoo / "pypi-esmvaltool-sample-data" / "ta_Amon_AWI-CM-1-1-MR_historical_r1i1p1f1_gn_195001-195012.nc"
+    levitus = zoo / "debian-ferret-extra" / "levitus_climatology.cdf"
+    for f in (cmip, levitus):
+        if not f.exists():
+            pytest.skip(f"{f} is not in the zoo")
+    d, _ = _one_file_catalog(tmp_path, cmip, "cmip")
+    with netCDF4.Dataset(cmip) as ds:
+        lb, ob = ds["lat_bnds"][:].data, ds["lon_bnds"][:].data
+        tv = ds["time"][:].data
+        t = netCDF4.num2date([tv.min(), tv.max()], ds["time"].units, ds["time"].calendar)
+    w, e = float(ob.min()), float(ob.max())
+    assert d["extent"]["spatial"]["bbox"] == [[w, float(lb.min()), e, float(lb.max())]]
+    assert d["extent"]["temporal"]["interval"] == [[t[0].isoformat() + "Z", t[1].isoformat() + "Z"]]
+    d, _ = _one_file_catalog(tmp_path, levitus, "levitus")
+    with netCDF4.Dataset(levitus) as ds:
+        want = _edges_bbox(ds["YAXLEVITR"][:].data, ds["XAXLEVITR"][:].data)
+    assert want == [-180.0, -90.0, 180.0, 90.0]
+    assert d["extent"]["spatial"]["bbox"] == [want]
+
+
+@pytest.mark.parametrize("name", ["pypi-geoutils/LE71400412000304SGS00_B4_crop.TIF", "debian-rgdal/SP27GTIF.TIF",
+                                  "debian-terra/elev.tif"])  # fmt: skip
+def test_zoo_geotiff_extents_match_rasterio(shared_data: Path, tmp_path: Path, name: str) -> None:
+    """UTM, US State Plane (NAD27, feet) and EPSG:4326 rasters: edges reprojected as GDAL does."""
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.warp import transform_bounds
+
+    f = shared_data / "zoo" / name
+    if not f.exists():
+        pytest.skip(f"{f} is not in the zoo")
+    d, _ = _one_file_catalog(tmp_path, f)
+    with rasterio.open(f) as r:
+        want = transform_bounds(r.crs, "EPSG:4326", *r.bounds)
+    np.testing.assert_allclose(d["extent"]["spatial"]["bbox"][0], want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("units", "calendar", "want"),
+    [
+        ("hours since 0000-01-01", "standard", [None, None]),  # no year 0 in the Gregorian calendar
+        ("hours since 0000-01-01", "360_day", [None, None]),  # year 0 exists, but no Python datetime holds it
+        ("days since 0001-01-01", "noleap", ["0001-01-16T12:00:00Z", "0001-12-12T12:00:00Z"]),
+    ],
+)
+def test_climatology_times_open_or_in_their_calendar(tmp_path: Path, units: str, calendar: str,
+                                                     want: list[str | None]) -> None:  # fmt: skip
+    import cftime
+
+    vals = [15.5 + 30.0 * i for i in range(12)] if units.startswith("days") else [372.0 + 730.0 * i for i in range(12)]
+    src = _grid_nc(tmp_path / "clim.nc", np.array([0.0, 1.0]), np.array([0.0, 1.0]), time=(units, calendar, vals))
+    d, r = _one_file_catalog(tmp_path, src)
+    assert d["extent"]["temporal"]["interval"] == [want]
+    notes = json.loads(r.stdout)["notes"]
+    if want[0] is None:
+        assert notes and "left open" in notes[0] and units in notes[0], notes
+        assert "warning" in r.stderr and "left open" in r.stderr, r.stderr
+    else:
+        assert notes == []
+        ends = cftime.num2date([min(vals), max(vals)], units, calendar)  # the oracle: cftime in the calendar
+        assert want == [f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:00:00Z" for d in ends]

@@ -392,3 +392,27 @@ def test_a_mosaic_of_tiles_off_the_block_grid(tmp_path: Path) -> None:
     rep, _img = _coverage(uri, tmp_path / "m.png", "image")
     assert rep["shares"]["referenced"] == pytest.approx(canvas.mean())
     assert rep["shares"]["absent"] == pytest.approx(1 - canvas.mean())
+
+
+def test_a_string_array_is_refused_by_name(tmp_path: Path) -> None:
+    """Station names (fixed-length strings over station x name length) are not a field over space:
+    one line naming the array, exit 2, no picture."""
+    import netCDF4
+
+    src = tmp_path / "stations.nc"
+    with netCDF4.Dataset(src, "w") as ds:
+        ds.createDimension("station", 3)
+        ds.createDimension("name_strlen", 8)
+        v = ds.createVariable("station_name", "S1", ("station", "name_strlen"))
+        v[:] = netCDF4.stringtochar(np.array([b"alpha", b"beta", b"gamma"], "S8"))
+        ds.createVariable("temp", "f4", ("station",))[:] = [1.0, 2.0, 3.0]
+    with netCDF4.Dataset(src) as ds:  # the oracle: netCDF4 sees a character array
+        assert ds["station_name"].dtype == np.dtype("S1")
+    uri = str(tmp_path / "col")
+    refstore.init(uri)
+    refstore.scan(uri, [str(src)])
+    out = tmp_path / "s.png"
+    r = run("-C", uri, "coverage", "station_name", "--out", str(out))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "station_name" in r.stderr and "not a field over space" in r.stderr, r.stderr
+    assert not out.exists()

@@ -4,12 +4,17 @@
 writes one STAC 1.1 Collection (collection-level assets, as catalogs of Zarr, kerchunk and
 Icechunk datacubes do) built with pystac (the optional extra ``catalog``):
 
-- ``extent``: the WGS84 bounding box from CF latitude/longitude coordinates (dimension
-  coordinates, else auxiliary ones such as 2-D curvilinear grids; their min and max,
-  longitudes folded to -180..180; a grid across the antimeridian gets W > E) or from a
-  GeoTIFF transform (the raster's edges; EPSG:4326 only: pyproj is not a dependency, so a
-  projected CRS is refused); the temporal interval from a CF time coordinate (cftime), open
-  (``null``) when the version has none.
+- ``extent``: the WGS84 bounding box of the cells' EDGES. From CF latitude/longitude dimension
+  coordinates: their CF ``bounds`` variable when they have one, else half a step beyond the first
+  and last centre; latitudes clamped to +-90; longitudes whose edges span 360 degrees or more are
+  -180..180, others folded to -180..180 with W > E only when the grid really crosses the
+  antimeridian. Auxiliary coordinates (stations, 2-D curvilinear grids) give the min and max of
+  their points. Else from a GeoTIFF transform: the raster's edges, reprojected from a projected
+  CRS with pyproj (part of the ``catalog`` extra; 21 points per side, as GDAL's
+  ``transform_bounds``). The temporal interval comes from a CF time coordinate (cftime in its
+  calendar); an end no Gregorian timestamp can hold (a climatology's year 0, a 360-day
+  calendar's 30 February) is left open (``null``) with a ``CatalogWarning`` and a report note;
+  the interval is open when the version has no time.
 - the datacube extension: ``cube:dimensions`` (spatial with axis and extent, temporal with ISO
   extent, other dimensions with their coordinate's extent and unit) and ``cube:variables``
   (dimensions, ``unit``, stored ``data_type``, ``nodata``, description).
@@ -29,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._ref import tag_name
-from ..errors import BadInputError
+from ..errors import BadInputError, CatalogWarning
 from ..table.hold import _attr, _coord_kind, _unpacked
 from . import FORMATS
 from ._input import EmitSource
@@ -47,7 +53,7 @@ if TYPE_CHECKING:
     from ..scan._types import ArrayMeta
     from ..table.collection import Collection
 
-__all__ = ["ASSETS", "CatalogReport", "catalog", "parse_assets"]
+__all__ = ["ASSETS", "CatalogReport", "CatalogWarning", "catalog", "parse_assets"]
 
 STAC_VERSION = "1.1.0"
 
@@ -103,10 +109,12 @@ class CatalogReport:
     bbox: tuple[float, float, float, float]
     interval: tuple[str | None, str | None]
     assets: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    """What was left open and why (e.g. a climatology's year-0 times), also warned."""
 
     def to_json(self) -> dict[str, Any]:
         return {"out": self.out, "version": self.version, "tag": self.tag, "bbox": list(self.bbox),
-                "interval": list(self.interval), "assets": list(self.assets)}  # fmt: skip
+                "interval": list(self.interval), "assets": list(self.assets), "notes": list(self.notes)}  # fmt: skip
 
 
 def parse_assets(specs: list[str]) -> dict[str, str]:
@@ -133,6 +141,8 @@ class _Coords:
         self.arrays = {n: m for n, m in src.arrays().items() if m.status == "ok"}
         self._cache: dict[str, np.ndarray[Any, Any]] = {}
         self._progress = progress
+        self.notes: list[str] = []
+        """What the catalog leaves open and why (one line each)."""
         dims = {d for m in self.arrays.values() for d in m.dims}
         # what ``build`` reads: numeric 1-D dimension coordinates, and lat/lon for the bbox
         self._expected = {
@@ -184,16 +194,6 @@ def _yx(meta: ArrayMeta) -> tuple[int, int] | None:
     return (ys[0], xs[0]) if ys and xs else None
 
 
-def _geographic(meta: ArrayMeta) -> bool:
-    crs = str(_attr(meta, "crs") or "")
-    if crs == "EPSG:4326":
-        return True
-    raise BadInputError(
-        f"array {meta.name!r}: CRS {crs or 'unknown'} is not EPSG:4326; without pyproj refstore cannot reproject "
-        "its transform to a WGS84 extent"
-    )
-
-
 def _affine(meta: ArrayMeta) -> tuple[float, float, float, float, int, int]:
     """x0, dx, y0, dy, height, width of a north-up transform."""
     x0, dx, rx, y0, ry, dy = (float(t) for t in _attr(meta, "transform"))
@@ -203,9 +203,38 @@ def _affine(meta: ArrayMeta) -> tuple[float, float, float, float, int, int]:
     return x0, dx, y0, dy, meta.shape[iy], meta.shape[ix]
 
 
+def _fold(x: float) -> float:
+    """A longitude in -180..180 (unchanged when it already is: no rounding)."""
+    return float(x) if -180.0 <= x <= 180.0 else float(np.mod(x + 180.0, 360.0) - 180.0)
+
+
+def _lon_union(spans: list[tuple[float, float]]) -> tuple[float, float]:
+    """West and east (-180..180) of longitude intervals ``(lo, hi)`` (``hi - lo`` their width):
+    the circle less its largest uncovered gap, so a grid across the antimeridian gives W > E and
+    intervals covering 360 degrees give -180..180."""
+    if any(hi - lo >= 360.0 for lo, hi in spans):
+        return -180.0, 180.0
+    ivs = sorted((lo, hi) if _fold(lo) == lo else (_fold(lo), _fold(lo) + hi - lo) for lo, hi in spans)
+    if ivs[0][0] == 180.0:  # a lone 180 folds first
+        ivs = sorted((a - 360.0, b - 360.0) if a == 180.0 else (a, b) for a, b in ivs)
+    merged = [list(ivs[0])]
+    for a, b in ivs[1:]:
+        if a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    gaps = [merged[i + 1][0] - merged[i][1] for i in range(len(merged) - 1)]
+    gaps.append(merged[0][0] + 360.0 - merged[-1][1])
+    i = int(np.argmax(gaps))
+    if gaps[i] <= 0:
+        return -180.0, 180.0
+    west, east = merged[(i + 1) % len(merged)][0], merged[i][1]
+    return _fold(west), _fold(east)
+
+
 def _lon_span(values: np.ndarray[Any, Any]) -> tuple[float, float]:
-    """West and east of longitudes in degrees, folded to -180..180: across the largest gap between
-    neighbours (around the circle), so a grid across the antimeridian gives W > E."""
+    """West and east of longitude points in degrees, folded to -180..180: across the largest gap
+    between neighbours (around the circle), so points across the antimeridian give W > E."""
     v = np.unique(np.mod(values + 180.0, 360.0) - 180.0)
     if v.size == 1:
         return float(v[0]), float(v[0])
@@ -217,7 +246,37 @@ def _lon_span(values: np.ndarray[Any, Any]) -> tuple[float, float]:
     return float(v[i + 1]), float(v[i])
 
 
-def _bbox(c: _Coords) -> tuple[float, float, float, float]:
+def _edges(c: _Coords, name: str) -> tuple[float, float]:
+    """The cell edges of a 1-D dimension coordinate, as (lowest, highest): its CF ``bounds``
+    variable when it has one, else half a step beyond the first and last centre."""
+    meta = c.arrays[name]
+    bounds = _attr(meta, "bounds")
+    if bounds is not None:
+        bname = str(bounds)
+        group = name.rpartition("/")[0]
+        for cand in (bname, f"{group}/{bname}" if group else bname):
+            if cand in c.arrays:
+                b = c.values(cand)
+                if b.size:
+                    return float(b.min()), float(b.max())
+    v = c.values(name)
+    if v.size < 2:
+        return float(v.min()), float(v.max())
+    first, last = v[0] - (v[1] - v[0]) / 2, v[-1] + (v[-1] - v[-2]) / 2
+    return float(min(first, last)), float(max(first, last))
+
+
+def _coordinate_bbox(c: _Coords) -> tuple[float, float, float, float] | None:
+    """The bbox of CF latitude/longitude: cell edges of dimension coordinates (latitudes clamped
+    to +-90), min/max of auxiliary ones (points: stations, curvilinear grids)."""
+    lat_dims, lon_dims = c.of_kind("lat"), c.of_kind("lon")
+    if lat_dims and lon_dims:
+        lat_spans = [_edges(c, n) for n in lat_dims if c.values(n).size]
+        lon_spans = [_edges(c, n) for n in lon_dims if c.values(n).size]
+        if lat_spans and lon_spans:
+            w, e = _lon_union(lon_spans)
+            s, n = min(a for a, _ in lat_spans), max(b for _, b in lat_spans)
+            return w, max(s, -90.0), e, min(n, 90.0)
     lats, lons = c.geographic("lat"), c.geographic("lon")
     if lats and lons:
         lat = np.concatenate([c.values(n) for n in lats])
@@ -225,27 +284,58 @@ def _bbox(c: _Coords) -> tuple[float, float, float, float]:
         if lat.size and lon.size:
             w, e = _lon_span(lon)
             return w, float(lat.min()), e, float(lat.max())
-    boxes = []
-    for meta in c.transformed():
-        _geographic(meta)
-        x0, dx, y0, dy, h, wd = _affine(meta)
-        xs, ys = sorted((x0, x0 + wd * dx)), sorted((y0, y0 + h * dy))
-        boxes.append((xs[0], ys[0], xs[1], ys[1]))
+    return None
+
+
+def _raster_bbox(meta: ArrayMeta) -> tuple[float, float, float, float]:
+    """The WGS84 bbox of a GeoTIFF raster's edges: as they are in a geographic CRS, else the
+    edges reprojected with pyproj (21 points per side, as GDAL's ``OCTTransformBounds``)."""
+    x0, dx, y0, dy, h, wd = _affine(meta)
+    (xa, xb), (ya, yb) = sorted((x0, x0 + wd * dx)), sorted((y0, y0 + h * dy))
+    crs = str(_attr(meta, "crs") or "")
+    if crs == "EPSG:4326":
+        return xa, ya, xb, yb
+    if not crs:
+        raise BadInputError(f"array {meta.name!r}: its raster has no CRS, so no WGS84 extent")
+    try:
+        import pyproj
+    except ImportError:
+        raise BadInputError(
+            f"array {meta.name!r}: CRS {crs} needs pyproj to reproject to WGS84: pip install 'refstore[catalog]'"
+        ) from None
+    try:
+        src = pyproj.CRS.from_user_input(crs)
+        if src.is_geographic and src.to_epsg() == 4326:
+            return xa, ya, xb, yb
+        tr = pyproj.Transformer.from_crs(src, "EPSG:4326", always_xy=True)
+        w, s, e, n = tr.transform_bounds(xa, ya, xb, yb, densify_pts=21)
+    except (pyproj.exceptions.CRSError, pyproj.exceptions.ProjError) as err:
+        raise BadInputError(f"array {meta.name!r}: cannot reproject CRS {crs} to WGS84: {err}") from None
+    if not all(math.isfinite(x) for x in (w, s, e, n)):
+        raise BadInputError(f"array {meta.name!r}: its raster's edges in {crs} have no WGS84 extent")
+    return float(w), float(s), float(e), float(n)
+
+
+def _bbox(c: _Coords) -> tuple[float, float, float, float]:
+    box = _coordinate_bbox(c)
+    if box is not None:
+        return box
+    boxes = [_raster_bbox(meta) for meta in c.transformed()]
     if boxes:
-        w, s, e, n = (min(b[0] for b in boxes), min(b[1] for b in boxes),
-                      max(b[2] for b in boxes), max(b[3] for b in boxes))  # fmt: skip
-        if e - w >= 360.0:
-            return -180.0, max(s, -90.0), 180.0, min(n, 90.0)
-        (w, _), (e, _) = _lon_span(np.array([w])), _lon_span(np.array([e]))
+        spans = [(w, e if e >= w else e + 360.0) for w, _, e, _ in boxes]
+        w, e = _lon_union(spans)
+        s, n = min(b[1] for b in boxes), max(b[3] for b in boxes)
         return w, max(s, -90.0), e, min(n, 90.0)
     raise BadInputError(
         f"version {c.src.version}: no coordinates for a spatial extent (CF latitude/longitude or a GeoTIFF "
-        "transform in EPSG:4326)"
+        "transform with a CRS)"
     )
 
 
-def _iso(meta: ArrayMeta, value: float) -> str:
-    """A CF time value as RFC 3339 UTC (``Z``) via cftime, in the coordinate's calendar."""
+def _iso(c: _Coords, meta: ArrayMeta, value: float) -> str | None:
+    """A CF time value as RFC 3339 UTC (``Z``) via cftime, in the coordinate's calendar; None (an
+    open end, noted in ``c.notes``) when the calendar gives no date a Gregorian timestamp can hold
+    (a climatology's year 0, a 360-day calendar's 30 February)."""
     import cftime
 
     units = str(_attr(meta, "units"))
@@ -254,23 +344,30 @@ def _iso(meta: ArrayMeta, value: float) -> str:
         d = cftime.num2date(value, units, calendar=cal, only_use_cftime_datetimes=True)
         real = datetime(d.year, d.month, d.day, d.hour, d.minute, d.second, d.microsecond)
     except (ValueError, TypeError, OverflowError) as e:
-        raise BadInputError(f"array {meta.name!r}: time {value} in '{units}' ({cal}) is not a date: {e}") from None
+        note = f"array {meta.name!r}: time {value:g} in '{units}' ({cal}) is no Gregorian date ({e}): left open"
+        if note not in c.notes:
+            c.notes.append(note)
+        return None
     return real.isoformat(timespec="seconds" if not real.microsecond else "microseconds") + "Z"
 
 
-def _time_extent(c: _Coords, name: str) -> tuple[str, str] | None:
+def _time_extent(c: _Coords, name: str) -> tuple[str | None, str | None] | None:
     v = c.values(name)
     if not v.size:
         return None
     meta = c.arrays[name]
-    return _iso(meta, float(v.min())), _iso(meta, float(v.max()))
+    return _iso(c, meta, float(v.min())), _iso(c, meta, float(v.max()))
 
 
 def _interval(c: _Coords) -> tuple[str | None, str | None]:
+    """The temporal interval over every time coordinate; an end any of them leaves open is open."""
     spans = [s for s in (_time_extent(c, n) for n in c.of_kind("time")) if s is not None]
     if not spans:
         return None, None
-    return min(s[0] for s in spans), max(s[1] for s in spans)
+    starts, ends = [s[0] for s in spans], [s[1] for s in spans]
+    start = None if None in starts else min(x for x in starts if x is not None)
+    end = None if None in ends else max(x for x in ends if x is not None)
+    return start, end
 
 
 # --------------------------------------------------------------------------- datacube
@@ -460,7 +557,7 @@ def build(src: EmitSource, assets: dict[str, str], *, progress: Callable[[int, i
         XarrayAssetsExtension.add_to(coll)
     d = coll.to_dict(include_self_link=False, transform_hrefs=False)
     d["stac_extensions"] = sorted(d["stac_extensions"])
-    rep = CatalogReport("", src.version, src.tag, bbox, (start, end), tuple(sorted(assets)))
+    rep = CatalogReport("", src.version, src.tag, bbox, (start, end), tuple(sorted(assets)), tuple(c.notes))
     return d, rep
 
 
@@ -495,4 +592,6 @@ def catalog(
     text = json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
     with atomic_output(out, previous=is_stac_catalog) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-    return CatalogReport(os.path.abspath(out), rep.version, rep.tag, rep.bbox, rep.interval, rep.assets)
+    for note in rep.notes:
+        warnings.warn(note, CatalogWarning, stacklevel=2)
+    return CatalogReport(os.path.abspath(out), rep.version, rep.tag, rep.bbox, rep.interval, rep.assets, rep.notes)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ..table.collection import Collection
 
-__all__ = ["STORE_FORMS", "ImportReport", "import_icechunk", "import_kerchunk"]
+__all__ = ["STORE_FORMS", "ImportReport", "import_icechunk", "import_kerchunk", "import_zarr"]
 
 STORE_FORMS = ("kerchunk-json", "kerchunk-parquet", "icechunk")
 """``format`` of a source row that is an imported store (the source of its inline chunks)."""
@@ -64,3 +64,17 @@ def import_icechunk(
         return commit_import(collection, parsed, allow=allow, progress=progress)
     except RecursionError:  # metadata nested deeper than Python recurses
         raise BadInputError(f"{quote(repo)}: metadata nested too deeply") from None
+
+
+def import_zarr(
+    collection: Collection,
+    store: str,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
+    """Import a Zarr v2 or v3 store (a local folder) as one new version of ``collection``: every
+    chunk object is a source referenced whole (offset 0, its size), metadata as zarr-python
+    reads it (``imports/zarr_store.py``). ``progress(done, total)`` as chunk objects are identified."""
+    from .zarr_store import read_zarr_store
+
+    return commit_import(collection, read_zarr_store(store), progress=progress)

@@ -238,13 +238,22 @@ def _rows_for(parsed: ParsedStore, sources: dict[str, _Source], locs: pa.Array) 
     return chunk_rows, var_rows, int(is_ref.sum())
 
 
-def _carry_held(snap: Snapshot, chunk_rows: pa.Table) -> tuple[pa.Table, int]:
+def _carry_held(
+    snap: Snapshot, chunk_rows: pa.Table, sources: dict[str, _Source] | None = None
+) -> tuple[pa.Table, int]:
     """``chunk_rows`` with the held bytes of the previous version's rows that reference the same
-    bytes (same array, key, source, offset and length): importing a store again keeps what was
-    held on unchanged references (``hold.md``). The number of rows carried."""
+    bytes (same array, key, source, offset and length, the source's size, mtime and etag as
+    recorded): importing a store again keeps what was held on unchanged references (``hold.md``),
+    never the bytes of a file rewritten since (a Zarr chunk object of the same length). The
+    number of rows carried."""
     key = ["array", *GLOBAL_KEY_COLUMNS, "source", "offset", "length"]
     old = snap.ds.to_table(columns=[*key, "held_at", "held_ns", "held_digest"],
                            filter="kind = 'chunk' AND held_at >= 0", with_row_id=True)  # fmt: skip
+    if sources is not None and old.num_rows:
+        was = snap.source_identity()
+        changed = [s for s, now in sources.items() if s in was and was[s] != (now.size, now.mtime_ns, now.etag)]
+        if changed:
+            old = old.filter(pc.invert(pc.is_in(old.column("source"), pa.array(changed, pa.string()))))
     if old.num_rows == 0 or chunk_rows.num_rows == 0:
         return chunk_rows, 0
     n = chunk_rows.num_rows
@@ -294,7 +303,7 @@ def _attempt(col: Collection, parsed: ParsedStore, sources: dict[str, _Source], 
     snap: Snapshot = col.snapshot()
     chunk_rows, var_rows, n_refs = _rows_for(parsed, sources, locs)
     _check_ranges(parsed, sources, chunk_rows)
-    chunk_rows, kept_held = _carry_held(snap, chunk_rows)
+    chunk_rows, kept_held = _carry_held(snap, chunk_rows, sources)
     names = sorted(parsed.arrays)
     array_rows = rows(Kind.ARRAY, len(names), array=names, status=[parsed.arrays[n].status for n in names],
                       meta=[parsed.arrays[n].to_json() for n in names])  # fmt: skip
@@ -367,7 +376,7 @@ def commit_import(
                                 f"file with etag {recorded}; its etag is now {now or 'unknown'} "
                                 "(modified since)")  # fmt: skip
     store = normalize_location(parsed.location)
-    if store in sources:
+    if store in sources and not (parsed.form == "zarr" and parsed.detail.get("zip")):  # a zipped store: its entries
         raise BadInputError(f"{parsed.location}: references itself")
     inline_ok = pc.and_(pc.is_null(locs), pc.is_in(parsed.refs.column("array"), pa.array(sorted(ok), pa.string())))
     if pc.any(inline_ok).as_py():  # inline chunks: their bytes came from the store

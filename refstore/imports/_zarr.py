@@ -241,7 +241,7 @@ def v2_meta(name: str, zarray: dict[str, Any], zattrs: dict[str, Any]) -> ArrayM
     codecs: list[dict[str, Any]] = []
     if dtype.kind not in "biufcSV" or dtype.names is not None:
         reason = f"dtype {dtype} is not supported"
-    elif zarray.get("order", "C") != "C":
+    elif zarray.get("order", "C") != "C" and len(shape) > 1:  # one dimension: F and C are the same bytes
         reason = "Fortran-ordered chunks are not supported"
     else:
         try:

@@ -13,6 +13,7 @@ chunks of one array, era and source are read in one box from each side, at most
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -334,6 +335,47 @@ class _GribOracle:
         pass
 
 
+class _ZarrOracle:
+    """zarr-python over an imported Zarr store (``imports/zarr_store.py``): every chunk object
+    of the store is a source, read through the store as a whole. ``sel`` is in the global
+    array's coordinates (a store is one array each, not slabs of one)."""
+
+    kind = "zarr"
+    global_coords = True
+
+    def __init__(self, store: str) -> None:
+        import zarr
+
+        self.opened: dict[str, Any] = {}
+        if os.path.isfile(store):  # a zip of a store
+            from zarr.storage import ZipStore
+
+            node = zarr.open(ZipStore(store, mode="r"), mode="r")
+        else:
+            node = zarr.open(store, mode="r")
+        if isinstance(node, zarr.Array):  # a store that is one array, named after its folder
+            from ..imports.zarr_store import root_array_name
+
+            self.arrays: Any = {root_array_name(store): node}
+        else:
+            self.arrays = node
+
+    def read(self, name: str, sel: tuple[slice, ...]) -> np.ndarray[Any, Any] | None:
+        arr = self.opened.get(name)
+        if arr is None:  # each array's metadata read once (the oracle serves every chunk object)
+            try:
+                arr = self.opened[name] = self.arrays[name]
+            except KeyError:
+                return None
+        return np.asarray(arr[sel] if sel else arr[...])
+
+    def __enter__(self) -> _ZarrOracle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 class _Oracle:
     """The format's own reader for one source, raw values (no scale, offset or mask). Remote
     sources are opened through the scanners' ranged-read file (h5py and tifffile read only what
@@ -441,6 +483,9 @@ class _Run:
 
         self.stores = {s for s, m in zip(*snap.sources().select(["source", "meta"]).to_pydict().values(), strict=True)
                        if m and json.loads(m).get("format") in STORE_FORMS}  # fmt: skip
+        imported = snap.config().get("imported") or {}
+        self.zarr_store: str | None = imported.get("store") if imported.get("form") == "zarr" else None
+        self.zarr_oracle: _ZarrOracle | None = None
         self.mismatches: list[dict[str, Any]] = []
         self.held_mismatches: list[dict[str, Any]] = []
         self.missing: dict[str, int] = {}
@@ -489,11 +534,11 @@ class _Run:
         unheld = [(p, t.filter(pa.array(~_held(t)))) for p, t in groups]
         held = [(p, t.filter(pa.array(_held(t)))) for p, t in groups]
         need_oracle = any(t.num_rows for _p, t in unheld) or (state == "ok" and any(t.num_rows for _p, t in held))
-        oracle: _Oracle | None = None
+        oracle: _Oracle | _ZarrOracle | None = None
         oracle_error = why
         if need_oracle and state != "missing":
             try:
-                oracle = _Oracle(src, concat_dim=self.snap.concat_dim)
+                oracle = self._oracle(src)
             except OSError as e:
                 oracle_error = str(e).splitlines()[0] if str(e) else type(e).__name__
         try:
@@ -517,8 +562,21 @@ class _Run:
             if oracle is not None:
                 oracle.__exit__(None, None, None)
 
+    def _oracle(self, src: str) -> _Oracle | _ZarrOracle:
+        """zarr-python over the store for a chunk object of an imported Zarr store, else the
+        format's own reader over the source."""
+        store = self.zarr_store
+        if store is not None and (src == store or src.startswith(store.rstrip("/") + "/")):
+            if self.zarr_oracle is None:  # one for all the store's chunk objects (closing it is a no-op)
+                try:
+                    self.zarr_oracle = _ZarrOracle(store)
+                except Exception as e:  # zarr-python refuses the store: no counterpart to compare with
+                    raise OSError(f"zarr-python cannot open {store}: {_first(e)}") from None
+            return self.zarr_oracle
+        return _Oracle(src, concat_dim=self.snap.concat_dim)
+
     # ------------------------------------------------------------------ held chunks
-    def _held(self, picked: _Picked, t: pa.Table, src: str, oracle: _Oracle | None) -> None:
+    def _held(self, picked: _Picked, t: pa.Table, src: str, oracle: _Oracle | _ZarrOracle | None) -> None:
         """Held bytes against their checksum, then (source unchanged) decoded against the oracle."""
         name = picked.meta.name
         keys = _keys(picked.meta, t)
@@ -551,13 +609,15 @@ class _Run:
         self._compare(picked.meta, t.filter(pa.array(good)), src, oracle, self.held_mismatches, "held bytes: ")
 
     # ------------------------------------------------------------------ values
-    def _compare(self, meta: ArrayMeta, t: pa.Table, src: str, oracle: _Oracle,
+    def _compare(self, meta: ArrayMeta, t: pa.Table, src: str, oracle: _Oracle | _ZarrOracle,
                  sink: list[dict[str, Any]], prefix: str) -> None:  # fmt: skip
         """Decoded chunks of ``t`` through the table against the oracle's reads, one box per batch."""
         arr = self._array(meta)
         keys = _keys(meta, t)
         eras = t.column("era").to_numpy()
         dest = np.asarray(self.dests.get((src, meta.name), (0,) * len(DEST_COLUMNS))[: meta.ndim], np.int64)
+        if isinstance(oracle, _ZarrOracle):  # reads the whole store's array, not the source's slab
+            dest = np.zeros_like(dest)
         for era in np.unique(eras).tolist():
             sel = np.flatnonzero(eras == era)
             sel = sel[np.lexsort(keys[sel].T[::-1])] if meta.ndim else sel
@@ -574,7 +634,7 @@ class _Run:
                                  "reason": prefix + reason})  # fmt: skip
                 self._advance(len(part))
 
-    def _batch(self, oracle: _Oracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
+    def _batch(self, oracle: _Oracle | _ZarrOracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
                hi: np.ndarray[Any, Any], dest: np.ndarray[Any, Any]) -> list[tuple[int, str]]:  # fmt: skip
         """(index in the batch, reason) of each chunk that differs; counts checked and skipped. A
         batch that fails on either side is checked again chunk by chunk, to name the culprits."""
@@ -614,7 +674,7 @@ class _Run:
                 out.append((i, "values differ"))
         return out
 
-    def _one_by_one(self, oracle: _Oracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
+    def _one_by_one(self, oracle: _Oracle | _ZarrOracle, arr: Array, era: int, rows: pa.Table, lo: np.ndarray[Any, Any],
                     hi: np.ndarray[Any, Any], dest: np.ndarray[Any, Any]) -> list[tuple[int, str]]:  # fmt: skip
         out = []
         for i in range(rows.num_rows):

@@ -281,6 +281,9 @@ def coverage(snap: Snapshot, name: str, *, tag: str | None = None, time: str | N
     meta = snap.array(name)
     if meta.status != "ok":
         raise BadInputError(f"{name}: recorded as {meta.status} ({meta.reason}): no chunk states to show")
+    if np.dtype(meta.dtype).kind not in "biufc":
+        raise BadInputError(f"{name}: an array of {np.dtype(meta.dtype)} values (strings or records: station names, "
+                            "labels) is not a field over space; coverage pictures numeric arrays")  # fmt: skip
     arrays = snap.arrays()
     coords = {d: arrays[d] for d in meta.dims if d in arrays and len(arrays[d].shape) == 1 and d != name}
     ay, ax = spatial_axes(meta, {d: _coord_kind(c) for d, c in coords.items()})

@@ -173,6 +173,9 @@ def expand_sources(
                     seen.add(info.location)
                     out.append(info.location)
             continue
+        if os.path.isdir(loc) and _is_zarr_store(loc):
+            problems.append((loc, ZARR_STORE_HINT))
+            continue
         if os.path.isdir(loc):
             found, walk_problems = _walk(loc, extensions, follow_links)
             for where, why in walk_problems:  # each once, whether found or also given
@@ -198,6 +201,15 @@ def expand_sources(
     if failed is not None:
         failed += problems
     return out
+
+
+ZARR_STORE_HINT = "a Zarr store: not scanned; `refstore import zarr` brings it in (each chunk object a reference)"
+
+
+def _is_zarr_store(path: str) -> bool:
+    from ..imports.zarr_store import is_zarr_store
+
+    return is_zarr_store(path)
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -28,7 +28,7 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 
 def sniff(location: str) -> str:
-    """``"netcdf3"``, ``"hdf5"``, ``"tiff"``, ``"grib"`` or ``"unknown"`` from the file's signature."""
+    """``"netcdf3"``, ``"hdf5"``, ``"tiff"``, ``"grib"``, ``"zip"`` or ``"unknown"`` from the file's signature."""
     with open_source(location) as (fh, _info):
         return sniff_file(fh, location)
 
@@ -54,7 +54,7 @@ def sniff_file(fh: BinaryIO, location: str) -> str:
             return "grib"
     except OSError as e:
         raise ScanError(location, f"cannot read: {e.strerror or e}") from None
-    return "unknown"
+    return "zip" if head[:4] == b"PK\x03\x04" else "unknown"  # a zip (of a Zarr store, perhaps): refused by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,4 +91,8 @@ class AutoScanner:
             return TiffScanner(concat_dim=self.concat_dim, time_pattern=self.time_pattern).scan_file(fh, info)
         if kind == "grib":
             return GribScanner(concat_dim=self.concat_dim).scan_file(fh, info)
+        if kind == "zip":
+            raise ScanError(
+                location, "a zip file: not scanned; a zipped Zarr store is brought in by `refstore import zarr`"
+            )
         raise ScanError(location, "not a netCDF3, netCDF4/HDF5, TIFF or GRIB file (unrecognised signature)")
