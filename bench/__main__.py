@@ -320,7 +320,7 @@ def bench_hold(work: Path, n_chunks: int = 16384, turns: int = 5) -> dict[str, A
     one held chunk by key against a Parquet file with 64-row row groups holding the same bytes
     (16,384 chunks of 64 KiB = 1 GiB, the setup of the Lance notes). Best of 5 turns each: on a
     VM that hands freed memory back to its host, single turns of either range 0.4-3 s for the
-    same bytes (``design/scale.md``, session 19)."""
+    same bytes (``design/scale.md``)."""
     import h5py
     import pyarrow as pa
     import pyarrow.parquet as pq

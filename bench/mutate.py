@@ -177,7 +177,7 @@ GROUPS: dict[str, Group] = {
         # against the default wall limit of (2.6 s of test calls + 5) x 4
         timeout_constant=30.0,
     ),
-    # hdf5, intern (session 15): the commit's interning of ArrayMeta (in memory, no Lance)
+    # hdf5, intern: the commit's interning of ArrayMeta (in memory, no Lance)
     "intern": Group(
         files=("refstore/scan/_intern.py",),
         tests=("tests/test_mutation_intern.py",),

@@ -249,7 +249,7 @@ def test_attribute_message_versions_and_sizes() -> None:
         _space_dims(bytes([3, 0, 0, 0]))
 
 
-# ---------------------------------------------------------------- the reader itself (session 16)
+# ---------------------------------------------------------------- the reader itself
 def _sized(path: Path, sizes: tuple[int, int], libver: str) -> Path:
     """A file of ``sizes`` (address, length) bytes: a chunked array with a scale, a contiguous one."""
     fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
