@@ -17,12 +17,13 @@ REASONS: dict[str, str] = {
     "GRIB codec (mdim-refs readers)": r"GRIB messages decode only with refstore's codec",
     "GRIB not mapped to GDAL (VRT)": r"GRIB messages are not mapped to GDAL",
     "no GDAL data type (VRT)": r"GDAL has no data type",
-    "not a source format": r"unrecognised signature|folder holds no files ending in",
+    "not a source format": r"unrecognised signature|folder holds no files ending in"
+                           r"|not scanned; .*refstore import zarr",
     "codec without a zarr form": r"codec '\w+' has no zarr v2 \(numcodecs\) form|JPEG tiles with shared tables have no "
                                  r"zarr v3 form",
     "subarray dtype": r"dtype \('[<>|]?\w+', \([\d, ]+\)\) is not supported",
     "TIFF complex integer samples": r"complex integer samples \(TIFF SampleFormat 5",
-    "GRIB scanning mode": r"GRIB grid scanned column-major or with alternating rows",
+    "empty dimension (VRT)": r"a GDAL VRT dimension cannot have size 0",
     "GRIB2 multi-field message": r"multi-field messages are not supported",
     "damaged file": r"wrong message length|no '7777' end marker",
 }
