@@ -367,7 +367,7 @@ def read(
     buf = io.BytesIO()
     np.save(buf, data, allow_pickle=False)
     replace_file(str(out_file), buf.getvalue(), ".npy", npy_own, NPY_OWN)
-    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {version})")
+    out.print(f"wrote {out_file}: {array} {list(data.shape)} {data.dtype} (version {version})", soft_wrap=True)
 
 
 @app.command()
@@ -401,7 +401,8 @@ def verify(
         for m in rep.held_mismatches[:20]:
             err.print(f"[red]held mismatch[/red] {m['array']} chunk {m['chunk']} ({m['source']}): {m['reason']}")
         for src, n in sorted(rep.missing.items()):
-            err.print(f"[yellow]missing source[/yellow] {src}: {n} chunks not verified (not held)")
+            err.print(f"[yellow]missing source[/yellow] {escape(src)}: {n} chunks not verified (not held)",
+                      soft_wrap=True)  # fmt: skip
         out.print(f"checked {rep.checked} chunks at version {version}: {rep.mismatched} mismatched")
         if rep.held_checked:
             only = f" ({rep.held_checksum_only} by checksum only)" if rep.held_checksum_only else ""

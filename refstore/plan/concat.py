@@ -269,13 +269,16 @@ def _check_taken_once(
     coordinates taken once); an array whose digests are unknown cannot be merged."""
     (s0, m0), (s, meta) = first, other
     where = f"it has no '{concat_dim}' dimension" if concat_dim is not None else "no --concat-dim"
-    if (m0.dims, m0.shape, m0.dtype) != (meta.dims, meta.shape, meta.dtype):
+    d0, d = s0.digests.get(name), s.digests.get(name)
+    # a source recorded by an older refstore (no digest) may name a dimension otherwise (phony
+    # dimensions are now numbered as netCDF-C numbers them): its shape and dtype still must agree
+    dims0, dims = (m0.dims, meta.dims) if d0 is not None and d is not None else ((), ())
+    if (dims0, m0.shape, m0.dtype) != (dims, meta.shape, meta.dtype):
         raise PlanError(
             f"array '{name}' is taken once ({where}) but differs between {s0.location} (dims {list(m0.dims)}, "
             f"shape {list(m0.shape)}, {m0.dtype}) and {s.location} (dims {list(meta.dims)}, shape "
             f"{list(meta.shape)}, {meta.dtype})" + _concat_hint(concat_dim)
         )
-    d0, d = s0.digests.get(name), s.digests.get(name)
     if d0 is not None and d is not None and d0[:2] == d[:2]:
         if d0 == d:
             return
