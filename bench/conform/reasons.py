@@ -24,6 +24,7 @@ REASONS: dict[str, str] = {
     "subarray dtype": r"dtype \('[<>|]?\w+', \([\d, ]+\)\) is not supported",
     "TIFF complex integer samples": r"complex integer samples \(TIFF SampleFormat 5",
     "empty dimension (VRT)": r"a GDAL VRT dimension cannot have size 0",
+    "external link": r"links to other files are not followed",
     "GRIB2 multi-field message": r"multi-field messages are not supported",
     "damaged file": r"wrong message length|no '7777' end marker",
 }
