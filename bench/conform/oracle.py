@@ -23,11 +23,12 @@ Nothing here imports refstore."""
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from refstore._netcdf4 import import_netcdf4  # the import's HDF5_PLUGIN_PATH hygiene, not a reader
 
 if TYPE_CHECKING:
     from .units import Unit
@@ -66,17 +67,6 @@ class Oracle:
         if self._xr is None and self.xr_reader is not None:
             self._xr = self.xr_reader()
         return self._xr
-
-
-def _netcdf4() -> Any:
-    before = os.environ.get("HDF5_PLUGIN_PATH")
-    import netCDF4
-
-    if before is None:
-        os.environ.pop("HDF5_PLUGIN_PATH", None)
-    else:
-        os.environ["HDF5_PLUGIN_PATH"] = before
-    return netCDF4
 
 
 def _sel(sel: Sel, ndim: int) -> Any:
@@ -132,13 +122,13 @@ def hdf5_reader(path: str) -> Any:
 
 # ----------------------------------------------------------------------------- netCDF3
 def netcdf3_names(path: str) -> dict[str, ArrayInfo]:
-    with _netcdf4().Dataset(path) as nc:
+    with import_netcdf4().Dataset(path) as nc:
         return {n: ArrayInfo(tuple(v.shape), np.dtype(v.dtype)) for n, v in nc.variables.items()}
 
 
 def netcdf3_reader(path: str) -> Any:
     def read(name: str, sel: Sel) -> Any:
-        with _netcdf4().Dataset(path) as nc:
+        with import_netcdf4().Dataset(path) as nc:
             nc.set_auto_maskandscale(False)
             nc.set_always_mask(False)
             nc.set_auto_chartostring(False)
